@@ -1,0 +1,32 @@
+# Every target sets up .venv first: torch==2.13.0 (the CPU wheel here) before anything else,
+# then the project with its dev extras. The stamp file makes repeated calls cheap.
+PYTHON ?= python3
+VENV ?= .venv
+BIN = $(VENV)/bin
+OFFLINE = HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+
+.PHONY: demo test lint bench docs clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e ".[dev]"
+	touch $@
+
+demo: $(VENV)/.installed
+	$(OFFLINE) $(BIN)/medunlearn demo
+
+lint: $(VENV)/.installed
+	$(BIN)/ruff check src tests bench metrics dataset_scripts
+
+test: lint
+	$(OFFLINE) $(BIN)/pytest -q
+
+bench: $(VENV)/.installed
+	@for script in bench/bench_*.py; do echo "== $$script"; $(OFFLINE) $(BIN)/python $$script || exit 1; done
+
+docs: $(VENV)/.installed
+	$(BIN)/mkdocs build --strict
+
+clean:
+	rm -rf $(VENV) build dist site .pytest_cache

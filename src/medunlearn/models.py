@@ -1,0 +1,97 @@
+"""Models and tokenizers that work offline.
+
+``tiny-llama`` is a small Llama built from ``LlamaConfig`` with a byte-level BPE tokenizer trained on the
+data it will see, so tests and quick runs need no download. Its chat template is ChatML with
+``{% generation %}`` markers, so TRL's assistant-only loss and our completion masks both work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+SPECIAL_TOKENS = {"bos": "<|bos|>", "eos": "<|im_end|>", "pad": "<|pad|>", "unk": "<|unk|>", "start": "<|im_start|>"}
+
+CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "{% if message['role'] == 'assistant' %}"
+    "{{ '<|im_start|>assistant\\n' }}{% generation %}{{ message['content'] + '<|im_end|>' }}{% endgeneration %}{{ '\\n' }}"
+    "{% else %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
+def train_bpe_tokenizer(texts: Iterable[str], vocab_size: int = 1024):
+    """Train a byte-level BPE tokenizer on ``texts`` and wrap it as a ``PreTrainedTokenizerFast``."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE(unk_token=SPECIAL_TOKENS["unk"]))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=list(SPECIAL_TOKENS.values()),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(texts, trainer=trainer)
+    wrapped = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        bos_token=SPECIAL_TOKENS["bos"],
+        eos_token=SPECIAL_TOKENS["eos"],
+        pad_token=SPECIAL_TOKENS["pad"],
+        unk_token=SPECIAL_TOKENS["unk"],
+        additional_special_tokens=[SPECIAL_TOKENS["start"]],
+    )
+    wrapped.chat_template = CHATML_TEMPLATE
+    wrapped.model_max_length = 2048
+    return wrapped
+
+
+@dataclass
+class TinyLlamaConfig:
+    """Sizes of the built-in ``tiny-llama``: small enough for CPU tests, big enough to memorise a cohort."""
+
+    hidden_size: int = 64
+    intermediate_size: int = 128
+    num_hidden_layers: int = 2
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 2
+    max_position_embeddings: int = 1024
+    seed: int = 0
+
+
+def build_tiny_llama(tokenizer, config: TinyLlamaConfig | None = None):
+    """A randomly initialised ``LlamaForCausalLM`` sized by ``config``, matching ``tokenizer``'s vocabulary."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = config or TinyLlamaConfig()
+    torch.manual_seed(config.seed)
+    llama_config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=config.hidden_size,
+        intermediate_size=config.intermediate_size,
+        num_hidden_layers=config.num_hidden_layers,
+        num_attention_heads=config.num_attention_heads,
+        num_key_value_heads=config.num_key_value_heads,
+        max_position_embeddings=config.max_position_embeddings,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=True,
+    )
+    model = LlamaForCausalLM(llama_config)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    return model
+
+
+def build_tiny_llama_for_texts(texts: Iterable[str], vocab_size: int = 1024, config: TinyLlamaConfig | None = None):
+    """Train a tokenizer on ``texts`` and build a tiny Llama for it; returns ``(model, tokenizer)``."""
+    tokenizer = train_bpe_tokenizer(texts, vocab_size=vocab_size)
+    return build_tiny_llama(tokenizer, config), tokenizer

@@ -1,0 +1,48 @@
+"""Shared fixtures: everything offline, tiny models built from config."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+FIXTURE_TEXTS = [
+    "A 54-year-old man presented with chest pain radiating to the left arm for two hours.",
+    "Troponin I was 2.4 ng/mL and the electrocardiogram showed ST elevation in leads II, III and aVF.",
+    "Coronary angiography revealed a 90% occlusion of the right coronary artery; a stent was placed.",
+    "A 37-year-old woman had fever, productive cough and a right lower lobe consolidation.",
+    "Sputum culture grew Streptococcus pneumoniae sensitive to penicillin; she received amoxicillin.",
+    "Biopsy of the breast mass showed invasive ductal carcinoma, estrogen receptor positive.",
+    "What was the troponin level? The troponin I level was 2.4 ng/mL.",
+    "Which artery was occluded? The right coronary artery was 90% occluded.",
+]
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"real data folder {SHARED_DATA} is absent (it sits beside the repository in ../shared/data)")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer():
+    from medunlearn.models import train_bpe_tokenizer
+
+    return train_bpe_tokenizer(FIXTURE_TEXTS * 4, vocab_size=400)
+
+
+@pytest.fixture()
+def tiny_model(tiny_tokenizer):
+    """A fresh tiny Llama per test (tests may train it)."""
+    from medunlearn.models import build_tiny_llama
+
+    return build_tiny_llama(tiny_tokenizer)
