@@ -1,0 +1,165 @@
+"""``evaluate_unlearning``: populations → runner (model, before, retain) → per-example table → summary.
+
+An evaluation folder (EVALDIR)::
+
+    run.json              what was evaluated: model, before / retain models, data, forget config, settings, seed
+    examples.parquet      the scored examples (population, QA type, question, answer, keywords)
+    outputs/model/        runner outputs of the evaluated model (all populations)
+    outputs/before/       runner outputs of the model before unlearning (forget populations), for AFE
+    outputs/retain/       teacher-forced outputs of the retain model (forget populations), for privleak
+    per_example.parquet   every per-example statistic of the evaluated model
+    summary.json          metrics per population × QA type, MIA / privleak
+
+``score_evaluation(EVALDIR)`` rebuilds the last two from the stored outputs, without any model.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import pandas as pd
+
+from medunlearn.evaluation.populations import FORGET_POPULATIONS, PopulationConfig, load_populations
+from medunlearn.evaluation.runner import GENERATION, PASSES, TEACHER_FORCED, RunnerConfig, read_outputs, run_model
+from medunlearn.evaluation.scoring import per_example_metrics, summarise
+
+ROLES = ("model", "before", "retain")
+
+
+def _load(model_or_path, tokenizer=None):
+    if isinstance(model_or_path, (str, Path)):
+        from medunlearn.models import load_model_and_tokenizer
+
+        model, loaded_tokenizer = load_model_and_tokenizer(str(model_or_path))
+        return model, tokenizer or loaded_tokenizer, str(model_or_path)
+    if tokenizer is None:
+        raise ValueError("a model object needs its tokenizer (tokenizer=...)")
+    return model_or_path, tokenizer, None
+
+
+def evaluate_unlearning(
+    model,
+    data_dir: str | Path,
+    forget_config: str,
+    out_dir: str | Path,
+    *,
+    tokenizer=None,
+    before=None,
+    retain_model=None,
+    name: str | None = None,
+    runner_config: RunnerConfig | None = None,
+    population_config: PopulationConfig | None = None,
+    examples: pd.DataFrame | None = None,
+    overwrite: bool = False,
+) -> dict:
+    """Evaluate ``model`` (a path, or an object with ``tokenizer=``) on an AMNESIA forget config.
+
+    ``before`` and ``retain_model`` are paths or ``(model, tokenizer)`` pairs. ``examples`` replaces the
+    populations read from ``data_dir`` (a table shaped like ``build_populations``' output). Finished batches in
+    ``out_dir`` are reused, so rerunning an interrupted evaluation resumes it. Returns the summary.
+    """
+    runner_config = runner_config or RunnerConfig()
+    population_config = population_config or PopulationConfig()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if examples is None:
+        examples = load_populations(data_dir, forget_config, population_config)
+    examples.to_parquet(out_dir / "examples.parquet", index=False)
+    forget_examples = examples[examples["population"].isin(FORGET_POPULATIONS)].reset_index(drop=True)
+
+    jobs = [("model", model, tokenizer, examples, PASSES)]
+    if before is not None:
+        jobs.append(("before", *_pair(before), forget_examples, PASSES))
+    if retain_model is not None:
+        jobs.append(("retain", *_pair(retain_model), forget_examples, (TEACHER_FORCED,)))
+    run_info = {
+        "name": name or (Path(model).name if isinstance(model, (str, Path)) else "model"),
+        "data": str(data_dir),
+        "forget_config": forget_config,
+        "runner": asdict(runner_config),
+        "populations": asdict(population_config),
+        "models": {},
+        "complete": False,
+    }
+    finished = True
+    for role, model_or_path, role_tokenizer, role_examples, passes in jobs:
+        loaded, loaded_tokenizer, path = _load(model_or_path, role_tokenizer)
+        model_id = path or str(getattr(loaded.config, "name_or_path", "") or f"in-memory model ({role})")
+        run_info["models"][role] = model_id
+        finished &= run_model(
+            loaded, loaded_tokenizer, role_examples, out_dir / "outputs" / role, runner_config,
+            model_id=model_id, passes=passes, overwrite=overwrite,
+        )
+    run_info["complete"] = finished
+    (out_dir / "run.json").write_text(json.dumps(run_info, indent=2))
+    if not finished:
+        return {}
+    return score_evaluation(out_dir)
+
+
+def _pair(model_spec):
+    if isinstance(model_spec, (tuple, list)):
+        return model_spec[0], model_spec[1]
+    return model_spec, None
+
+
+def score_evaluation(eval_dir: str | Path) -> dict:
+    """Recompute ``per_example.parquet`` and ``summary.json`` from an evaluation folder's stored outputs."""
+    eval_dir = Path(eval_dir)
+    for required in ("run.json", "examples.parquet"):
+        if not (eval_dir / required).is_file():
+            raise FileNotFoundError(f"{eval_dir} has no {required}: not an evaluation folder")
+    run_info = json.loads((eval_dir / "run.json").read_text())
+    examples = pd.read_parquet(eval_dir / "examples.parquet")
+    tables = {}
+    for role in ROLES:
+        folder = eval_dir / "outputs" / role
+        if not folder.is_dir():
+            continue
+        role_examples = examples if role == "model" else examples[examples["population"].isin(FORGET_POPULATIONS)]
+        role_examples = role_examples.reset_index(drop=True)
+        tables[role] = per_example_metrics(role_examples, read_outputs(folder, role_examples["example_id"]))
+    if "model" not in tables:
+        raise FileNotFoundError(f"{eval_dir} has no outputs/model")
+    model_table = tables["model"]
+    storable = model_table.drop(columns=[c for c in ("disease_keywords",) if c in model_table])
+    storable.to_parquet(eval_dir / "per_example.parquet", index=False)
+    summary = {
+        "name": run_info.get("name"),
+        "forget_config": run_info.get("forget_config"),
+        "models": run_info.get("models", {}),
+        **summarise(model_table, tables.get("before"), tables.get("retain")),
+    }
+    summary["forget_quality"] = None
+    summary["notes"] = [
+        "forget_quality (TOFU KS test of truth ratios) needs perturbed answers, which AMNESIA QA rows do not have",
+    ]
+    summary = _finite_or_none(summary)
+    (eval_dir / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False, default=_json_default))
+    return summary
+
+
+def _finite_or_none(value):
+    """NaN / inf (an undefined metric, e.g. AFE when the before model scored 0) become null in JSON."""
+    import math
+
+    if isinstance(value, dict):
+        return {k: _finite_or_none(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite_or_none(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _json_default(value):
+    import numpy as np
+
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"cannot store {type(value).__name__} in summary.json")
+
+
+__all__ = ["evaluate_unlearning", "score_evaluation", "GENERATION", "TEACHER_FORCED"]

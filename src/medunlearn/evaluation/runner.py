@@ -1,0 +1,315 @@
+"""The evaluation runner: the one place where a model meets the data for scoring.
+
+For every example it does exactly two things, each batched and each once:
+
+1. a **teacher-forced pass** over ``chat(user=question, assistant=answer)`` that keeps, for every answer token,
+   its log-probability, whether it was the model's argmax, and the mean and standard deviation of the
+   log-probability under the model's own next-token distribution. Every probability-based statistic derives
+   from these (Prob, loss, exact memorisation, extraction strength, token entropy, MIA scores incl. min-k%++).
+2. a **greedy generation** from ``chat(user=question)`` (left padding, batches sorted by prompt length, stop
+   at EOS, ``max_new_tokens``) giving the text for every text-based metric (ROUGE-L, leakage, degeneration).
+
+Outputs are written per batch as parquet shards with a manifest, so an interrupted run resumes where it
+stopped, and any metric can be recomputed later from the folder without the model.
+
+Layout of an output folder (one per model role: ``model``, ``before``, ``retain``)::
+
+    manifest.json                        fingerprint of (model, examples, settings) + completed batches
+    teacher_forced-00000.parquet ...     example_id, token_logprobs, token_is_argmax, token_mean_logprob, token_std_logprob
+    generation-00000.parquet ...         example_id, generated_text, generated_token_ids
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+TEACHER_FORCED = "teacher_forced"
+GENERATION = "generation"
+PASSES = (TEACHER_FORCED, GENERATION)
+MANIFEST = "manifest.json"
+
+
+class StaleOutputsError(ValueError):
+    """An output folder holds results of another model, data or setting (and would be silently mixed)."""
+
+
+@dataclass
+class RunnerConfig:
+    """Settings of one runner pass.
+
+    Args:
+        batch_size: sequences per forward pass and per ``generate`` call.
+        max_new_tokens: generation stops at EOS or after this many tokens.
+        sort_by_length: batch sequences of similar length together (less padding; see
+            ``bench/bench_generation_sorting.py``). Results do not depend on it beyond float rounding.
+        stop_after_batches: stop after this many *new* batches, both passes counted (simulates an
+            interrupted run; rerunning resumes). ``None`` runs to the end.
+        progress: show tqdm progress bars.
+    """
+
+    batch_size: int = 16
+    max_new_tokens: int = 64
+    sort_by_length: bool = True
+    stop_after_batches: int | None = None
+    progress: bool = True
+
+
+@dataclass
+class EncodedExamples:
+    """Token ids of every example, made once and shared by both passes."""
+
+    prompt_ids: list[list[int]]  # chat(user=question) + generation prompt
+    full_ids: list[list[int]]  # chat(user=question, assistant=answer)
+    answer_start: np.ndarray  # index in full_ids of the first answer token (== len(prompt_ids))
+    answer_end: np.ndarray  # one past the last answer token (the end-of-turn token included)
+
+
+def encode_examples(tokenizer, questions: Sequence[str], answers: Sequence[str]) -> EncodedExamples:
+    """Render the chat template for all examples and tokenise them in one batched call per view.
+
+    The answer tokens are those after the generation prompt, up to and including the first end-of-sequence
+    token: what the model must emit when it answers. Anything the template adds after it (a newline) is
+    not scored.
+    """
+    prompts = [[{"role": "user", "content": q}] for q in questions]
+    conversations = [[{"role": "user", "content": q}, {"role": "assistant", "content": a}] for q, a in zip(questions, answers)]
+    prompt_text = tokenizer.apply_chat_template(prompts, tokenize=False, add_generation_prompt=True)
+    full_text = tokenizer.apply_chat_template(conversations, tokenize=False)
+    prompt_ids = tokenizer(list(prompt_text), add_special_tokens=False)["input_ids"]
+    full_ids = tokenizer(list(full_text), add_special_tokens=False)["input_ids"]
+    eos_ids = _eos_ids(tokenizer)
+    starts = np.empty(len(full_ids), dtype=np.int64)
+    ends = np.empty(len(full_ids), dtype=np.int64)
+    for i, (prompt, full) in enumerate(zip(prompt_ids, full_ids)):
+        start = len(prompt)
+        if full[:start] != prompt:
+            raise ValueError(
+                f"example {i}: the chat template renders the question differently with and without the answer; "
+                "the answer tokens cannot be located"
+            )
+        end = next((j + 1 for j in range(start, len(full)) if full[j] in eos_ids), len(full))
+        starts[i], ends[i] = start, end
+    return EncodedExamples(prompt_ids, full_ids, starts, ends)
+
+
+def _eos_ids(tokenizer, model=None) -> set[int]:
+    ids = {tokenizer.eos_token_id}
+    configured = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if configured is not None:
+        ids.update(configured if isinstance(configured, list) else [configured])
+    ids.discard(None)
+    return ids
+
+
+def plan_batches(lengths: Sequence[int], batch_size: int, sort_by_length: bool) -> list[np.ndarray]:
+    """Split example indices into batches; sorted longest first so an out-of-memory shows at once."""
+    lengths = np.asarray(lengths)
+    order = np.argsort(-lengths, kind="stable") if sort_by_length else np.arange(len(lengths))
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def _device(model):
+    return next(model.parameters()).device
+
+
+def answer_token_statistics(model, sequences: list[list[int]], answer_start, answer_end, pad_token_id: int) -> dict:
+    """Teacher-forced statistics of the answer tokens of a batch (right padding, so no position moves).
+
+    Returns a dict of lists (one numpy array per sequence, one value per answer token):
+    ``token_logprobs`` log p(y_t | y_<t), ``token_is_argmax`` y_t == argmax p(· | y_<t),
+    ``token_mean_logprob`` E_{v~p}[log p(v)] (the negative entropy) and ``token_std_logprob``
+    sqrt(Var_{v~p}[log p(v)]) — the two moments min-k%++ normalises by.
+    """
+    import torch
+
+    lengths = [len(s) for s in sequences]
+    width = max(lengths)
+    input_ids = torch.full((len(sequences), width), pad_token_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    for row, sequence in enumerate(sequences):
+        input_ids[row, : len(sequence)] = torch.tensor(sequence)
+        attention_mask[row, : len(sequence)] = 1
+    positions = torch.arange(width - 1)
+    # Logits at position t predict token t + 1: the answer token j is scored by the logits at j - 1.
+    start = torch.as_tensor(np.asarray(answer_start)) - 1
+    end = torch.as_tensor(np.asarray(answer_end)) - 1
+    scored = (positions[None, :] >= start[:, None]) & (positions[None, :] < end[:, None])
+    device = _device(model)
+    with torch.inference_mode():
+        logits = model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device)).logits
+        logits = logits[:, :-1][scored.to(device)].float()
+        targets = input_ids[:, 1:][scored].to(device)
+        logprobs = logits.log_softmax(-1)
+        token_logprobs = logprobs.gather(1, targets[:, None]).squeeze(1)
+        is_argmax = logits.argmax(-1) == targets
+        probs = logprobs.exp()
+        mean = (probs * logprobs).sum(-1)
+        variance = (probs * logprobs.square()).sum(-1) - mean.square()
+        std = variance.clamp_min(0).sqrt()
+    counts = scored.sum(1).tolist()
+    columns = {
+        "token_logprobs": token_logprobs,
+        "token_is_argmax": is_argmax,
+        "token_mean_logprob": mean,
+        "token_std_logprob": std,
+    }
+    return {name: list(np.split(values.cpu().numpy(), np.cumsum(counts)[:-1])) for name, values in columns.items()}
+
+
+def greedy_generate(model, prompts: list[list[int]], pad_token_id: int, eos_token_ids: set[int], max_new_tokens: int):
+    """Greedy continuations of a batch of prompts (left padding); each cut before its first EOS."""
+    import torch
+
+    width = max(len(p) for p in prompts)
+    input_ids = torch.full((len(prompts), width), pad_token_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for row, prompt in enumerate(prompts):
+        input_ids[row, width - len(prompt) :] = torch.tensor(prompt)
+        attention_mask[row, width - len(prompt) :] = 1
+    device = _device(model)
+    with torch.inference_mode():
+        output = model.generate(
+            input_ids=input_ids.to(device),
+            attention_mask=attention_mask.to(device),
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            num_beams=1,
+            pad_token_id=pad_token_id,
+            eos_token_id=sorted(eos_token_ids),
+        )
+    new_tokens = output[:, width:].cpu().numpy()
+    is_eos = np.isin(new_tokens, list(eos_token_ids))
+    stops = np.where(is_eos.any(1), is_eos.argmax(1), new_tokens.shape[1])
+    return [row[:stop].tolist() for row, stop in zip(new_tokens, stops)]
+
+
+def outputs_fingerprint(model_id: str, examples: pd.DataFrame, config: RunnerConfig) -> str:
+    """Hash of what the outputs depend on. Batch plan settings are included because shards are per batch."""
+    digest = hashlib.sha256()
+    settings = {k: v for k, v in asdict(config).items() if k not in ("stop_after_batches", "progress")}
+    digest.update(json.dumps({"model": model_id, "settings": settings}, sort_keys=True).encode())
+    for column in ("example_id", "question", "answer"):
+        digest.update("\x1f".join(examples[column].astype(str)).encode())
+    return digest.hexdigest()
+
+
+def _write_json_atomic(path: Path, payload: dict) -> None:
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(payload, indent=2))
+    os.replace(temporary, path)
+
+
+def _read_manifest(out_dir: Path, fingerprint: str, model_id: str, overwrite: bool) -> dict:
+    path = out_dir / MANIFEST
+    fresh = {"fingerprint": fingerprint, "model": model_id, "completed": {name: [] for name in PASSES}, "batches": {}}
+    if not path.is_file() or overwrite:
+        if overwrite:
+            for shard in out_dir.glob("*.parquet"):
+                shard.unlink()
+        return fresh
+    manifest = json.loads(path.read_text())
+    if manifest.get("fingerprint") != fingerprint:
+        raise StaleOutputsError(
+            f"{out_dir} holds outputs of another model, data or setting (model {manifest.get('model')!r}); "
+            "use a new output folder or overwrite=True (--overwrite)"
+        )
+    return manifest
+
+
+def run_model(
+    model,
+    tokenizer,
+    examples: pd.DataFrame,
+    out_dir: str | Path,
+    config: RunnerConfig | None = None,
+    *,
+    model_id: str | None = None,
+    passes: Sequence[str] = PASSES,
+    overwrite: bool = False,
+) -> bool:
+    """Run the teacher-forced and generation passes over ``examples`` and write them to ``out_dir``.
+
+    Resumes from ``out_dir``'s manifest if it exists (same fingerprint). Returns True when every batch of
+    every requested pass is done (False when ``config.stop_after_batches`` stopped it early).
+    """
+    from tqdm.auto import tqdm
+
+    config = config or RunnerConfig()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model_id = model_id or str(getattr(getattr(model, "config", None), "name_or_path", "") or "in-memory model")
+    fingerprint = outputs_fingerprint(model_id, examples, config)
+    manifest = _read_manifest(out_dir, fingerprint, model_id, overwrite)
+
+    encoded = encode_examples(tokenizer, examples["question"].tolist(), examples["answer"].tolist())
+    example_ids = examples["example_id"].to_numpy()
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    eos_ids = _eos_ids(tokenizer, model)
+    was_training = model.training
+    model.eval()
+    finished = True
+    budget = config.stop_after_batches
+    try:
+        for pass_name in passes:
+            lengths = [len(s) for s in (encoded.full_ids if pass_name == TEACHER_FORCED else encoded.prompt_ids)]
+            batches = plan_batches(lengths, config.batch_size, config.sort_by_length)
+            manifest["batches"][pass_name] = len(batches)
+            done = set(manifest["completed"][pass_name])
+            todo = [k for k in range(len(batches)) if k not in done]
+            if budget is not None:
+                if len(todo) > budget:
+                    todo, finished = todo[:budget], False
+                budget -= len(todo)
+            for k in tqdm(todo, desc=f"{out_dir.name}: {pass_name}", disable=not config.progress, unit="batch"):
+                index = batches[k]
+                if pass_name == TEACHER_FORCED:
+                    columns = answer_token_statistics(
+                        model, [encoded.full_ids[i] for i in index], encoded.answer_start[index], encoded.answer_end[index], pad_id
+                    )
+                else:
+                    tokens = greedy_generate(model, [encoded.prompt_ids[i] for i in index], pad_id, eos_ids, config.max_new_tokens)
+                    columns = {
+                        "generated_text": tokenizer.batch_decode(tokens, skip_special_tokens=True),
+                        "generated_token_ids": tokens,
+                    }
+                shard = pd.DataFrame({"example_id": example_ids[index], **columns})
+                shard.to_parquet(out_dir / f"{pass_name}-{k:05d}.parquet", index=False)
+                manifest["completed"][pass_name].append(k)
+                _write_json_atomic(out_dir / MANIFEST, manifest)
+    finally:
+        model.train(was_training)
+    return finished
+
+
+def read_outputs(out_dir: str | Path, example_ids: Sequence[str] | None = None) -> pd.DataFrame:
+    """All per-example outputs of a folder, one row per example (both passes joined on ``example_id``).
+
+    With ``example_ids`` the rows come back in that order, and a missing example raises an error naming it.
+    """
+    out_dir = Path(out_dir)
+    manifest_path = out_dir / MANIFEST
+    if not manifest_path.is_file():
+        raise FileNotFoundError(f"{out_dir} has no {MANIFEST}: not a runner output folder")
+    manifest = json.loads(manifest_path.read_text())
+    tables = []
+    for pass_name in PASSES:
+        shards = [out_dir / f"{pass_name}-{k:05d}.parquet" for k in sorted(manifest["completed"].get(pass_name, []))]
+        if shards:
+            tables.append(pd.concat([pd.read_parquet(s) for s in shards], ignore_index=True).set_index("example_id"))
+    if not tables:
+        raise FileNotFoundError(f"{out_dir} holds no completed batches")
+    outputs = tables[0].join(tables[1:], how="outer") if len(tables) > 1 else tables[0]
+    if example_ids is not None:
+        missing = pd.Index(example_ids).difference(outputs.index)
+        if len(missing):
+            raise FileNotFoundError(f"{out_dir} has no outputs for example {missing[0]!r} (run incomplete?)")
+        outputs = outputs.loc[list(example_ids)]
+    return outputs.reset_index()
