@@ -22,7 +22,14 @@ from pathlib import Path
 import pandas as pd
 
 from medunlearn.evaluation.populations import FORGET_POPULATIONS, PopulationConfig, load_populations
-from medunlearn.evaluation.runner import GENERATION, PASSES, TEACHER_FORCED, RunnerConfig, read_outputs, run_model
+from medunlearn.evaluation.runner import (
+    GENERATION,
+    PASSES,
+    TEACHER_FORCED,
+    RunnerConfig,
+    read_outputs,
+    run_model,
+)
 from medunlearn.evaluation.scoring import per_example_metrics, summarise
 
 ROLES = ("model", "before", "retain")

@@ -110,7 +110,7 @@ def summarise(model: pd.DataFrame, before: pd.DataFrame | None = None, retain: p
             _add_forgetting(cells, population, before)
         else:
             # MU: per-type mean similarity, then the mean over the QA types present.
-            for qa_type, cell in cells.items():
+            for cell in cells.values():
                 cell["model_utility"] = cell.get("similarity")
             per_type = [cells[t]["similarity"] for t in QA_TYPES_ALL[:2] if t in cells and cells[t].get("similarity") is not None]
             cells["all"]["model_utility"] = float(np.mean(per_type)) if per_type else None
