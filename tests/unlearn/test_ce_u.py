@@ -1,0 +1,75 @@
+"""CE-U: the loss equals a hand computation on fixed logits with -100 masking and padding."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from medunlearn.unlearn.ce_u import ce_u_loss, mask_first_answer_tokens
+
+GARBAGE = [40.0, -30.0, 7.0]
+
+
+def fixed_batch():
+    """B=2, T=4, V=3; answer probabilities (.5,.25,.25)->1, (.2,.3,.5)->2 | (.6,.2,.2)->0, (.1,.8,.1)->1."""
+    logits = torch.tensor(
+        [
+            [[0.5, 0.25, 0.25], [0.2, 0.3, 0.5], GARBAGE, GARBAGE],
+            [GARBAGE, [0.6, 0.2, 0.2], [0.1, 0.8, 0.1], GARBAGE],
+        ]
+    )
+    is_log_prob = torch.tensor([[1, 1, 0, 0], [0, 1, 1, 0]], dtype=torch.bool)
+    logits = torch.where(is_log_prob.unsqueeze(-1), logits.log(), logits)
+    labels = torch.tensor([[-100, 1, 2, -100], [-100, -100, 0, 1]])
+    return logits, labels
+
+
+def test_mask_first_answer_tokens_per_row():
+    labels = torch.tensor([[-100, 5, 6, 7, -100], [-100, -100, -100, 8, 9], [-100, -100, -100, -100, -100]])
+    assert mask_first_answer_tokens(labels, 1).tolist() == [
+        [-100, -100, 6, 7, -100],
+        [-100, -100, -100, -100, 9],
+        [-100] * 5,
+    ]
+    assert mask_first_answer_tokens(labels, 2)[0].tolist() == [-100, -100, -100, 7, -100]
+    assert torch.equal(mask_first_answer_tokens(labels, 0), labels)
+
+
+def test_ce_u_loss_matches_hand_computation_without_skipping():
+    """Target = own distribution without the answer token, renormalised; cross-entropy averaged over 4 tokens."""
+    ln = math.log
+    per_token = [
+        -(0.5 / 0.75 * ln(0.5) + 0.25 / 0.75 * ln(0.25)),  # drop token 1 of (.5,.25,.25)
+        -(0.2 / 0.5 * ln(0.2) + 0.3 / 0.5 * ln(0.3)),  # drop token 2 of (.2,.3,.5)
+        -(0.5 * ln(0.2) + 0.5 * ln(0.2)),  # drop token 0 of (.6,.2,.2)
+        -(0.5 * ln(0.1) + 0.5 * ln(0.1)),  # drop token 1 of (.1,.8,.1)
+    ]
+    logits, labels = fixed_batch()
+    assert ce_u_loss(logits, labels, 0).item() == pytest.approx(sum(per_token) / 4, abs=1e-5)
+
+
+def test_ce_u_loss_skips_the_first_answer_token_by_default():
+    ln = math.log
+    expected = (-(0.4 * ln(0.2) + 0.6 * ln(0.3)) - ln(0.1)) / 2
+    logits, labels = fixed_batch()
+    assert ce_u_loss(logits, labels).item() == pytest.approx(expected, abs=1e-5)
+
+
+def test_ce_u_gradient_is_p_minus_target():
+    """d loss / d logits = (p - q) / N: +p_y on the answer token, -p_v p_y / (1 - p_y) elsewhere."""
+    logits, labels = fixed_batch()
+    logits.requires_grad_(True)
+    ce_u_loss(logits, labels, 0).backward()
+    p = torch.tensor([0.1, 0.8, 0.1])
+    q = torch.tensor([0.5, 0.0, 0.5])
+    torch.testing.assert_close(logits.grad[1, 2], (p - q) / 4, atol=1e-6, rtol=0)
+    assert logits.grad[0, 2].abs().sum() == 0 and logits.grad[1, 3].abs().sum() == 0
+
+
+def test_ce_u_ignores_extra_padding_columns():
+    logits, labels = fixed_batch()
+    padded_logits = torch.cat([logits, torch.full((2, 2, 3), 13.0)], dim=1)
+    padded_labels = torch.cat([labels, torch.full((2, 2), -100)], dim=1)
+    torch.testing.assert_close(ce_u_loss(padded_logits, padded_labels), ce_u_loss(logits, labels))

@@ -1,0 +1,88 @@
+"""IdkDPO: the loss equals a hand computation; refusals are valid and assigned deterministically."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from medunlearn.unlearn.idk_dpo import (
+    IdkDPOConfig,
+    assign_idk_answers,
+    idk_dpo_loss,
+    load_idk_answers,
+    sequence_log_probs,
+)
+
+GARBAGE = [40.0, -30.0, 7.0]
+
+
+def fixed_batch():
+    """B=2, T=4, V=3. Answer-token probabilities: row 0 -> 0.25, 0.5; row 1 -> 0.6, 0.8. Row 0 ends in padding."""
+    logits = torch.tensor(
+        [
+            [[0.5, 0.25, 0.25], [0.2, 0.3, 0.5], GARBAGE, GARBAGE],
+            [GARBAGE, [0.6, 0.2, 0.2], [0.1, 0.8, 0.1], GARBAGE],
+        ]
+    )
+    is_log_prob = torch.tensor([[1, 1, 0, 0], [0, 1, 1, 0]], dtype=torch.bool)
+    logits = torch.where(is_log_prob.unsqueeze(-1), logits.log(), logits)
+    labels = torch.tensor([[-100, 1, 2, -100], [-100, -100, 0, 1]])
+    return logits, labels
+
+
+def test_sequence_log_probs_sum_answer_tokens_only():
+    logits, labels = fixed_batch()
+    expected = torch.tensor([math.log(0.25 * 0.5), math.log(0.6 * 0.8)])
+    torch.testing.assert_close(sequence_log_probs(logits, labels), expected, atol=1e-5, rtol=0)
+
+
+def test_idk_dpo_loss_matches_hand_computation():
+    """Margins: row 0 (-1+1.5) - (-3+2.5) = 1.0; row 1 (-2+2) - (-1+1.5) = -0.5; beta = 0.1."""
+    loss = idk_dpo_loss(
+        policy_idk_log_probs=torch.tensor([-1.0, -2.0]),
+        policy_forget_log_probs=torch.tensor([-3.0, -1.0]),
+        reference_idk_log_probs=torch.tensor([-1.5, -2.0]),
+        reference_forget_log_probs=torch.tensor([-2.5, -1.5]),
+        beta=0.1,
+    )
+
+    def log_sigmoid(x):
+        return -math.log1p(math.exp(-x))
+
+    expected = -(2 / 0.1) * (log_sigmoid(0.1) + log_sigmoid(-0.05)) / 2
+    assert loss.item() == pytest.approx(expected, abs=1e-5)
+
+
+def test_idk_dpo_at_zero_margin_is_2_ln2_over_beta_and_tends_to_minus_margin():
+    zeros = torch.zeros(3)
+    assert idk_dpo_loss(zeros, zeros, zeros, zeros, beta=0.5).item() == pytest.approx(4 * math.log(2), abs=1e-6)
+    idk, forget = torch.tensor([0.3, -0.2, 1.0]), torch.tensor([0.1, 0.4, -0.5])
+    small_beta = 1e-3
+    shifted = idk_dpo_loss(idk, forget, zeros, zeros, beta=small_beta).item() - 2 * math.log(2) / small_beta
+    assert shifted == pytest.approx(-(idk - forget).mean().item(), abs=1e-3)
+
+
+def test_shipped_refusals_are_many_distinct_and_short():
+    answers = load_idk_answers()
+    assert len(answers) >= 90
+    assert len(set(answers)) == len(answers)
+    assert all(len(a) < 120 and not a.startswith("#") for a in answers)
+
+
+def test_refusal_file_errors_and_comments(tmp_path):
+    path = tmp_path / "idk.txt"
+    path.write_text("# header\n\nNo idea.\n  Not known.  \n", encoding="utf-8")
+    assert load_idk_answers(path) == ["No idea.", "Not known."]
+    path.write_text("# only a comment\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="no refusal answers"):
+        load_idk_answers(path)
+
+
+def test_assign_idk_answers_is_deterministic_and_uses_the_list():
+    answers = load_idk_answers()
+    first = assign_idk_answers(50, answers, seed=IdkDPOConfig().idk_seed)
+    assert first == assign_idk_answers(50, answers, seed=0)
+    assert first != assign_idk_answers(50, answers, seed=1)
+    assert set(first) <= set(answers) and len(set(first)) > 10

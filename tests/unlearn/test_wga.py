@@ -1,0 +1,68 @@
+"""WGA: the loss equals a hand computation on fixed logits with -100 masking and padding."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from medunlearn.unlearn.wga import answer_token_log_probs, wga_loss
+
+GARBAGE = [40.0, -30.0, 7.0]  # logits at positions that must not count; huge so any leak shows
+
+
+def fixed_batch():
+    """B=2, T=4, V=3. Answer-token probabilities: row 0 -> 0.25, 0.5; row 1 -> 0.6, 0.8. Row 0 ends in padding."""
+    logits = torch.tensor(
+        [
+            [[0.5, 0.25, 0.25], [0.2, 0.3, 0.5], GARBAGE, GARBAGE],
+            [GARBAGE, [0.6, 0.2, 0.2], [0.1, 0.8, 0.1], GARBAGE],
+        ]
+    )
+    is_log_prob = torch.tensor([[1, 1, 0, 0], [0, 1, 1, 0]], dtype=torch.bool)
+    logits = torch.where(is_log_prob.unsqueeze(-1), logits.log(), logits)
+    labels = torch.tensor([[-100, 1, 2, -100], [-100, -100, 0, 1]])
+    return logits, labels
+
+
+ANSWER_PROBS = [0.25, 0.5, 0.6, 0.8]
+
+
+def test_answer_token_log_probs_are_shifted_and_masked():
+    logits, labels = fixed_batch()
+    log_probs, mask = answer_token_log_probs(logits, labels)
+    assert mask.tolist() == [[True, True, False], [False, True, True]]
+    expected = [[math.log(0.25), math.log(0.5), 0.0], [0.0, math.log(0.6), math.log(0.8)]]
+    torch.testing.assert_close(log_probs, torch.tensor(expected), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("beta", [0.0, 1.0, 2.5])
+def test_wga_loss_matches_hand_computation(beta):
+    logits, labels = fixed_batch()
+    expected = sum(p**beta * math.log(p) for p in ANSWER_PROBS) / len(ANSWER_PROBS)
+    assert wga_loss(logits, labels, beta=beta).item() == pytest.approx(expected, abs=1e-5)
+
+
+def test_wga_with_beta_zero_is_gradient_ascent():
+    logits, labels = fixed_batch()
+    mean_log_likelihood = sum(math.log(p) for p in ANSWER_PROBS) / 4
+    assert wga_loss(logits, labels, beta=0.0).item() == pytest.approx(mean_log_likelihood, abs=1e-5)
+
+
+def test_wga_ignores_extra_padding_columns():
+    logits, labels = fixed_batch()
+    padded_logits = torch.cat([logits, torch.full((2, 3, 3), 55.0)], dim=1)
+    padded_labels = torch.cat([labels, torch.full((2, 3), -100)], dim=1)
+    torch.testing.assert_close(wga_loss(padded_logits, padded_labels), wga_loss(logits, labels))
+
+
+def test_wga_weights_are_detached():
+    """d/dz of w*log p with w held fixed: w * (onehot - p), averaged over the 4 answer tokens."""
+    logits, labels = fixed_batch()
+    logits.requires_grad_(True)
+    wga_loss(logits, labels, beta=1.0).backward()
+    p = torch.tensor([0.5, 0.25, 0.25])
+    expected = 0.25 * (torch.tensor([0.0, 1.0, 0.0]) - p) / 4
+    torch.testing.assert_close(logits.grad[0, 0], expected, atol=1e-6, rtol=0)
+    assert logits.grad[0, 2].abs().sum() == 0 and logits.grad[1, 0].abs().sum() == 0
