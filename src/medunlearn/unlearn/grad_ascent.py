@@ -1,0 +1,39 @@
+r"""Gradient Ascent: maximise the NLL of the forget answers.
+
+    L = γ · L_GA,    L_GA = −mean_b (1/|y_b|) Σ_t −log π_θ(y_{b,t} | y_{b,<t}, x_b)
+
+Jang et al., "Knowledge Unlearning for Mitigating Privacy Risks in Language Models", ACL 2023 (arXiv 2210.01504);
+the OpenUnlearning ``GradAscent`` baseline. The per-sequence reduction is ours (see ``base``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from medunlearn.unlearn.base import UnlearningConfig, UnlearningTrainer, nll_loss
+
+
+def grad_ascent_loss(forget_logits: torch.Tensor, forget_labels: torch.Tensor) -> torch.Tensor:
+    """−NLL of the forget completions (sequence-weighted mean)."""
+    return -nll_loss(forget_logits, forget_labels)
+
+
+@dataclass
+class GradAscentConfig(UnlearningConfig):
+    """GradAscent has one term; ``retain_weight`` is unused (no retain set is read)."""
+
+    forget_weight: float = field(default=1.0, metadata={"help": "γ, weight of the ascent term"})
+    retain_weight: float = field(default=0.0, metadata={"help": "unused by GradAscent"})
+
+
+class GradAscentTrainer(UnlearningTrainer):
+    __doc__ = __doc__
+    config_class = GradAscentConfig
+    reference_usage = "none"
+    uses_retain = False
+
+    def unlearning_loss(self, model, forget, retain):
+        forget_loss = grad_ascent_loss(self.logits(model, forget), forget["labels"])
+        return {"loss": self.args.forget_weight * forget_loss, "forget_loss": forget_loss}

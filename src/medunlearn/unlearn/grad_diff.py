@@ -1,0 +1,57 @@
+r"""Gradient Difference: ascend on the forget NLL, descend on the retain NLL.
+
+    L = γ · (−NLL_θ(forget)) + α · NLL_θ(retain),   NLL(D) = mean_b (1/|y_b|) Σ_t −log π_θ(y_{b,t} | y_{b,<t}, x_b)
+
+Liu et al., "Continual Learning and Private Unlearning", CoLLAs 2022; Maini et al., TOFU (arXiv 2401.06121).
+Defaults γ = α = 1 as in OpenUnlearning's ``GradDiff``. One of the four methods of the AMNESIA paper.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from medunlearn.unlearn.base import UnlearningConfig, UnlearningTrainer, nll_loss
+
+
+def grad_diff_loss(
+    forget_logits: torch.Tensor,
+    forget_labels: torch.Tensor,
+    retain_logits: torch.Tensor,
+    retain_labels: torch.Tensor,
+    forget_weight: float = 1.0,
+    retain_weight: float = 1.0,
+) -> dict[str, torch.Tensor]:
+    forget_loss = -nll_loss(forget_logits, forget_labels)
+    retain_loss = nll_loss(retain_logits, retain_labels)
+    return {
+        "loss": forget_weight * forget_loss + retain_weight * retain_loss,
+        "forget_loss": forget_loss,
+        "retain_loss": retain_loss,
+    }
+
+
+@dataclass
+class GradDiffConfig(UnlearningConfig):
+    """GradDiff: γ = α = 1 (OpenUnlearning)."""
+
+    forget_weight: float = field(default=1.0, metadata={"help": "γ, weight of the forget ascent term"})
+    retain_weight: float = field(default=1.0, metadata={"help": "α, weight of the retain NLL term"})
+
+
+class GradDiffTrainer(UnlearningTrainer):
+    __doc__ = __doc__
+    config_class = GradDiffConfig
+    reference_usage = "none"
+    uses_retain = True
+
+    def unlearning_loss(self, model, forget, retain):
+        return grad_diff_loss(
+            self.logits(model, forget),
+            forget["labels"],
+            self.logits(model, retain),
+            retain["labels"],
+            self.args.forget_weight,
+            self.args.retain_weight,
+        )

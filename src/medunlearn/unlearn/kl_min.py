@@ -1,0 +1,63 @@
+r"""KL-Min: ascend on the forget NLL while keeping the retain predictive distribution at the reference's.
+
+    L = γ · (−NLL_θ(forget)) + α · mean_b (1/|y_b|) Σ_{t ∈ completion} KL(π_ref(·|y_{b,<t}, x_b) ‖ π_θ(·|y_{b,<t}, x_b))
+
+Maini et al., TOFU (arXiv 2401.06121), "KL Minimization"; OpenUnlearning's GradDiff with ``retain_loss_type=KL``.
+One of the four methods of the AMNESIA paper. The KL is taken on retain completion tokens only (−100 positions
+are excluded; the reference system averages over padding and prompt too). γ = α = 1.
+
+Reference: the adapter-disabled model under PEFT, otherwise a frozen copy (full distributions cannot be
+precomputed economically).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from medunlearn.unlearn.base import UnlearningConfig, UnlearningTrainer, kl_to_reference, nll_loss
+
+
+def kl_min_loss(
+    forget_logits: torch.Tensor,
+    forget_labels: torch.Tensor,
+    retain_logits: torch.Tensor,
+    retain_reference_logits: torch.Tensor,
+    retain_labels: torch.Tensor,
+    forget_weight: float = 1.0,
+    retain_weight: float = 1.0,
+) -> dict[str, torch.Tensor]:
+    forget_loss = -nll_loss(forget_logits, forget_labels)
+    retain_loss = kl_to_reference(retain_logits, retain_reference_logits, retain_labels).mean()
+    return {
+        "loss": forget_weight * forget_loss + retain_weight * retain_loss,
+        "forget_loss": forget_loss,
+        "retain_loss": retain_loss,
+    }
+
+
+@dataclass
+class KLMinConfig(UnlearningConfig):
+    """KL-Min: γ = α = 1 (OpenUnlearning / TOFU)."""
+
+    forget_weight: float = field(default=1.0, metadata={"help": "γ, weight of the forget ascent term"})
+    retain_weight: float = field(default=1.0, metadata={"help": "α, weight of the retain KL term"})
+
+
+class KLMinTrainer(UnlearningTrainer):
+    __doc__ = __doc__
+    config_class = KLMinConfig
+    reference_usage = "model"
+    uses_retain = True
+
+    def unlearning_loss(self, model, forget, retain):
+        return kl_min_loss(
+            self.logits(model, forget),
+            forget["labels"],
+            self.logits(model, retain),
+            self.reference_logits(model, retain),
+            retain["labels"],
+            self.args.forget_weight,
+            self.args.retain_weight,
+        )
