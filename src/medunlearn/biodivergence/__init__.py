@@ -1,0 +1,1 @@
+"""BioDivergence: contextual contradictions between claims of biomedical abstracts (SPEC §3)."""

@@ -1,0 +1,123 @@
+"""The claim-pair record, its ``datasets.Features`` and vectorised validation of a whole pool.
+
+A *pool* is a table of candidate pairs with silver labels, one row per pair, in the columns of
+:data:`PAIR_COLUMNS`. The build step turns a pool into the v1.0 and pair-level splits.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from medunlearn.biodivergence.ontology import AXIS_IDS, CONFLICT_TYPE_IDS, NO_CONFOUNDER
+
+DOMAINS: tuple[str, ...] = (
+    "antimicrobial_resistance",
+    "oncology",
+    "infectious_disease",
+    "genomics",
+    "clinical_trials_epidemiology",
+)
+LABEL_SOURCES: tuple[str, ...] = ("llm", "heuristic")
+MIN_CONFIDENCE = 0.45  # [paper] train keeps heuristic labels with confidence >= 0.45
+
+STRING_COLUMNS = (
+    "pair_id", "domain", "claim_a", "claim_b", "article_a", "article_b", "abstract_a", "abstract_b",
+    "conflict_type", "dominant_confounder", "reconciliation", "evidence_a", "evidence_b", "label_source",
+)
+PAIR_COLUMNS: tuple[str, ...] = (
+    "pair_id", "domain", "claim_a", "claim_b", "article_a", "article_b", "abstract_a", "abstract_b",
+    "conflict_type", "axes", "dominant_confounder", "reconciliation", "evidence_a", "evidence_b",
+    "label_source", "confidence",
+)
+REQUIRED_COLUMNS: tuple[str, ...] = (
+    "pair_id", "domain", "claim_a", "claim_b", "article_a", "article_b", "conflict_type", "axes",
+    "label_source", "confidence",
+)
+
+
+class PoolFormatError(ValueError):
+    """A pool that does not follow the pair schema; the message names the source, row and field."""
+
+
+def pair_features():
+    """The ``datasets.Features`` of one pair row (strings, ``axes`` a list of axis ids, float confidence)."""
+    from datasets import Features, List, Value
+
+    features = {name: Value("string") for name in STRING_COLUMNS}
+    features["axes"] = List(Value("string"))
+    features["confidence"] = Value("float64")
+    return Features({name: features[name] for name in PAIR_COLUMNS})
+
+
+def _first_bad(mask: np.ndarray) -> int | None:
+    bad = np.flatnonzero(~mask)
+    return int(bad[0]) if bad.size else None
+
+
+def normalise_pool(frame: pd.DataFrame, source: str = "pool") -> pd.DataFrame:
+    """Check every row of ``frame`` and return it with all :data:`PAIR_COLUMNS`, typed and filled.
+
+    Optional columns get defaults: empty abstracts, ``evidence_a/b`` = the claim text (the v1.0
+    claim-verbatim rule), ``reconciliation`` = "", ``dominant_confounder`` = "none". Raises
+    :class:`PoolFormatError` naming ``source``, the first bad row (0-based) and the field.
+    """
+    missing = [name for name in REQUIRED_COLUMNS if name not in frame.columns]
+    if missing:
+        raise PoolFormatError(f"{source}: missing column(s) {missing}; a pool needs {list(REQUIRED_COLUMNS)}")
+    frame = frame.reset_index(drop=True).copy()
+    defaults = {"abstract_a": "", "abstract_b": "", "reconciliation": "", "dominant_confounder": NO_CONFOUNDER}
+    for name, value in defaults.items():
+        if name not in frame.columns:
+            frame[name] = value
+    for side in ("a", "b"):
+        if f"evidence_{side}" not in frame.columns:
+            frame[f"evidence_{side}"] = frame[f"claim_{side}"]
+    frame["dominant_confounder"] = frame["dominant_confounder"].fillna(NO_CONFOUNDER).replace("", NO_CONFOUNDER)
+    for name in ("abstract_a", "abstract_b", "reconciliation"):
+        frame[name] = frame[name].fillna("")
+
+    def fail(row: int, field: str, why: str):
+        raise PoolFormatError(f"{source}: row {row}, field `{field}`: {why} (got {frame.at[row, field]!r})"[:500])
+
+    for name in STRING_COLUMNS:
+        column = frame[name]
+        row = _first_bad(column.map(lambda v: isinstance(v, str)).to_numpy(bool))
+        if row is not None:
+            fail(row, name, "must be a string")
+        if name in ("pair_id", "claim_a", "claim_b", "article_a", "article_b"):
+            row = _first_bad(column.str.strip().str.len().to_numpy() > 0)
+            if row is not None:
+                fail(row, name, "must not be empty")
+    checks = (
+        ("domain", DOMAINS),
+        ("conflict_type", CONFLICT_TYPE_IDS),
+        ("label_source", LABEL_SOURCES),
+        ("dominant_confounder", (*AXIS_IDS, NO_CONFOUNDER)),
+    )
+    for name, allowed in checks:
+        row = _first_bad(frame[name].isin(allowed).to_numpy())
+        if row is not None:
+            fail(row, name, f"unknown label; allowed: {', '.join(allowed)}")
+    axes = frame["axes"].map(lambda v: list(v) if isinstance(v, (list, tuple, np.ndarray)) else None)
+    row = _first_bad(axes.notna().to_numpy())
+    if row is not None:
+        fail(row, "axes", "must be a list of axis ids")
+    frame["axes"] = axes
+    exploded = axes.explode().dropna()
+    bad_axes = ~exploded.isin(AXIS_IDS)
+    if bad_axes.any():
+        fail(int(exploded.index[bad_axes.to_numpy()][0]), "axes", f"unknown axis; allowed: {', '.join(AXIS_IDS)}")
+    # The confounder must be among the pair's own axes: compare "row|axis" keys instead of looping rows.
+    axis_keys = exploded.index.astype(str) + "|" + exploded.astype(str)
+    confounder_keys = frame.index.astype(str) + "|" + frame["dominant_confounder"]
+    confounder_ok = frame["dominant_confounder"].eq(NO_CONFOUNDER).to_numpy() | confounder_keys.isin(axis_keys)
+    row = _first_bad(confounder_ok)
+    if row is not None:
+        fail(row, "dominant_confounder", "must be one of the pair's axes or 'none'")
+    confidence = pd.to_numeric(frame["confidence"], errors="coerce").to_numpy(np.float64)
+    row = _first_bad(np.isfinite(confidence) & (confidence >= 0) & (confidence <= 1))
+    if row is not None:
+        fail(row, "confidence", "must be a number in [0, 1]")
+    frame["confidence"] = confidence
+    return frame[list(PAIR_COLUMNS)]
