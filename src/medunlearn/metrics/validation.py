@@ -41,3 +41,32 @@ def check_same_length(**named: Sequence) -> int:
         if len(values) != len(first):
             raise ValueError(f"`{name}` has {len(values)} items but `{first_name}` has {len(first)}")
     return len(first)
+
+
+def as_float_array(name: str, values: Any, *, ndim: int = 1, allow_nan: bool = False):
+    """``values`` as a float64 numpy array of ``ndim`` dimensions, non-empty and (by default) NaN-free.
+
+    >>> as_float_array("scores", [0.5, 1.0])
+    array([0.5, 1. ])
+    >>> as_float_array("scores", [0.5, float("nan")])
+    Traceback (most recent call last):
+    ...
+    ValueError: `scores`[1] is NaN
+    """
+    import numpy as np
+
+    if values is None:
+        raise ValueError(f"`{name}` must be an array, got None")
+    try:
+        array = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"`{name}` must be numeric with a regular shape: {error}") from None
+    if array.ndim != ndim:
+        raise ValueError(f"`{name}` must have {ndim} dimension(s), got shape {array.shape}")
+    if array.size == 0:
+        raise ValueError(f"`{name}` is empty")
+    if not allow_nan and np.isnan(array).any():
+        first = tuple(int(i) for i in np.argwhere(np.isnan(array))[0])
+        where = first[0] if len(first) == 1 else list(first)
+        raise ValueError(f"`{name}`[{where}] is NaN")
+    return array
