@@ -1,0 +1,133 @@
+"""The runner's outputs equal a direct per-example computation, and an interrupted run resumes to the same outputs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from medunlearn.evaluation.runner import (
+    MANIFEST,
+    RunnerConfig,
+    StaleOutputsError,
+    encode_examples,
+    plan_batches,
+    read_outputs,
+    run_model,
+)
+
+QUIET = {"progress": False}
+
+
+def _direct_answer_statistics(model, full_ids, start, end):
+    """Unbatched, unpadded reference: log-softmax of one sequence's logits at the answer positions."""
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([full_ids])).logits[0].double()
+    logprobs = logits.log_softmax(-1)[start - 1 : end - 1]
+    targets = torch.tensor(full_ids[start:end])
+    token = logprobs.gather(1, targets[:, None]).squeeze(1)
+    mean = (logprobs.exp() * logprobs).sum(-1)
+    std = ((logprobs.exp() * logprobs.square()).sum(-1) - mean.square()).sqrt()
+    return token.numpy(), (logits[start - 1 : end - 1].argmax(-1) == targets).numpy(), mean.numpy(), std.numpy()
+
+
+def test_answer_tokens_are_the_answer_and_its_end_of_turn(tiny_tokenizer, make_examples):
+    examples = make_examples()
+    encoded = encode_examples(tiny_tokenizer, examples["question"], examples["answer"])
+    for i, answer in enumerate(examples["answer"]):
+        span = encoded.full_ids[i][encoded.answer_start[i] : encoded.answer_end[i]]
+        assert span[-1] == tiny_tokenizer.eos_token_id
+        assert tiny_tokenizer.decode(span[:-1]) == answer
+        assert encoded.full_ids[i][: encoded.answer_start[i]] == encoded.prompt_ids[i]
+
+
+def test_teacher_forced_outputs_equal_direct_per_example_computation(lively_model, tiny_tokenizer, make_examples, tmp_path):
+    examples = make_examples()
+    run_model(lively_model, tiny_tokenizer, examples, tmp_path, RunnerConfig(batch_size=3, **QUIET), passes=("teacher_forced",))
+    outputs = read_outputs(tmp_path, examples["example_id"])
+    encoded = encode_examples(tiny_tokenizer, examples["question"], examples["answer"])
+    lengths = {len(ids) for ids in encoded.full_ids}
+    assert len(lengths) > 3, "the examples must differ in length so that batches are padded"
+    for i in range(len(examples)):
+        token, is_argmax, mean, std = _direct_answer_statistics(
+            lively_model, encoded.full_ids[i], encoded.answer_start[i], encoded.answer_end[i]
+        )
+        np.testing.assert_allclose(outputs["token_logprobs"][i], token, atol=1e-5)
+        np.testing.assert_allclose(outputs["token_mean_logprob"][i], mean, atol=1e-5)
+        np.testing.assert_allclose(outputs["token_std_logprob"][i], std, atol=1e-4)
+        np.testing.assert_array_equal(outputs["token_is_argmax"][i], is_argmax)
+
+
+def test_generation_equals_unbatched_greedy_generation(lively_model, tiny_tokenizer, make_examples, tmp_path):
+    model = lively_model.double()  # float64: batched and unbatched argmax cannot differ by rounding
+    examples = make_examples()
+    config = RunnerConfig(batch_size=4, max_new_tokens=12, **QUIET)
+    run_model(model, tiny_tokenizer, examples, tmp_path, config, passes=("generation",))
+    outputs = read_outputs(tmp_path, examples["example_id"])
+    encoded = encode_examples(tiny_tokenizer, examples["question"], examples["answer"])
+    texts = []
+    for i, prompt in enumerate(encoded.prompt_ids):
+        with torch.no_grad():
+            generated = model.generate(
+                input_ids=torch.tensor([prompt]), max_new_tokens=12, do_sample=False,
+                eos_token_id=tiny_tokenizer.eos_token_id, pad_token_id=tiny_tokenizer.pad_token_id,
+            )[0, len(prompt) :].tolist()
+        if tiny_tokenizer.eos_token_id in generated:
+            generated = generated[: generated.index(tiny_tokenizer.eos_token_id)]
+        assert outputs["generated_token_ids"][i].tolist() == generated
+        texts.append(tiny_tokenizer.decode(generated, skip_special_tokens=True))
+    assert outputs["generated_text"].tolist() == texts
+    assert len(set(texts)) > 2, "a lively model must produce varied answers for this test to mean anything"
+
+
+def test_interrupted_run_resumes_to_the_uninterrupted_outputs(lively_model, tiny_tokenizer, make_examples, tmp_path):
+    examples = make_examples()
+    config = RunnerConfig(batch_size=2, max_new_tokens=6, **QUIET)
+    assert run_model(lively_model, tiny_tokenizer, examples, tmp_path / "whole", config)
+
+    interrupted = tmp_path / "interrupted"
+    stopping = RunnerConfig(batch_size=2, max_new_tokens=6, stop_after_batches=3, **QUIET)
+    assert not run_model(lively_model, tiny_tokenizer, examples, interrupted, stopping)
+    manifest = json.loads((interrupted / MANIFEST).read_text())
+    assert sum(len(done) for done in manifest["completed"].values()) == 3
+    # The restart runs only what is missing, and is told the same settings (the stop limit is not part of them).
+    assert run_model(lively_model, tiny_tokenizer, examples, interrupted, config)
+    manifest = json.loads((interrupted / MANIFEST).read_text())
+    assert all(sorted(done) == list(range(manifest["batches"][name])) for name, done in manifest["completed"].items())
+
+    whole = read_outputs(tmp_path / "whole", examples["example_id"])
+    resumed = read_outputs(interrupted, examples["example_id"])
+    assert whole["generated_text"].tolist() == resumed["generated_text"].tolist()
+    for column in ("token_logprobs", "token_is_argmax", "token_mean_logprob", "token_std_logprob"):
+        for a, b in zip(whole[column], resumed[column]):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_outputs_of_other_data_are_not_mixed_in(tiny_model, tiny_tokenizer, make_examples, tmp_path):
+    config = RunnerConfig(batch_size=4, max_new_tokens=2, **QUIET)
+    run_model(tiny_model, tiny_tokenizer, make_examples(), tmp_path, config)
+    other = make_examples(answers=["changed"] * 7)
+    with pytest.raises(StaleOutputsError, match="another model, data or setting"):
+        run_model(tiny_model, tiny_tokenizer, other, tmp_path, config)
+    assert run_model(tiny_model, tiny_tokenizer, other, tmp_path, config, overwrite=True)
+    assert read_outputs(tmp_path, other["example_id"])["example_id"].tolist() == other["example_id"].tolist()
+
+
+def test_read_outputs_names_a_missing_example(tiny_model, tiny_tokenizer, make_examples, tmp_path):
+    examples = make_examples()
+    run_model(tiny_model, tiny_tokenizer, examples, tmp_path, RunnerConfig(batch_size=4, max_new_tokens=2, **QUIET))
+    with pytest.raises(FileNotFoundError, match="forget_seen/q99"):
+        read_outputs(tmp_path, [*examples["example_id"], "forget_seen/q99"])
+
+
+@pytest.mark.parametrize("sort_by_length", [True, False])
+def test_batch_plan_covers_every_example_once(sort_by_length):
+    lengths = [5, 1, 9, 3, 3, 7, 2]
+    batches = plan_batches(lengths, 3, sort_by_length)
+    assert sorted(np.concatenate(batches).tolist()) == list(range(len(lengths)))
+    assert [len(b) for b in batches] == [3, 3, 1]
+    if sort_by_length:
+        flat = [lengths[i] for i in np.concatenate(batches)]
+        assert flat == sorted(lengths, reverse=True)
