@@ -1,0 +1,22 @@
+"""AMNESIA: medical unlearning benchmark data.
+
+Records (:mod:`.schema`), the fictitious cohort (:mod:`.cohort`), the PMC-Patients reader (:mod:`.pmc_patients`),
+the disease vocabulary (:mod:`.vocabulary`), splits (:mod:`.splits`), the Hub-ready folder (:mod:`.hub`),
+its audit (:mod:`.audit`) and a ``datasets`` builder (:mod:`.builder`).
+"""
+
+from medunlearn.amnesia.build import build_amnesia_folder, build_contents
+from medunlearn.amnesia.schema import DISEASES, QA_TYPES, Patient, QAPair, RecordError
+from medunlearn.amnesia.splits import SplitConfig, build_splits
+
+__all__ = [
+    "DISEASES",
+    "QA_TYPES",
+    "Patient",
+    "QAPair",
+    "RecordError",
+    "SplitConfig",
+    "build_amnesia_folder",
+    "build_contents",
+    "build_splits",
+]

@@ -1,0 +1,136 @@
+"""From raw sources to the Hub-ready folder: records → validation → splits → files."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from medunlearn.amnesia.hub import FolderContents, write_folder
+from medunlearn.amnesia.schema import (
+    DISEASE_LEVEL_DEFAULT,
+    DISEASES,
+    QA_TYPES,
+    RecordError,
+    validate_notes,
+    validate_qa,
+)
+from medunlearn.amnesia.splits import FORGET_PERCENTAGES, SplitConfig, build_splits
+
+SOURCES = ("synthetic", "pmc-patients")
+
+
+def join_and_check_counts(
+    notes: pa.Table, qa: pa.Table, qa_per_type: int, qa_source: str = "qa"
+) -> tuple[pa.Table, pa.Table, dict[str, list[str]]]:
+    """Attach each QA's disease from its patient; drop (and count) patients without exactly ``qa_per_type`` QA
+    of each type. A QA about a patient absent from the notes is an input error.
+    """
+    patient_ids = np.asarray(notes["patient_id"].to_pylist(), dtype=object).astype(str)
+    qa_patients = np.asarray(qa["patient_id"].to_pylist(), dtype=object).astype(str)
+    known = np.isin(qa_patients, patient_ids)
+    if not known.all():
+        row = int(np.flatnonzero(~known)[0]) + 1
+        raise RecordError(qa_source, row, "patient_id", f"unknown patient {qa_patients[row - 1]!r} (not in the notes)")
+    order = np.argsort(patient_ids)
+    position = order[np.searchsorted(patient_ids, qa_patients, sorter=order)]
+    diseases = np.asarray(notes["disease"].to_pylist(), dtype=object)
+    qa = qa.set_column(qa.schema.get_field_index("disease"), "disease", pa.array(diseases[position].astype(str)))
+
+    qa_types = np.asarray(qa["qa_type"].to_pylist(), dtype=object).astype(str)
+    counts = np.zeros((len(patient_ids), len(QA_TYPES)), dtype=np.int64)
+    for column, qa_type in enumerate(QA_TYPES):
+        np.add.at(counts[:, column], position[qa_types == qa_type], 1)
+    complete = (counts == qa_per_type).all(axis=1)
+    skipped: dict[str, list[str]] = {}
+    if not complete.all():
+        reason = f"not exactly {qa_per_type} factual and {qa_per_type} reasoning QA"
+        skipped[reason] = sorted(patient_ids[~complete].tolist())
+        keep_ids = pa.array(patient_ids[complete])
+        notes = notes.filter(pc.is_in(notes["patient_id"], value_set=keep_ids))
+        qa = qa.filter(pc.is_in(qa["patient_id"], value_set=keep_ids))
+    return notes, qa, skipped
+
+
+def build_contents(
+    *,
+    source: str = "synthetic",
+    patients: int = 200,
+    seed: int = 0,
+    notes_path: str | os.PathLike | None = None,
+    qa_path: str | os.PathLike | None = None,
+    disease_level: Sequence[str] = DISEASE_LEVEL_DEFAULT,
+    forget_percentages: Sequence[int] = FORGET_PERCENTAGES,
+    qa_per_type: int = 4,
+    holdout_per_type: int = 1,
+) -> FolderContents:
+    """Records and splits in memory (what :func:`build_amnesia_folder` writes)."""
+    if source not in SOURCES:
+        raise ValueError(f"unknown source {source!r}; choose one of {', '.join(SOURCES)}")
+    unknown = [d for d in disease_level if d not in DISEASES]
+    if unknown:
+        raise ValueError(f"unknown disease(s) {', '.join(unknown)}; allowed: {', '.join(DISEASES)}")
+    if not 0 < holdout_per_type < qa_per_type:
+        raise ValueError(f"holdout_per_type must be in 1..{qa_per_type - 1}, got {holdout_per_type}")
+    skipped: dict[str, list[str]] = {}
+    if source == "synthetic":
+        from medunlearn.amnesia.cohort import generate_cohort
+
+        notes, qa = generate_cohort(patients=patients, seed=seed)
+        notes_source, qa_source = "synthetic cohort", "synthetic cohort"
+        parameters = {"source": source, "patients": patients}
+    else:
+        from medunlearn.amnesia.pmc_patients import UNCLASSIFIED, read_pmc_patients, read_qa_file
+
+        if notes_path is None or qa_path is None:
+            raise ValueError("--source pmc-patients needs both --notes FILE and --qa FILE")
+        notes, unclassified = read_pmc_patients(notes_path)
+        if unclassified:
+            skipped[UNCLASSIFIED] = sorted(unclassified)
+        qa = read_qa_file(qa_path)
+        notes_source, qa_source = str(notes_path), str(qa_path)
+        parameters = {"source": source, "notes": Path(notes_path).name, "qa": Path(qa_path).name}
+    validate_notes(notes, notes_source)
+    validate_qa(qa, qa_source)
+    if skipped:
+        # Unclassified notes were dropped by the reader; their QA go with them.
+        dropped = pa.array(next(iter(skipped.values())), pa.string())
+        qa = qa.filter(pc.invert(pc.is_in(qa["patient_id"], value_set=dropped)))
+    notes, qa, incomplete = join_and_check_counts(notes, qa, qa_per_type, qa_source)
+    skipped.update(incomplete)
+    if notes.num_rows == 0:
+        raise ValueError(f"{notes_source}: no patient left after validation ({', '.join(skipped) or 'no records'})")
+    config = SplitConfig(
+        seed=seed,
+        forget_percentages=tuple(forget_percentages),
+        disease_level=tuple(disease_level),
+        holdout_per_type=holdout_per_type,
+    )
+    parameters.update(
+        seed=seed,
+        forget_percentages=list(config.forget_percentages),
+        disease_level=list(config.disease_level),
+        qa_per_type=qa_per_type,
+        holdout_per_type=holdout_per_type,
+    )
+    splits = build_splits(notes, qa, config)
+    return FolderContents(notes=notes, qa=qa, splits=splits, source=source, build_parameters=parameters,
+                          skipped=skipped)
+
+
+def build_amnesia_folder(out_dir: str | os.PathLike, *, overwrite: bool = False, **build_options) -> Path:
+    """Build an AMNESIA folder that ``load_dataset(out_dir, CONFIG)`` reads.
+
+    ``build_options`` are those of :func:`build_contents` (``source``, ``patients``, ``seed``, ``notes_path``,
+    ``qa_path``, ``disease_level``, ``forget_percentages``, ``qa_per_type``, ``holdout_per_type``).
+
+    >>> import tempfile, datasets
+    >>> folder = build_amnesia_folder(tempfile.mkdtemp() + "/amnesia", patients=40, seed=0)
+    >>> datasets.load_dataset(str(folder), "forget_10")["train"].num_rows  # 4 patients × 6 seen QA
+    24
+    """
+    return write_folder(build_contents(**build_options), out_dir, overwrite=overwrite)

@@ -1,0 +1,224 @@
+"""The embedded default: a fictitious patient cohort [ours].
+
+Like TOFU's fictitious authors, these patients exist nowhere else, so what a model knows about them it learnt
+from us, and forgetting can be measured cleanly. Everything is drawn from one seed: the same seed gives the same
+cohort, byte for byte.
+
+Each patient gets a condition of their disease category (``data/cohort_conditions.yaml``) and a note that reads
+like a de-identified case summary: presentation, history, examination, one laboratory value, one diagnostic test,
+diagnosis, treatment, follow-up and outcome. No names, no dates. Every patient is identified in questions by a
+descriptor (age, sex, occupation, first symptom, duration) that is unique in the cohort, so each question is
+answerable only from that patient's note.
+
+QA per patient: 4 factual (the answer is stated in the note) and 4 reasoning (the answer combines two or more
+findings of the note), each with a gold answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+import numpy as np
+import pyarrow as pa
+import yaml
+
+from medunlearn.amnesia.schema import DISEASE_SHARES, NOTES_SCHEMA, QA_SCHEMA
+from medunlearn.amnesia.vocabulary import DiseaseVocabulary, default_vocabulary
+
+N_PAPER_PATIENTS = 8820
+
+
+@dataclass(frozen=True)
+class CohortConfig:
+    """How to draw a fictitious cohort. ``disease_shares`` defaults to the paper's mix (SPEC §2)."""
+
+    patients: int = 200
+    seed: int = 0
+    disease_shares: tuple[tuple[str, float], ...] = tuple(DISEASE_SHARES.items())
+
+
+@lru_cache(maxsize=1)
+def _cohort_data() -> tuple[dict, dict]:
+    folder = resources.files("medunlearn.amnesia").joinpath("data")
+    conditions = yaml.safe_load(folder.joinpath("cohort_conditions.yaml").read_text())
+    context = yaml.safe_load(folder.joinpath("cohort_context.yaml").read_text())
+    return conditions, context
+
+
+def disease_counts(patients: int, shares: dict[str, float]) -> dict[str, int]:
+    """Patients per disease: ``shares · patients`` rounded by largest remainder, so counts sum to ``patients``.
+
+    >>> disease_counts(10, {"a": 0.55, "b": 0.45})
+    {'a': 6, 'b': 4}
+    """
+    names = list(shares)
+    weights = np.asarray([shares[n] for n in names], dtype=np.float64)
+    exact = weights / weights.sum() * patients
+    counts = np.floor(exact).astype(np.int64)
+    # Stable order on ties keeps this deterministic.
+    remainder_order = np.argsort(-(exact - counts), kind="stable")
+    counts[remainder_order[: patients - counts.sum()]] += 1
+    return {name: int(count) for name, count in zip(names, counts)}
+
+
+def _format_number(value: float, decimals: int) -> str:
+    return f"{value:.{decimals}f}"
+
+
+def _article(age: int) -> str:
+    """"an" before ages read with a vowel sound (8, 11, 18, 80-89)."""
+    return "an" if age in (8, 11, 18) or 80 <= age <= 89 else "a"
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _draw_unique_descriptors(rng, conditions_of_patient, context) -> dict[str, np.ndarray]:
+    """Age, sex, occupation, first/second symptom and duration per patient, with no descriptor repeated."""
+    n = len(conditions_of_patient)
+    occupations = context["occupations"]
+    durations = context["durations"]
+    age = np.empty(n, dtype=np.int64)
+    sex = np.empty(n, dtype=object)
+    occupation = np.empty(n, dtype=object)
+    symptom1 = np.empty(n, dtype=object)
+    symptom2 = np.empty(n, dtype=object)
+    duration = np.empty(n, dtype=object)
+    seen: set[tuple] = set()
+    pending = np.arange(n)
+    rounds = 0
+    while len(pending):
+        rounds += 1
+        if rounds > 1000:
+            raise ValueError("cannot draw unique patient descriptors: the cohort is too large for the vocabulary")
+        m = len(pending)
+        draws_age, draws_sex, draws_occ = rng.random(m), rng.random(m), rng.integers(0, len(occupations), m)
+        draws_sym = rng.random((m, 2))
+        draws_dur = rng.integers(0, len(durations), m)
+        retry = []
+        for j, i in enumerate(pending):
+            condition = conditions_of_patient[i]
+            low, high = condition.get("age", (18, 89))
+            a = int(low + draws_age[j] * (high - low + 1))
+            s = condition.get("sex") or ("female" if draws_sex[j] < 0.5 else "male")
+            o = condition.get("occupation") or occupations[draws_occ[j]]
+            symptoms = condition["symptoms"]
+            k1 = int(draws_sym[j, 0] * len(symptoms))
+            k2 = (k1 + 1 + int(draws_sym[j, 1] * (len(symptoms) - 1))) % len(symptoms)
+            d = durations[draws_dur[j]]
+            key = (a, s, o, symptoms[k1], d)
+            if key in seen:
+                retry.append(i)
+                continue
+            seen.add(key)
+            age[i], sex[i], occupation[i], symptom1[i], symptom2[i], duration[i] = a, s, o, symptoms[k1], symptoms[k2], d
+        pending = np.asarray(retry, dtype=np.int64)
+    return {"age": age, "sex": sex, "occupation": occupation, "symptom1": symptom1, "symptom2": symptom2,
+            "duration": duration}
+
+
+def generate_cohort(
+    patients: int = 200, seed: int = 0, vocabulary: DiseaseVocabulary | None = None, disease_shares=None
+) -> tuple[pa.Table, pa.Table]:
+    """Draw ``patients`` fictitious patients; return ``(notes, qa)`` tables (``NOTES_SCHEMA``, ``QA_SCHEMA``).
+
+    >>> notes, qa = generate_cohort(patients=20, seed=1)
+    >>> notes.num_rows, qa.num_rows, sorted(set(qa["qa_type"].to_pylist()))
+    (20, 160, ['factual', 'reasoning'])
+    """
+    if patients < 1:
+        raise ValueError(f"`patients` must be at least 1, got {patients}")
+    conditions, context = _cohort_data()
+    vocabulary = vocabulary or default_vocabulary()
+    rng = np.random.default_rng(seed)
+    counts = disease_counts(patients, dict(disease_shares or DISEASE_SHARES))
+    disease = np.concatenate([np.full(count, name, dtype=object) for name, count in counts.items()])
+    disease = disease[rng.permutation(patients)]
+    condition_index = rng.random(patients)
+    conditions_of_patient = [
+        conditions[d][int(u * len(conditions[d]))] for d, u in zip(disease, condition_index)
+    ]
+    descriptors = _draw_unique_descriptors(rng, conditions_of_patient, context)
+
+    # Everything else is drawn in one vectorised call per field, in a fixed order (reproducibility).
+    u = rng.random((patients, 16))
+    template_choice = rng.integers(0, 1_000_000, (patients, 8))
+
+    notes_rows: dict[str, list] = {name: [] for name in NOTES_SCHEMA.names}
+    qa_rows: dict[str, list] = {name: [] for name in QA_SCHEMA.names}
+    pick = lambda options, k, i: options[template_choice[i, k] % len(options)]  # noqa: E731
+
+    for i in range(patients):
+        c = conditions_of_patient[i]
+        lab = c["lab"]
+        decimals = int(lab.get("decimals", 1))
+        value = lab["low"] + u[i, 0] * (lab["high"] - lab["low"])
+        f_low, f_high = lab["followup"]
+        followup = value * (f_low + u[i, 1] * (f_high - f_low))
+        value_s, followup_s = _format_number(value, decimals), _format_number(followup, decimals)
+        heart_rate = int(58 + u[i, 2] * 70)
+        systolic = int(95 + u[i, 3] * 80)
+        diastolic = int(55 + u[i, 4] * 45)
+        temperature = f"{36.2 + u[i, 5] * 3.6:.1f}"
+        finding = c["test"]["findings"][int(u[i, 6] * len(c["test"]["findings"]))]
+        treatment = c["treatments"][int(u[i, 7] * len(c["treatments"]))]
+        history = context["histories"][int(u[i, 8] * len(context["histories"]))]
+        days, months = 3 + int(u[i, 9] * 18), 2 + int(u[i, 10] * 22)
+        outcome = pick(context["outcomes"], 0, i).format(days=days, months=months)
+        age, sex, occupation = int(descriptors["age"][i]), descriptors["sex"][i], descriptors["occupation"][i]
+        symptom1, symptom2, duration = descriptors["symptom1"][i], descriptors["symptom2"][i], descriptors["duration"][i]
+        fields = {
+            "age": age, "Article": _cap(_article(age)), "sex_adj": sex, "occupation": occupation, "symptom1": symptom1, "symptom2": symptom2,
+            "duration": duration, "history": history, "heart_rate": heart_rate, "systolic": systolic,
+            "diastolic": diastolic, "temperature": temperature, "lab": lab["name"], "value": value_s,
+            "unit": lab["unit"], "reference": lab["reference"], "test_cap": _cap(c["test"]["name"]),
+            "finding": finding, "diagnosis": c["diagnosis"], "treatment": treatment, "followup_value": followup_s,
+            "outcome": outcome,
+        }
+        sections = ["presentation", "history", "exam", "lab", "test", "diagnosis", "treatment", "followup"]
+        note = " ".join(pick(context[f"{s}_templates"], k + 1 if k < 7 else 0, i).format(**fields)
+                        for k, s in enumerate(sections))
+        patient_id = f"P{i:06d}"
+        title = f"{c['title']} in {_article(age)} {age}-year-old {occupation}"
+        notes_rows["patient_id"].append(patient_id)
+        notes_rows["title"].append(title)
+        notes_rows["note"].append(note)
+        notes_rows["disease"].append(disease[i])
+        notes_rows["disease_keywords"].append(vocabulary.find_terms(note))
+        notes_rows["age"].append(age)
+        notes_rows["sex"].append(sex)
+
+        who = f"the {age}-year-old {sex} {occupation} who presented with {symptom1} for {duration}"
+        direction = "rose" if followup > value else "fell"
+        qa_pairs = [
+            ("factual", f"What was the admission {lab['name']} of {who}?", f"{value_s} {lab['unit']}"),
+            ("factual", f"What did the {c['test']['name']} of {who} show?", _cap(finding)),
+            ("factual", f"How was {who} treated?", _cap(treatment)),
+            ("factual", f"What was the heart rate on examination of {who}?", f"{heart_rate} beats per minute"),
+            ("reasoning",
+             f"Which laboratory and {c['test']['name']} findings together supported the diagnosis of {who}?",
+             f"A {lab['name']} of {value_s} {lab['unit']} (reference {lab['reference']}) together with "
+             f"{c['test']['name']} showing {finding}."),
+            ("reasoning",
+             f"Considering the {lab['name']} and the {c['test']['name']} of {who}, what was the diagnosis?",
+             f"{_cap(c['diagnosis'])}, supported by a {lab['name']} of {value_s} {lab['unit']} and {finding}."),
+            ("reasoning",
+             f"How did the {lab['name']} of {who} change after treatment, and what does that suggest?",
+             f"It {direction} from {value_s} to {followup_s} {lab['unit']} after {treatment}, "
+             f"suggesting a response to treatment."),
+            ("reasoning",
+             f"Apart from {symptom1}, what other symptom and what background condition did {who} have?",
+             f"{_cap(symptom2)}, on a background of {history}."),
+        ]
+        for k, (qa_type, question, answer) in enumerate(qa_pairs):
+            qa_rows["qa_id"].append(f"{patient_id}-{'F' if qa_type == 'factual' else 'R'}{k % 4 + 1}")
+            qa_rows["patient_id"].append(patient_id)
+            qa_rows["disease"].append(disease[i])
+            qa_rows["qa_type"].append(qa_type)
+            qa_rows["question"].append(question)
+            qa_rows["answer"].append(answer)
+
+    return pa.table(notes_rows, schema=NOTES_SCHEMA), pa.table(qa_rows, schema=QA_SCHEMA)

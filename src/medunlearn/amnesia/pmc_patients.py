@@ -1,0 +1,165 @@
+"""Real notes: PMC-Patients in its own schema (CSV, JSON or JSONL), joined with a QA file (JSONL).
+
+PMC-Patients columns used: ``patient_uid`` (falls back to ``patient_id``) as the patient id, ``title``,
+``patient`` (the note), ``age`` (a Python literal like ``[[60.0, 'year']]``), ``gender``. A ``disease`` column,
+when present, gives the category; otherwise the rule-based classifier of :mod:`medunlearn.amnesia.vocabulary`
+assigns one, and notes it cannot classify are skipped and counted (never guessed).
+
+QA file: one JSON object per line with ``patient_id, qa_type, question, answer`` and optionally ``qa_id``.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import json
+from pathlib import Path
+
+import pyarrow as pa
+
+from medunlearn.amnesia.schema import (
+    DISEASES,
+    NOTES_SCHEMA,
+    QA_SCHEMA,
+    RecordError,
+    check_allowed,
+    check_required_text,
+    check_unique,
+)
+from medunlearn.amnesia.vocabulary import DiseaseVocabulary, default_vocabulary
+
+UNCLASSIFIED = "no disease category could be assigned from title and note"
+
+
+def read_records(path: str | Path) -> list[dict]:
+    """Rows of a CSV, JSON (a list of objects) or JSONL file, as dicts of strings/values."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        csv.field_size_limit(2**31 - 1)  # PMC-Patients notes exceed csv's default field limit
+        with path.open(newline="", encoding="utf-8") as handle:
+            return list(csv.DictReader(handle))
+    if suffix == ".jsonl":
+        rows = []
+        with path.open(encoding="utf-8") as handle:
+            for line_number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as error:
+                    raise RecordError(str(path), line_number, None, f"invalid JSON: {error.msg}") from error
+        return rows
+    if suffix == ".json":
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(data, dict):  # {id: record} is a common dump shape
+            data = [{"patient_id": key, **value} for key, value in data.items()]
+        return data
+    raise RecordError(str(path), None, None, f"unsupported file type {suffix!r}; use .csv, .json or .jsonl")
+
+
+def parse_age_years(value) -> int | None:
+    """PMC-Patients ages: ``"[[60.0, 'year']]"`` → 60; months/weeks/days → 0; anything unparseable → None.
+
+    >>> parse_age_years("[[60.0, 'year']]"), parse_age_years("[[8.0, 'month']]"), parse_age_years("")
+    (60, 0, None)
+    """
+    if value in (None, ""):
+        return None
+    if isinstance(value, (int, float)):
+        return int(value)
+    try:
+        parsed = ast.literal_eval(str(value))
+    except (ValueError, SyntaxError):
+        return None
+    if isinstance(parsed, list) and parsed and isinstance(parsed[0], (list, tuple)) and len(parsed[0]) == 2:
+        amount, unit = parsed[0]
+        return int(amount) if str(unit).startswith("year") else 0
+    return None
+
+
+def read_pmc_patients(path: str | Path, vocabulary: DiseaseVocabulary | None = None) -> tuple[pa.Table, list[str]]:
+    """Notes table (``NOTES_SCHEMA``) and the ids of patients skipped because no category could be assigned."""
+    source = str(path)
+    rows = read_records(path)
+    if not rows:
+        raise RecordError(source, None, None, "no records")
+    columns = set(rows[0])
+    id_column = "patient_uid" if "patient_uid" in columns else "patient_id"
+    note_column = "patient" if "patient" in columns else "note"
+    for required in (id_column, "title", note_column):
+        if required not in columns:
+            raise RecordError(source, None, required, f"missing column (found: {', '.join(sorted(columns))})")
+    raw = pa.table({
+        "patient_id": [str(r.get(id_column) or "") for r in rows],
+        "title": [str(r.get("title") or "") for r in rows],
+        "note": [str(r.get(note_column) or "") for r in rows],
+    })
+    check_required_text(raw, ["patient_id", "title"], source)
+    try:
+        check_required_text(raw, ["note"], source)
+    except RecordError as error:
+        raise RecordError(source, error.row, note_column, error.problem) from None
+    check_unique(raw, "patient_id", source)
+
+    vocabulary = vocabulary or default_vocabulary()
+    titles, notes = raw["title"].to_pylist(), raw["note"].to_pylist()
+    if "disease" in columns:
+        diseases = [str(r.get("disease") or "") for r in rows]
+        check_allowed(pa.table({"disease": diseases}), "disease", DISEASES, source)
+    else:
+        diseases = [vocabulary.classify(t, n) for t, n in zip(titles, notes)]
+    keep = [d is not None for d in diseases]
+    skipped = [pid for pid, k in zip(raw["patient_id"].to_pylist(), keep) if not k]
+    kept_rows = [r for r, k in zip(rows, keep) if k]
+    kept_notes = [n for n, k in zip(notes, keep) if k]
+    table = pa.table(
+        {
+            "patient_id": [p for p, k in zip(raw["patient_id"].to_pylist(), keep) if k],
+            "title": [t for t, k in zip(titles, keep) if k],
+            "note": kept_notes,
+            "disease": [d for d in diseases if d is not None],
+            "disease_keywords": vocabulary.find_terms_batch(kept_notes),
+            "age": [parse_age_years(r.get("age")) for r in kept_rows],
+            "sex": [({"M": "male", "F": "female"}.get(str(r.get("gender", "")).upper())) for r in kept_rows],
+        },
+        schema=NOTES_SCHEMA,
+    )
+    return table, skipped
+
+
+def read_qa_file(path: str | Path) -> pa.Table:
+    """QA table (``QA_SCHEMA``; ``disease`` left empty until joined with the notes)."""
+    source = str(path)
+    rows = read_records(path)
+    if not rows:
+        raise RecordError(source, None, None, "no records")
+    for index, row in enumerate(rows, start=1):
+        for required in ("patient_id", "qa_type", "question", "answer"):
+            if required not in row:
+                raise RecordError(source, index, required, "missing field")
+    patient_ids = [str(r["patient_id"]) for r in rows]
+    # Without given ids, number each patient's QA by type in file order: P-F1..F4, P-R1..R4.
+    counters: dict[tuple[str, str], int] = {}
+    qa_ids = []
+    for row, patient_id in zip(rows, patient_ids):
+        if row.get("qa_id"):
+            qa_ids.append(str(row["qa_id"]))
+            continue
+        key = (patient_id, str(row["qa_type"]))
+        counters[key] = counters.get(key, 0) + 1
+        qa_ids.append(f"{patient_id}-{str(row['qa_type'])[:1].upper()}{counters[key]}")
+    table = pa.table(
+        {
+            "qa_id": qa_ids,
+            "patient_id": patient_ids,
+            "disease": [""] * len(rows),
+            "qa_type": [str(r["qa_type"]) for r in rows],
+            "question": [str(r["question"] or "") for r in rows],
+            "answer": [str(r["answer"] or "") for r in rows],
+        },
+        schema=QA_SCHEMA,
+    )
+    return table
