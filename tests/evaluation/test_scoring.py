@@ -8,28 +8,32 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from medunlearn.evaluation import _metric_adapters as adapters
-from medunlearn.evaluation.scoring import per_example_metrics, summarise
+from medunlearn.evaluation.scoring import per_example_metrics, probability_statistics, summarise
 
 
 def test_probability_statistics_by_hand():
-    stats = adapters.probability_statistics(
-        token_logprobs=[np.array([-1.0, -2.0, -3.0]), np.array([-0.5, -0.1])],
-        token_is_argmax=[np.array([True, False, True]), np.array([True, True])],
-        token_mean_logprob=[np.array([-1.0, -1.0, -2.0]), np.array([-0.5, -0.5])],
-        token_std_logprob=[np.array([1.0, 2.0, 1.0]), np.array([0.5, 0.25])],
-        answers=["abc", "de"],
+    outputs = pd.DataFrame(
+        {
+            "token_logprobs": [np.array([-1.0, -2.0, -3.0]), np.array([-0.5, -0.1])],
+            "token_is_argmax": [np.array([True, False, True]), np.array([True, True])],
+            "token_mean_logprob": [np.array([-1.0, -1.0, -2.0]), np.array([-0.5, -0.5])],
+            "token_std_logprob": [np.array([1.0, 2.0, 1.0]), np.array([0.5, 0.25])],
+        }
     )
-    np.testing.assert_allclose(stats["mean_logprob"], [-2.0, -0.3])
+    stats = probability_statistics(outputs, ["abc", "de"])
+    np.testing.assert_allclose(stats["loss"], [2.0, 0.3])
+    np.testing.assert_allclose(stats["num_answer_tokens"], [3, 2])
     np.testing.assert_allclose(stats["prob"], [math.exp(-2.0), math.exp(-0.3)])
     np.testing.assert_allclose(stats["exact_memorization"], [2 / 3, 1.0])
     # Example 0: the last miss is token 1, so every token from k* = 2 on is the argmax: ES = 1 - 2/3.
     np.testing.assert_allclose(stats["extraction_strength"], [1 / 3, 1.0])
     np.testing.assert_allclose(stats["answer_token_entropy"], [4 / 3, 0.5])
-    # min-k% with k = 0.4: ceil(1.2) = 2 lowest of example 0 (-3, -2); ceil(0.8) = 1 lowest of example 1 (-0.5).
-    np.testing.assert_allclose(stats["mia_min_k"], [-2.5, -0.5])
-    # min-k%++ scores (logp - mu)/sigma: example 0 -> (0, -0.5, -1), lowest two mean -0.75; example 1 -> (0, 1.6).
-    np.testing.assert_allclose(stats["mia_min_k_plus_plus"], [-0.75, 0.0])
+    # MIA scores are loss-like. min-k% with k = 0.4: ceil(1.2) = 2 lowest of example 0 (-3, -2) -> 2.5;
+    # ceil(0.8) = 1 lowest of example 1 (-0.5) -> 0.5.
+    np.testing.assert_allclose(stats["mia_loss"], [2.0, 0.3])
+    np.testing.assert_allclose(stats["mia_min_k"], [2.5, 0.5])
+    # min-k%++ z = (logp - mu)/sigma: example 0 -> (0, -0.5, -1), lowest two mean -0.75; example 1 -> (0, 1.6).
+    np.testing.assert_allclose(stats["mia_min_k_plus_plus"], [0.75, 0.0], atol=1e-12)
 
 
 def _fake_outputs(texts, n_tokens=2):
@@ -101,16 +105,17 @@ def test_forgetting_and_leakage_on_forget_population():
 def test_membership_inference_and_privleak():
     examples = _examples(["forget_seen", "forget_seen", "forget_holdout", "forget_holdout"], ["factual"] * 4, ["a"] * 4)
     outputs = _fake_outputs(["a"] * 4)
-    # Members get higher log-probs than non-members: every attack separates them perfectly (AUC 1).
+    # Members get higher log-probs (lower loss) than non-members: every attack separates them perfectly (AUC 1).
     outputs["token_logprobs"] = [np.full(2, v) for v in (-0.1, -0.2, -3.0, -4.0)]
     model = per_example_metrics(examples, outputs)
     retain_outputs = outputs.assign(token_logprobs=[np.full(2, v) for v in (-3.0, -1.0, -2.0, -4.0)])
     retain = per_example_metrics(examples, retain_outputs.drop(columns=["generated_text"]))
     mia = summarise(model, retain=retain)["membership_inference"]
     assert mia["auc"]["loss"] == pytest.approx(1.0)
-    # Retain model: members (-3, -1) vs non-members (-2, -4): 3 of the 4 pairs ranked right, AUC = 3/4.
+    # Retain model: member losses (3, 1) vs non-member losses (2, 4): 3 of the 4 pairs ranked right, AUC = 3/4.
     assert mia["auc_retain_model"]["loss"] == pytest.approx(0.75)
-    assert mia["privleak"]["loss"] == pytest.approx((1.0 - 0.75) / 0.75 * 100)
+    # privleak = ((1 - AUC_model) - (1 - AUC_retain)) / (1 - AUC_retain) * 100 = (0 - 0.25) / 0.25 * 100.
+    assert mia["privleak"]["loss"] == pytest.approx(-100.0)
 
 
 def test_misaligned_outputs_are_refused():

@@ -16,12 +16,17 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from medunlearn.evaluation import _metric_adapters as adapters
 from medunlearn.evaluation.populations import FORGET_HOLDOUT, FORGET_POPULATIONS, FORGET_SEEN, POPULATIONS
+from medunlearn.metrics import answer_forgetting as afe
+from medunlearn.metrics import mia, probability
+from medunlearn.metrics.degeneration import DegenerationConfig, degeneration_components
+from medunlearn.metrics.disease_leakage import leakage_per_example
+from medunlearn.metrics.model_utility import model_utility
+from medunlearn.metrics.rouge import rouge_l
 
 QA_TYPES_ALL = ("factual", "reasoning", "all")
 MIA_ATTACKS = ("loss", "zlib", "min_k", "min_k_plus_plus")
-# Cell metrics that are plain means over the cell's examples.
+# Cell metrics that are plain means over the cell's examples; the degeneration columns become rates.
 MEAN_COLUMNS = (
     "similarity",
     "rouge_l_f1",
@@ -32,6 +37,74 @@ MEAN_COLUMNS = (
     "extraction_strength",
     "answer_token_entropy",
 )
+RATE_COLUMNS = {
+    "degenerate": "degeneration_score",
+    "ds_empty": "ds_empty_rate",
+    "ds_repetition": "ds_repetition_rate",
+    "ds_non_word": "ds_non_word_rate",
+    "ds_low_entropy": "ds_low_entropy_rate",
+    "leakage": "leakage_score",
+}
+
+
+def probability_statistics(outputs: pd.DataFrame, answers, min_k: float = 0.4) -> dict[str, np.ndarray]:
+    """Every probability-based per-example statistic, from the stored teacher-forced token arrays.
+
+    The ragged per-example arrays are padded once into ``(n, max_tokens)`` matrices, the convention of
+    :mod:`medunlearn.metrics.probability` and :mod:`medunlearn.metrics.mia`. MIA scores are loss-like
+    (higher = less likely a member).
+    """
+    logprobs, mask = probability.pad_token_values(outputs["token_logprobs"].tolist())
+    is_argmax, _ = probability.pad_token_values(outputs["token_is_argmax"].tolist(), dtype=bool)
+    mean_logprob, _ = probability.pad_token_values(outputs["token_mean_logprob"].tolist())
+    std_logprob, _ = probability.pad_token_values(outputs["token_std_logprob"].tolist())
+    # A one-hot next-token distribution (a perfectly memorised token) has sigma 0 in float32; min-k%++ is then
+    # 0/0 for that token. A tiny floor makes it z = 0 there (the token is exactly as likely as expected).
+    std_logprob = np.maximum(std_logprob, 1e-12)
+    loss = probability.mean_nll(logprobs, mask)
+    return {
+        "num_answer_tokens": mask.sum(axis=1),
+        "loss": loss,
+        "prob": np.exp(-loss),
+        "exact_memorization": probability.exact_memorization(is_argmax, mask),
+        "extraction_strength": probability.extraction_strength(is_argmax, mask),
+        "answer_token_entropy": probability.mean_token_entropy(np.maximum(-mean_logprob, 0.0), mask),
+        "mia_loss": loss,
+        "mia_zlib": mia.zlib_score(logprobs, mask, list(answers)),
+        "mia_min_k": mia.min_k_score(logprobs, mask, k=min_k),
+        "mia_min_k_plus_plus": mia.min_k_plus_plus_score(logprobs, mask, mean_logprob, std_logprob, k=min_k),
+    }
+
+
+def text_statistics(examples: pd.DataFrame, predictions: list[str]) -> dict[str, np.ndarray]:
+    """Every text-based per-example statistic of the generated answers.
+
+    similarity = ROUGE-L F1 (the default of :mod:`medunlearn.metrics.similarity`); leakage is computed for
+    forget-population rows only (NaN elsewhere); the degeneration flags use ``DegenerationConfig()``.
+    """
+    rouge = rouge_l(predictions, examples["answer"].tolist())
+    config = DegenerationConfig()
+    parts = degeneration_components(predictions, config=config)
+    columns = {
+        "rouge_l_f1": rouge["f1"],
+        "rouge_l_recall": rouge["recall"],
+        "similarity": rouge["f1"],
+        "degenerate": parts["degenerate"],
+        "ds_empty": parts["empty"],
+        "ds_repetition": parts["repetition"] >= config.repetition_threshold,
+        "ds_non_word": parts["non_word"] >= config.non_word_threshold,
+        "ds_low_entropy": parts["token_entropy"] < config.entropy_threshold,
+    }
+    is_forget = examples["population"].isin(FORGET_POPULATIONS).to_numpy()
+    leakage = np.full(len(examples), np.nan)
+    if is_forget.any():
+        leakage[is_forget] = leakage_per_example(
+            [p for p, keep in zip(predictions, is_forget) if keep],
+            [list(k) for k in examples.loc[is_forget, "disease_keywords"]],
+            examples.loc[is_forget, "question"].tolist(),
+        )
+    columns["leakage"] = leakage
+    return columns
 
 
 def per_example_metrics(examples: pd.DataFrame, outputs: pd.DataFrame) -> pd.DataFrame:
@@ -44,31 +117,13 @@ def per_example_metrics(examples: pd.DataFrame, outputs: pd.DataFrame) -> pd.Dat
         raise ValueError("outputs are not aligned with examples (read them with read_outputs(dir, example_ids))")
     table = examples.reset_index(drop=True).copy()
     if "token_logprobs" in outputs:
-        stats = adapters.probability_statistics(
-            outputs["token_logprobs"].tolist(),
-            outputs["token_is_argmax"].tolist(),
-            outputs["token_mean_logprob"].tolist(),
-            outputs["token_std_logprob"].tolist(),
-            table["answer"].tolist(),
-        )
-        for name, values in stats.items():
+        for name, values in probability_statistics(outputs, table["answer"]).items():
             table[name] = values
     if "generated_text" in outputs:
         predictions = outputs["generated_text"].fillna("").tolist()
         table["generated_text"] = predictions
-        rouge = adapters.rouge_l(predictions, table["answer"].tolist())
-        table["rouge_l_f1"] = rouge["f1"]
-        table["rouge_l_recall"] = rouge["recall"]
-        table["similarity"] = rouge["f1"]
-        for name, values in adapters.degeneration(predictions).items():
+        for name, values in text_statistics(table, predictions).items():
             table[name] = values
-        is_forget = table["population"].isin(FORGET_POPULATIONS).to_numpy()
-        leakage = np.full(len(table), np.nan)
-        if is_forget.any():
-            leakage[is_forget] = adapters.leakage(
-                table.loc[is_forget, "generated_text"], table.loc[is_forget, "disease_keywords"], table.loc[is_forget, "question"]
-            )
-        table["leakage"] = leakage
     return table
 
 
@@ -79,12 +134,14 @@ def _nanmean(values) -> float | None:
     return float(np.nanmean(values))
 
 
-def _cell(rows: pd.DataFrame, degeneration_columns: list[str]) -> dict:
+def _cell(rows: pd.DataFrame) -> dict:
     cell = {"n": len(rows)}
-    for column in (*MEAN_COLUMNS, *degeneration_columns, "leakage"):
+    for column in MEAN_COLUMNS:
         if column in rows:
-            name = {"degenerate": "degeneration_score", "leakage": "leakage_score"}.get(column, column)
-            cell[name] = _nanmean(rows[column])
+            cell[column] = _nanmean(rows[column])
+    for column, name in RATE_COLUMNS.items():
+        if column in rows:
+            cell[name] = _nanmean(rows[column].astype(np.float64))
     return cell
 
 
@@ -96,47 +153,54 @@ def summarise(model: pd.DataFrame, before: pd.DataFrame | None = None, retain: p
         before: the same for the model before unlearning (forget populations), for AFE.
         retain: the same for a model trained without the forget patients (teacher-forced only), for privleak.
     """
-    degeneration_columns = [c for c in model.columns if c in ("degenerate",) or c.startswith("ds_")]
-    degeneration_columns += [c for c in ("empty", "repetitive") if c in model.columns]
     populations: dict[str, dict] = {}
     for population in POPULATIONS:
         rows = model[model["population"] == population]
         if rows.empty:
             continue
-        cells = {qa_type: _cell(rows[rows["qa_type"] == qa_type], degeneration_columns) for qa_type in QA_TYPES_ALL[:2]}
+        cells = {qa_type: _cell(rows[rows["qa_type"] == qa_type]) for qa_type in QA_TYPES_ALL[:2]}
         cells = {k: v for k, v in cells.items() if v["n"]}
-        cells["all"] = _cell(rows, degeneration_columns)
+        cells["all"] = _cell(rows)
         if population in FORGET_POPULATIONS:
-            _add_forgetting(cells, population, before)
+            _add_forgetting(cells, rows, before)
         else:
-            # MU: per-type mean similarity, then the mean over the QA types present.
-            for cell in cells.values():
-                cell["model_utility"] = cell.get("similarity")
-            per_type = [cells[t]["similarity"] for t in QA_TYPES_ALL[:2] if t in cells and cells[t].get("similarity") is not None]
-            cells["all"]["model_utility"] = float(np.mean(per_type)) if per_type else None
+            _add_model_utility(cells, rows)
         populations[population] = cells
     return {"populations": populations, "membership_inference": _membership_inference(model, retain)}
 
 
-def _add_forgetting(cells: dict, population: str, before: pd.DataFrame | None) -> None:
-    before_rows = None if before is None else before[before["population"] == population]
+def _add_model_utility(cells: dict, rows: pd.DataFrame) -> None:
+    """MU per QA type (its mean similarity) and overall (the mean over QA types), see ``model_utility``."""
+    if "similarity" not in rows:
+        return
+    result = model_utility(rows["similarity"].to_numpy(), rows["qa_type"].tolist())
+    for qa_type, value in result["per_type"].items():
+        if qa_type in cells:
+            cells[qa_type]["model_utility"] = value
+    cells["all"]["model_utility"] = result["model_utility"]
+
+
+def _add_forgetting(cells: dict, rows: pd.DataFrame, before: pd.DataFrame | None) -> None:
+    """AFE per cell (see ``answer_forgetting``); the before model's rows are the same examples, paired by id."""
+    if "similarity" not in rows:
+        return
+    before_similarity = None
+    if before is not None and "similarity" in before:
+        before_similarity = before.set_index("example_id")["similarity"]
     for qa_type, cell in cells.items():
-        after = cell.get("similarity")
-        if after is None:
-            continue
-        similarity_before = None
-        if before_rows is not None and "similarity" in before_rows:
-            selected = before_rows if qa_type == "all" else before_rows[before_rows["qa_type"] == qa_type]
-            similarity_before = _nanmean(selected["similarity"])
-            cell["similarity_before"] = similarity_before
-        cell["answer_forgetting"] = adapters.answer_forgetting(after, similarity_before)
+        selected = rows if qa_type == "all" else rows[rows["qa_type"] == qa_type]
+        paired = None if before_similarity is None else before_similarity.loc[selected["example_id"]].to_numpy()
+        result = afe.answer_forgetting(selected["similarity"].to_numpy(), paired)
+        cell["answer_forgetting"] = result["answer_forgetting"]
+        if paired is not None:
+            cell["similarity_before"] = result["mean_before"]
 
 
 def _membership_inference(model: pd.DataFrame, retain: pd.DataFrame | None) -> dict:
     """MIA AUC (forget seen = members vs forget holdout = non-members) and MUSE privleak against the retain model.
 
-    privleak = (AUC_model − AUC_retain) / AUC_retain × 100, per attack: 0 when the unlearned model is as
-    ignorant of the forget patients as a model that never saw them.
+    AUC and privleak follow :mod:`medunlearn.metrics.mia` (AUC of telling non-members by a loss-like score;
+    privleak 0 when the unlearned model is as ignorant of the forget patients as a model that never saw them).
     """
     section: dict = {}
 
@@ -144,7 +208,7 @@ def _membership_inference(model: pd.DataFrame, retain: pd.DataFrame | None) -> d
         seen, holdout = table[table["population"] == FORGET_SEEN], table[table["population"] == FORGET_HOLDOUT]
         if seen.empty or holdout.empty or "mia_loss" not in table:
             return None
-        return {attack: adapters.mia_auc(seen[f"mia_{attack}"], holdout[f"mia_{attack}"]) for attack in MIA_ATTACKS}
+        return {attack: mia.mia_auc(seen[f"mia_{attack}"], holdout[f"mia_{attack}"]) for attack in MIA_ATTACKS}
 
     model_auc = aucs(model)
     if model_auc is None:
@@ -153,5 +217,12 @@ def _membership_inference(model: pd.DataFrame, retain: pd.DataFrame | None) -> d
     retain_auc = aucs(retain) if retain is not None else None
     if retain_auc is not None:
         section["auc_retain_model"] = retain_auc
-        section["privleak"] = {a: (model_auc[a] - retain_auc[a]) / retain_auc[a] * 100 for a in MIA_ATTACKS}
+        section["privleak"] = {a: _privleak_or_none(model_auc[a], retain_auc[a]) for a in MIA_ATTACKS}
     return section
+
+
+def _privleak_or_none(auc_model: float, auc_retain: float) -> float | None:
+    try:
+        return mia.privleak(auc_model, auc_retain)
+    except ValueError:  # the retain model's AUC is 1: privleak is undefined
+        return None
