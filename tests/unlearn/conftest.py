@@ -78,3 +78,36 @@ def unlearning_args(tmp_path):
         return config_class(**settings)
 
     return make
+
+
+@pytest.fixture(scope="session")
+def memorised_state(tiny_tokenizer):
+    """State dict of a tiny Llama trained to memorise every QA answer (the starting point of unlearning)."""
+    import torch
+
+    from medunlearn.models import build_tiny_llama
+    from medunlearn.unlearn.base import ForgetRetainCollator, nll_loss, tokenize_prompt_completion
+
+    model = build_tiny_llama(tiny_tokenizer)
+    encoded = tokenize_prompt_completion(
+        [r[2] for r in QA_ROWS], [r[3] for r in QA_ROWS], tiny_tokenizer, 128
+    )
+    examples = [dict(zip(encoded, values)) for values in zip(*encoded.values())]
+    batch = ForgetRetainCollator(tiny_tokenizer.pad_token_id)([{"forget": e} for e in examples])["forget"]
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    torch.manual_seed(0)
+    for _ in range(60):
+        optimizer.zero_grad()
+        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        nll_loss(logits, batch["labels"]).backward()
+        optimizer.step()
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+@pytest.fixture()
+def memorised_model(tiny_tokenizer, memorised_state):
+    from medunlearn.models import build_tiny_llama
+
+    model = build_tiny_llama(tiny_tokenizer)
+    model.load_state_dict(memorised_state)
+    return model

@@ -593,8 +593,8 @@ class UnlearningTrainer(Trainer):
         if not torch.isfinite(loss).all():
             step = self.state.global_step
             raise NonFiniteLossError(
-                f"{type(self).__name__}: loss is {loss.item()} at step {step} "
-                f"(components: { {k: float(v) for k, v in losses.items()} }); lower the learning rate or the weights. "
+                f"{type(self).__name__}: loss is {loss.detach().item()} at step {step} "
+                f"(components: { {k: float(v.detach()) for k, v in losses.items()} }); lower the learning rate or the weights. "
                 f"Checkpoints already written in {self.args.output_dir} are kept."
             )
         if model.training:
