@@ -1,0 +1,234 @@
+"""Re-read an AMNESIA folder the way users get it (through the README's ``configs:`` block) and check every
+split invariant of SPEC §2. The first violation stops the audit and is named.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from medunlearn.amnesia.hub import BUILD_FILE, NOTES_COLUMNS, QA_COLUMNS, QA_SPLITS
+from medunlearn.amnesia.schema import DISEASES, QA_TYPES
+from medunlearn.amnesia.splits import forget_size, retain_config_name
+
+
+class AuditFailure(AssertionError):
+    """An invariant does not hold; the message says which and where."""
+
+
+@dataclass
+class AuditResult:
+    checks: list[tuple[str, str]] = field(default_factory=list)  # (invariant, what was checked)
+
+    def passed(self, invariant: str, detail: str) -> None:
+        self.checks.append((invariant, detail))
+
+
+class _Folder:
+    """The folder's configs, read once each."""
+
+    def __init__(self, folder: Path):
+        from huggingface_hub import DatasetCard
+
+        self.folder = folder
+        readme = folder / "README.md"
+        if not readme.is_file():
+            raise AuditFailure(f"{readme}: missing (it holds the configs block)")
+        card = DatasetCard.load(readme)
+        configs = card.data.to_dict().get("configs") or []
+        self.data_files = {
+            c["config_name"]: {entry["split"]: entry["path"] for entry in c["data_files"]} for c in configs
+        }
+        build_file = folder / BUILD_FILE
+        self.manifest = json.loads(build_file.read_text()) if build_file.is_file() else {}
+        self._cache: dict[tuple[str, str], dict[str, np.ndarray]] = {}
+
+    def columns(self, config: str, split: str) -> dict[str, np.ndarray]:
+        key = (config, split)
+        if key not in self._cache:
+            path = self.folder / self.data_files[config][split]
+            expected = NOTES_COLUMNS if config == "notes" else QA_COLUMNS
+            found = pq.read_schema(path).names
+            if found != expected:
+                raise AuditFailure(f"{path}: columns {found}, expected {expected}")
+            # The invariants concern ids, types and diseases: the text columns are not read.
+            wanted = [c for c in ("qa_id", "patient_id", "disease", "qa_type") if c in expected]
+            table = pq.read_table(path, columns=wanted)
+            self._cache[key] = {name: table[name].to_numpy(zero_copy_only=False).astype(str) for name in wanted}
+        return self._cache[key]
+
+    @functools.cache  # noqa: B019 - one reader per audit; the cache dies with it
+    def patients(self, config: str) -> np.ndarray:
+        ids = [self.columns(config, split)["patient_id"] for split in QA_SPLITS]
+        return np.unique(np.concatenate(ids))
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise AuditFailure(message)
+
+
+def _check_configs_present(folder: _Folder, result: AuditResult) -> None:
+    _require("notes" in folder.data_files and "full" in folder.data_files, "configs `notes` and `full` must exist")
+    for config, files in folder.data_files.items():
+        expected = {"train"} if config == "notes" else set(QA_SPLITS)
+        _require(set(files) == expected, f"config `{config}`: splits {sorted(files)}, expected {sorted(expected)}")
+        for split in files:
+            folder.columns(config, split)  # reads and checks the columns
+    result.passed("configs and fields", f"{len(folder.data_files)} configs, splits and columns as in DESIGN §3")
+
+
+def _check_records(folder: _Folder, result: AuditResult) -> None:
+    notes = folder.columns("notes", "train")
+    ids = notes["patient_id"].astype(str)
+    _require(len(np.unique(ids)) == len(ids), "notes: duplicate patient_id")
+    bad_disease = ~np.isin(notes["disease"].astype(str), DISEASES)
+    _require(not bad_disease.any(), f"notes: unknown disease {notes['disease'][bad_disease][:1]}")
+    train, holdout = folder.columns("full", "train"), folder.columns("full", "holdout")
+    qa_ids = np.concatenate([train["qa_id"], holdout["qa_id"]]).astype(str)
+    _require(len(np.unique(qa_ids)) == len(qa_ids), "full: a qa_id appears twice (or in both train and holdout)")
+    all_patients = folder.patients("full")
+    _require(np.array_equal(all_patients, np.sort(ids)), "full: its patients differ from the notes' patients")
+    disease_of = dict(zip(ids, notes["disease"].astype(str)))
+    for split, columns in (("train", train), ("holdout", holdout)):
+        qa_disease = columns["disease"].astype(str)
+        expected = np.asarray([disease_of[p] for p in columns["patient_id"].astype(str)])
+        mismatch = qa_disease != expected
+        _require(not mismatch.any(), f"full/{split}: qa {columns['qa_id'][mismatch][:1]} has another disease "
+                                     "than its patient (one disease per patient)")
+        _require(np.isin(columns["qa_type"].astype(str), QA_TYPES).all(), f"full/{split}: unknown qa_type")
+    result.passed("records", f"{len(ids):,} unique patients, {len(qa_ids):,} unique QA ids, one disease per patient")
+
+
+def _check_counts_per_patient(folder: _Folder, result: AuditResult) -> None:
+    params = folder.manifest.get("parameters", {})
+    qa_per_type, holdout_per_type = params.get("qa_per_type", 4), params.get("holdout_per_type", 1)
+    n_patients = len(folder.patients("full"))
+    for split, per_type in (("train", qa_per_type - holdout_per_type), ("holdout", holdout_per_type)):
+        columns = folder.columns("full", split)
+        keys = np.char.add(np.char.add(columns["patient_id"].astype(str), "|"), columns["qa_type"].astype(str))
+        unique_keys, counts = np.unique(keys, return_counts=True)
+        _require(len(unique_keys) == n_patients * len(QA_TYPES),
+                 f"full/{split}: some patient lacks a QA type ({len(unique_keys)} patient-type groups, "
+                 f"expected {n_patients * len(QA_TYPES)})")
+        wrong = counts != per_type
+        if wrong.any():
+            raise AuditFailure(f"full/{split}: {unique_keys[wrong][0]} has {counts[wrong][0]} QA, expected {per_type}")
+    result.passed("QA per patient", f"{qa_per_type - holdout_per_type} seen + {holdout_per_type} holdout per type "
+                                    "per patient")
+
+
+def _check_holdout_never_trained(folder: _Folder, result: AuditResult) -> None:
+    holdout_ids = folder.columns("full", "holdout")["qa_id"].astype(str)
+    train_ids = folder.columns("full", "train")["qa_id"].astype(str)
+    for config in folder.data_files:
+        if config == "notes":
+            continue
+        config_train = folder.columns(config, "train")["qa_id"].astype(str)
+        config_holdout = folder.columns(config, "holdout")["qa_id"].astype(str)
+        _require(not np.isin(config_train, holdout_ids).any(), f"{config}/train contains holdout QA")
+        _require(np.isin(config_holdout, holdout_ids).all(), f"{config}/holdout contains QA that are not holdout")
+        _require(np.isin(config_train, train_ids).all(), f"{config}/train contains QA absent from full/train")
+    result.passed("holdout", f"{len(holdout_ids):,} holdout QA, none in any train split")
+
+
+def _forget_configs(folder: _Folder) -> Iterator[str]:
+    return (c for c in folder.data_files if "forget_" in c)
+
+
+def _check_forget_retain(folder: _Folder, result: AuditResult) -> None:
+    all_patients = folder.patients("full")
+    n_pairs = 0
+    for forget in _forget_configs(folder):
+        retain = retain_config_name(forget)
+        _require(retain in folder.data_files, f"`{forget}` has no complement `{retain}`")
+        forget_patients, retain_patients = folder.patients(forget), folder.patients(retain)
+        _require(len(forget_patients) > 0, f"`{forget}` is empty")
+        overlap = np.intersect1d(forget_patients, retain_patients)
+        _require(len(overlap) == 0, f"patient {overlap[:1]} is in both `{forget}` and `{retain}`")
+        _require(np.array_equal(np.union1d(forget_patients, retain_patients), all_patients),
+                 f"`{forget}` ∪ `{retain}` is not every patient")
+        for split in QA_SPLITS:
+            rows = len(folder.columns(forget, split)["qa_id"]) + len(folder.columns(retain, split)["qa_id"])
+            _require(rows == len(folder.columns("full", split)["qa_id"]),
+                     f"`{forget}`/{split} + `{retain}`/{split} rows ≠ full/{split} rows (a patient's QA straddle)")
+        n_pairs += 1
+    result.passed("forget/retain", f"{n_pairs} pairs disjoint and complementary, by patient")
+
+
+def _check_random_level(folder: _Folder, result: AuditResult) -> None:
+    n = len(folder.patients("full"))
+    percentages = sorted(int(c.split("_")[1]) for c in folder.data_files if c.startswith("forget_"))
+    previous = np.array([], dtype=str)
+    for percentage in percentages:
+        patients = folder.patients(f"forget_{percentage}")
+        _require(len(patients) == forget_size(percentage, n),
+                 f"`forget_{percentage}` has {len(patients)} patients, expected round({percentage}% · {n}) = "
+                 f"{forget_size(percentage, n)}")
+        _require(np.isin(previous, patients).all(), f"`forget_{percentage}` does not contain the smaller forget set")
+        previous = patients
+    result.passed("random level", f"forget {percentages} sized round(X% · {n:,}) and nested")
+
+
+def _check_disease_level(folder: _Folder, result: AuditResult) -> None:
+    notes = folder.columns("notes", "train")
+    disease_of = dict(zip(notes["patient_id"].astype(str), notes["disease"].astype(str)))
+    n = len(disease_of)
+    omitted = folder.manifest.get("omitted", {})
+    summary = []
+    for disease in folder.manifest.get("parameters", {}).get("disease_level", []):
+        disease_patients = np.asarray(sorted(p for p, d in disease_of.items() if d == disease))
+        previous = np.array([], dtype=str)
+        present = []
+        for percentage in folder.manifest["parameters"]["forget_percentages"]:
+            name = f"disease_{disease}_forget_{percentage}"
+            size = forget_size(percentage, n)
+            if name not in folder.data_files:
+                _require(size == 0 or size > len(disease_patients),
+                         f"`{name}` is missing although {disease} has {len(disease_patients)} ≥ {size} patients")
+                _require(name in omitted, f"`{name}` is missing and not listed as omitted")
+                continue
+            patients = folder.patients(name)
+            _require(len(patients) == size, f"`{name}` has {len(patients)} patients, expected {size} (as forget_{percentage})")
+            _require(np.isin(patients, disease_patients).all(), f"`{name}` holds a patient of another disease")
+            _require(np.isin(previous, patients).all(), f"`{name}` does not contain the smaller {disease} set")
+            random_forget = folder.patients(f"forget_{percentage}")
+            in_random = np.intersect1d(random_forget, disease_patients)
+            _require(np.isin(in_random, patients).all(),
+                     f"`{name}` misses {disease} patients of `forget_{percentage}`")
+            previous = patients
+            present.append(percentage)
+        summary.append(f"{disease} {present}")
+    result.passed("disease level", "; ".join(summary) + " — sized as random, one disease, nested, ⊇ disease ∩ random")
+
+
+AUDIT_CHECKS: list[Callable[[_Folder, AuditResult], None]] = [
+    _check_configs_present,
+    _check_records,
+    _check_counts_per_patient,
+    _check_holdout_never_trained,
+    _check_forget_retain,
+    _check_random_level,
+    _check_disease_level,
+]
+
+
+def audit_folder(folder: str | Path) -> AuditResult:
+    """Run every check; raise :class:`AuditFailure` naming the first violation."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise AuditFailure(f"{folder}: not a folder")
+    reader = _Folder(folder)
+    result = AuditResult()
+    for check in AUDIT_CHECKS:
+        try:
+            check(reader, result)
+        except KeyError as error:
+            raise AuditFailure(f"{folder}: expected config or split {error} is missing") from None
+    return result
