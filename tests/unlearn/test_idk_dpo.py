@@ -7,12 +7,11 @@ import math
 import pytest
 import torch
 
+from medunlearn.unlearn.base import sequence_logps
 from medunlearn.unlearn.idk_dpo import (
-    IdkDPOConfig,
     assign_idk_answers,
     idk_dpo_loss,
     load_idk_answers,
-    sequence_log_probs,
 )
 
 GARBAGE = [40.0, -30.0, 7.0]
@@ -35,16 +34,16 @@ def fixed_batch():
 def test_sequence_log_probs_sum_answer_tokens_only():
     logits, labels = fixed_batch()
     expected = torch.tensor([math.log(0.25 * 0.5), math.log(0.6 * 0.8)])
-    torch.testing.assert_close(sequence_log_probs(logits, labels), expected, atol=1e-5, rtol=0)
+    torch.testing.assert_close(sequence_logps(logits, labels), expected, atol=1e-5, rtol=0)
 
 
 def test_idk_dpo_loss_matches_hand_computation():
     """Margins: row 0 (-1+1.5) - (-3+2.5) = 1.0; row 1 (-2+2) - (-1+1.5) = -0.5; beta = 0.1."""
     loss = idk_dpo_loss(
-        policy_idk_log_probs=torch.tensor([-1.0, -2.0]),
-        policy_forget_log_probs=torch.tensor([-3.0, -1.0]),
-        reference_idk_log_probs=torch.tensor([-1.5, -2.0]),
-        reference_forget_log_probs=torch.tensor([-2.5, -1.5]),
+        policy_idk_logps=torch.tensor([-1.0, -2.0]),
+        policy_forget_logps=torch.tensor([-3.0, -1.0]),
+        reference_idk_logps=torch.tensor([-1.5, -2.0]),
+        reference_forget_logps=torch.tensor([-2.5, -1.5]),
         beta=0.1,
     )
 
@@ -82,7 +81,7 @@ def test_refusal_file_errors_and_comments(tmp_path):
 
 def test_assign_idk_answers_is_deterministic_and_uses_the_list():
     answers = load_idk_answers()
-    first = assign_idk_answers(50, answers, seed=IdkDPOConfig().idk_seed)
+    first = assign_idk_answers(50, answers, seed=0)
     assert first == assign_idk_answers(50, answers, seed=0)
     assert first != assign_idk_answers(50, answers, seed=1)
     assert set(first) <= set(answers) and len(set(first)) > 10

@@ -6,8 +6,11 @@ import math
 
 import pytest
 import torch
+from datasets import concatenate_datasets
 
-from medunlearn.unlearn.satimp import SatImpConfig, satimp_loss
+from medunlearn.models import build_tiny_llama
+from medunlearn.unlearn.base import collate_examples, nll_loss, tokenize_prompt_completion
+from medunlearn.unlearn.satimp import SatImpConfig, SatImpTrainer, satimp_loss
 
 GARBAGE = [40.0, -30.0, 7.0]
 ANSWER_PROBS = [0.25, 0.5, 0.6, 0.8]
@@ -34,7 +37,7 @@ def test_satimp_loss_matches_hand_computation(beta1, beta2):
     assert satimp_loss(logits, labels, beta1=beta1, beta2=beta2).item() == pytest.approx(expected, abs=1e-5)
 
 
-def test_satimp_default_values_by_hand():
+def test_satimp_default_values_by_hand(tmp_path):
     """beta1=5, beta2=1 written out: 0.25^5*0.75*ln .25 + 0.5^5*0.5*ln .5 + 0.6^5*0.4*ln .6 + 0.8^5*0.2*ln .8."""
     logits, labels = fixed_batch()
     expected = (
@@ -43,7 +46,8 @@ def test_satimp_default_values_by_hand():
         + 0.6**5 * 0.4 * math.log(0.6)
         + 0.8**5 * 0.2 * math.log(0.8)
     ) / 4
-    config = SatImpConfig()
+    config = SatImpConfig(output_dir=str(tmp_path))
+    assert (config.forget_weight, config.retain_weight) == (0.1, 1.0)
     assert satimp_loss(logits, labels, config.beta1, config.beta2).item() == pytest.approx(expected, abs=1e-6)
 
 
@@ -62,3 +66,69 @@ def test_satimp_weights_are_detached():
     p = torch.tensor([0.6, 0.2, 0.2])
     expected = 0.6**5 * 0.4 * (torch.tensor([1.0, 0.0, 0.0]) - p) / 4
     torch.testing.assert_close(logits.grad[1, 1], expected, atol=1e-7, rtol=0)
+
+
+# ---- trainer on the tiny model ---------------------------------------------------------------------------------
+
+
+def qa_batch(tokenizer, rows):
+    tokens = tokenize_prompt_completion(rows["question"], rows["answer"], tokenizer, 128)
+    return collate_examples([dict(zip(tokens, values)) for values in zip(*tokens.values())], tokenizer.pad_token_id)
+
+
+def memorised_tiny_model(tokenizer, rows, steps=60):
+    """A tiny Llama that has learnt the QA answers: unlearning starts from a model that knows them."""
+    torch.manual_seed(0)
+    model = build_tiny_llama(tokenizer)
+    batch = qa_batch(tokenizer, rows)
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    for _ in range(steps):
+        loss = nll_loss(model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits, batch["labels"])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return model
+
+
+@torch.no_grad()
+def logits_and_labels(model, tokenizer, rows):
+    batch = qa_batch(tokenizer, rows)
+    return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits, batch["labels"]
+
+
+def answer_nll(model, tokenizer, rows) -> float:
+    return nll_loss(*logits_and_labels(model, tokenizer, rows)).item()
+
+
+def parameters_of(model):
+    return {name: p.detach().clone() for name, p in model.named_parameters() if p.requires_grad}
+
+
+def changed_parameters(before, model):
+    return [name for name, p in model.named_parameters() if name in before and not torch.equal(before[name], p.detach())]
+
+
+def test_satimp_reduction_is_per_answer_then_over_answers():
+    logits, labels = fixed_batch()
+    labels[1, 3] = -100  # row 1 keeps only p = .6
+
+    def f(p):
+        return p**2 * (1 - p) * math.log(p)
+
+    expected = ((f(0.25) + f(0.5)) / 2 + f(0.6)) / 2
+    assert satimp_loss(logits, labels, beta1=2.0, beta2=1.0).item() == pytest.approx(expected, abs=1e-6)
+
+
+def test_satimp_trainer_unlearns_the_forget_answers(tiny_tokenizer, forget_qa, retain_qa, unlearning_args):
+    model = memorised_tiny_model(tiny_tokenizer, concatenate_datasets([forget_qa, retain_qa]))
+    satimp_before = satimp_loss(*logits_and_labels(model, tiny_tokenizer, forget_qa))
+    nll_before = answer_nll(model, tiny_tokenizer, forget_qa)
+    # gamma = 1 rather than the recipe's 0.1 so that three steps show a clear effect.
+    args = unlearning_args(SatImpConfig, forget_weight=1.0)
+    trainer = SatImpTrainer(model, args, forget_qa, retain_qa, processing_class=tiny_tokenizer)
+    assert trainer.ref_model is None
+    before = parameters_of(trainer.model)
+    trainer.train()
+    assert changed_parameters(before, trainer.model)
+    assert satimp_loss(*logits_and_labels(trainer.model, tiny_tokenizer, forget_qa)) < satimp_before
+    assert answer_nll(trainer.model, tiny_tokenizer, forget_qa) > nll_before

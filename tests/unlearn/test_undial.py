@@ -72,6 +72,7 @@ def test_undial_ignores_extra_padding_columns_and_does_not_train_the_reference()
     assert reference.grad is None or reference.grad.abs().sum() == 0
 
 
-def test_undial_config_defaults_are_the_reference_recipe():
-    config = UNDIALConfig()
-    assert (config.beta, config.gamma, config.alpha) == (10.0, 1.0, 0.0)
+def test_undial_config_defaults_are_the_reference_recipe(tmp_path):
+    config = UNDIALConfig(output_dir=str(tmp_path))
+    assert (config.beta, config.forget_weight, config.retain_weight) == (10.0, 1.0, 0.0)
+    assert (config.learning_rate, config.num_train_epochs) == (1e-4, 10.0)

@@ -6,8 +6,16 @@ import math
 
 import pytest
 import torch
+from datasets import concatenate_datasets
 
-from medunlearn.unlearn.wga import answer_token_log_probs, wga_loss
+from medunlearn.models import build_tiny_llama
+from medunlearn.unlearn.base import (
+    collate_examples,
+    completion_token_logps,
+    nll_loss,
+    tokenize_prompt_completion,
+)
+from medunlearn.unlearn.wga import WGAConfig, WGATrainer, wga_loss
 
 GARBAGE = [40.0, -30.0, 7.0]  # logits at positions that must not count; huge so any leak shows
 
@@ -31,7 +39,7 @@ ANSWER_PROBS = [0.25, 0.5, 0.6, 0.8]
 
 def test_answer_token_log_probs_are_shifted_and_masked():
     logits, labels = fixed_batch()
-    log_probs, mask = answer_token_log_probs(logits, labels)
+    log_probs, mask = completion_token_logps(logits, labels)
     assert mask.tolist() == [[True, True, False], [False, True, True]]
     expected = [[math.log(0.25), math.log(0.5), 0.0], [0.0, math.log(0.6), math.log(0.8)]]
     torch.testing.assert_close(log_probs, torch.tensor(expected), atol=1e-5, rtol=0)
@@ -66,3 +74,69 @@ def test_wga_weights_are_detached():
     expected = 0.25 * (torch.tensor([0.0, 1.0, 0.0]) - p) / 4
     torch.testing.assert_close(logits.grad[0, 0], expected, atol=1e-6, rtol=0)
     assert logits.grad[0, 2].abs().sum() == 0 and logits.grad[1, 0].abs().sum() == 0
+
+
+# ---- trainer on the tiny model ---------------------------------------------------------------------------------
+
+
+def qa_batch(tokenizer, rows):
+    tokens = tokenize_prompt_completion(rows["question"], rows["answer"], tokenizer, 128)
+    return collate_examples([dict(zip(tokens, values)) for values in zip(*tokens.values())], tokenizer.pad_token_id)
+
+
+def memorised_tiny_model(tokenizer, rows, steps=60):
+    """A tiny Llama that has learnt the QA answers: unlearning starts from a model that knows them."""
+    torch.manual_seed(0)
+    model = build_tiny_llama(tokenizer)
+    batch = qa_batch(tokenizer, rows)
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    for _ in range(steps):
+        loss = nll_loss(model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits, batch["labels"])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return model
+
+
+@torch.no_grad()
+def logits_and_labels(model, tokenizer, rows):
+    batch = qa_batch(tokenizer, rows)
+    return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits, batch["labels"]
+
+
+def answer_nll(model, tokenizer, rows) -> float:
+    return nll_loss(*logits_and_labels(model, tokenizer, rows)).item()
+
+
+def parameters_of(model):
+    return {name: p.detach().clone() for name, p in model.named_parameters() if p.requires_grad}
+
+
+def changed_parameters(before, model):
+    return [name for name, p in model.named_parameters() if name in before and not torch.equal(before[name], p.detach())]
+
+
+def test_wga_reduction_is_per_answer_then_over_answers():
+    """Row 0 keeps one answer token (p=.25), row 1 two (p=.6, .8): (f(.25) + (f(.6) + f(.8)) / 2) / 2."""
+    logits, labels = fixed_batch()
+    labels[0, 2] = -100
+
+    def f(p):
+        return p * math.log(p)
+
+    expected = (f(0.25) + (f(0.6) + f(0.8)) / 2) / 2
+    assert wga_loss(logits, labels, beta=1.0).item() == pytest.approx(expected, abs=1e-6)
+
+
+def test_wga_trainer_unlearns_the_forget_answers(tiny_tokenizer, forget_qa, retain_qa, unlearning_args):
+    model = memorised_tiny_model(tiny_tokenizer, concatenate_datasets([forget_qa, retain_qa]))
+    wga_before = wga_loss(*logits_and_labels(model, tiny_tokenizer, forget_qa))
+    nll_before = answer_nll(model, tiny_tokenizer, forget_qa)
+    trainer = WGATrainer(model, unlearning_args(WGAConfig), forget_qa, retain_qa, processing_class=tiny_tokenizer)
+    assert trainer.reference_source == "none" and trainer.ref_model is None
+    before = parameters_of(trainer.model)
+    trainer.train()
+    assert changed_parameters(before, trainer.model)
+    assert wga_loss(*logits_and_labels(trainer.model, tiny_tokenizer, forget_qa)) < wga_before
+    assert answer_nll(trainer.model, tiny_tokenizer, forget_qa) > nll_before + 0.05
+    assert {"forget_loss", "retain_loss"} <= set(trainer.state.log_history[0])

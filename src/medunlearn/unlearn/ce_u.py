@@ -1,24 +1,26 @@
 r"""CE-U — Cross Entropy Unlearning.
 
-CE-U trains the model towards its *own* next-token distribution with the answer token removed: the target
-is the (detached) softmax of the current logits with the answer token's logit set to :math:`-\infty`:
+CE-U trains the model towards its *own* next-token distribution with the answer token removed: the target is the
+(detached) softmax of the current logits with the answer token's logit set to :math:`-\infty`:
 
 .. math::
 
-    q_{i,t} = \operatorname{sg}\!\left[\operatorname{softmax}\!\left(z_{i,t} - \infty \cdot e_{y_{i,t}}\right)\right],
+    q_{b,t} = \operatorname{sg}\!\left[\operatorname{softmax}\!\left(z_{b,t} - \infty \cdot e_{y_{b,t}}\right)\right],
     \qquad
-    \mathcal{L}_{\mathrm{CE\text{-}U}}(\theta) = \frac{1}{|\mathcal{T}|} \sum_{(i,t) \in \mathcal{T}}
-        -\sum_{v \ne y_{i,t}} q_{i,t}(v) \log p_\theta(v \mid x_i, y_{i,<t})
+    \mathcal{L}_{\mathrm{CE\text{-}U}}(\theta) = \frac{1}{B} \sum_{b=1}^{B} \frac{1}{|y_b|} \sum_{t}
+        -\sum_{v \ne y_{b,t}} q_{b,t}(v) \log p_\theta(v \mid x_b, y_{b,<t})
 
 Its gradient with respect to the logits is :math:`p - q`: :math:`+p_y` on the answer token and
-:math:`-p_v\,p_y/(1-p_y)` on every other token, so the push vanishes once the answer token is improbable
-instead of growing without bound as in gradient ascent.
+:math:`-p_v\,p_y/(1-p_y)` on every other token, so the push fades once the answer token is improbable instead of
+growing without bound as in gradient ascent.
 
-:math:`\mathcal{T}` is the set of answer tokens (labels ``!= -100``) minus the first
-``ignore_first_n_answer_tokens`` of each answer: the paper's training footnote drops the first answer
-token, whose prediction depends mostly on the question's phrasing. The full objective is
-:math:`\gamma\,\mathcal{L}_{\mathrm{CE\text{-}U}} + \alpha\,\mathcal{L}_{\mathrm{retain}}`; the paper and the
-reference use the forget term alone (alpha = 0).
+:math:`y_b` are the answer tokens (labels ``!= -100``) minus the first ``ignore_first_n_answer_tokens`` of each
+answer (the paper's training footnote drops the first answer token). The paper and the reference use the forget
+term alone; we allow :math:`\mathcal{L} = \gamma\,\mathcal{L}_{\mathrm{CE\text{-}U}} + \alpha\,
+\mathrm{NLL}_\theta(\text{retain})` with alpha = 0 by default (then no retain set is needed).
+
+Ours: the mean is per answer, then over answers (the library's reduction, see ``base.py``); the reference
+averages over all answer tokens of the batch. No reference model: the target comes from the model itself.
 
 Citation: Bo Yang. *CE-U: Cross Entropy Unlearning.* arXiv:2503.01224, 2025.
 """
@@ -30,16 +32,24 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from medunlearn.unlearn.base import (
+    UnlearningConfig,
+    UnlearningTrainer,
+    masked_sequence_mean,
+    nll_loss,
+    shift_for_next_token,
+)
+
 
 @dataclass
-class CEUConfig:
-    """CE-U's own hyperparameters, with the paper's defaults."""
+class CEUConfig(UnlearningConfig):
+    """CE-U, with the paper's defaults."""
 
     ignore_first_n_answer_tokens: int = field(
-        default=1, metadata={"help": "Answer tokens at the start of each answer left out of the loss."}
+        default=1, metadata={"help": "answer tokens at the start of each answer left out of the loss (paper: 1)"}
     )
-    gamma: float = field(default=1.0, metadata={"help": "Weight of the CE-U forget loss."})
-    alpha: float = field(default=0.0, metadata={"help": "Weight of the retain loss; CE-U uses none by default."})
+    forget_weight: float = field(default=1.0, metadata={"help": "γ, weight of the CE-U term"})
+    retain_weight: float = field(default=0.0, metadata={"help": "α, weight of the retain NLL (paper: none)"})
 
 
 def mask_first_answer_tokens(labels: torch.Tensor, n: int) -> torch.Tensor:
@@ -53,12 +63,37 @@ def mask_first_answer_tokens(labels: torch.Tensor, n: int) -> torch.Tensor:
 
 def ce_u_loss(logits: torch.Tensor, labels: torch.Tensor, ignore_first_n_answer_tokens: int = 1) -> torch.Tensor:
     """CE-U forget loss; ``logits`` [B, T, V] as the model returns them, ``labels`` [B, T] unshifted, -100 ignored."""
-    labels = mask_first_answer_tokens(labels, ignore_first_n_answer_tokens)
-    shifted_logits, shifted_labels = logits[:, :-1], labels[:, 1:]
+    shifted_logits, shifted_labels = shift_for_next_token(
+        logits, mask_first_answer_tokens(labels, ignore_first_n_answer_tokens)
+    )
     answer_mask = shifted_labels != -100
     answer_logits = shifted_logits[answer_mask].float()
-    answer_tokens = shifted_labels[answer_mask]
-    target_logits = answer_logits.detach().scatter(-1, answer_tokens.unsqueeze(-1), float("-inf"))
-    target = F.softmax(target_logits, dim=-1)
-    cross_entropy = -(target * F.log_softmax(answer_logits, dim=-1)).sum(dim=-1)
-    return cross_entropy.sum() / answer_mask.sum().clamp(min=1)
+    target_logits = answer_logits.detach().scatter(-1, shifted_labels[answer_mask].unsqueeze(-1), float("-inf"))
+    token_cross_entropy = -(F.softmax(target_logits, dim=-1) * F.log_softmax(answer_logits, dim=-1)).sum(dim=-1)
+    per_position = answer_logits.new_zeros(answer_mask.shape).masked_scatter(answer_mask, token_cross_entropy)
+    return masked_sequence_mean(per_position, answer_mask).mean()
+
+
+class CEUTrainer(UnlearningTrainer):
+    __doc__ = __doc__
+    config_class = CEUConfig
+    reference_usage = "none"
+    uses_retain = True  # the command line loads a retain set; an instance with alpha = 0 ignores it
+
+    def __init__(self, model, args: CEUConfig | None = None, *positional, **keywords):
+        args = args or self.config_class(output_dir="unlearned")
+        self.uses_retain = args.retain_weight != 0
+        super().__init__(model, args, *positional, **keywords)
+
+    def unlearning_loss(self, model, forget, retain):
+        forget_loss = ce_u_loss(
+            self.logits(model, forget), forget["labels"], self.args.ignore_first_n_answer_tokens
+        )
+        losses = {"forget_loss": forget_loss}
+        loss = self.args.forget_weight * forget_loss
+        if self.args.retain_weight:
+            retain_loss = nll_loss(self.logits(model, retain), retain["labels"])
+            losses["retain_loss"] = retain_loss
+            loss = loss + self.args.retain_weight * retain_loss
+        losses["loss"] = loss
+        return losses

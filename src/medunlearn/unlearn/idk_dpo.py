@@ -16,8 +16,11 @@ follows the unlearning literature (NPO paper and its reference implementation) r
 :math:`\beta \to 0`, so learning rates carry over from gradient-difference methods. The full objective is
 :math:`\gamma\,\mathcal{L}_{\mathrm{IdkDPO}} + \alpha\,\mathcal{L}_{\mathrm{retain}}`.
 
-The reference terms are fixed per example, so they are computed once before training (or, under PEFT,
-with the adapter disabled) instead of keeping a second model alive.
+Reference: the four reference terms are fixed per forget example, so both
+:math:`\log\pi_{\mathrm{ref}}(y_f \mid x)` and :math:`\log\pi_{\mathrm{ref}}(y_{\mathrm{idk}} \mid x)` are computed
+once with the starting model before training and stored as columns (``reference_mode="auto"``); no second
+model lives during training. ``reference_mode="adapter"`` / ``"copy"`` compute them live instead (same values).
+Defaults: beta = 0.1, gamma = alpha = 1 (NPO paper's IdkDPO baseline; OpenUnlearning ``DPO``).
 
 Refusals: ``idk_answers.txt`` beside this file, written for this project for a medical QA model; each
 forget example gets one, drawn deterministically from ``idk_seed`` and its position.
@@ -39,29 +42,43 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from medunlearn.unlearn.base import (
+    UnlearningConfig,
+    UnlearningInputError,
+    UnlearningTrainer,
+    nll_loss,
+    sequence_logps,
+    tokenize_prompt_completion,
+)
+
 IDK_ANSWERS_PATH = Path(__file__).with_name("idk_answers.txt")
+IDK_PREFIX = "idk_"
+"""Forget-batch columns of the refusal pair: ``idk_input_ids``, ``idk_attention_mask``, ``idk_labels``,
+``idk_reference_logps`` (the base collator pads them by their suffix)."""
 
 
 @dataclass
-class IdkDPOConfig:
-    """IdkDPO's own hyperparameters, with the defaults of the NPO paper's IdkDPO baseline."""
+class IdkDPOConfig(UnlearningConfig):
+    """IdkDPO, with the defaults of the NPO paper's IdkDPO baseline (OpenUnlearning ``DPO``)."""
 
-    beta: float = field(default=0.1, metadata={"help": "DPO inverse temperature beta."})
-    gamma: float = field(default=1.0, metadata={"help": "Weight of the DPO forget loss."})
-    alpha: float = field(default=1.0, metadata={"help": "Weight of the retain loss (NLL on the retain batch)."})
+    beta: float = field(default=0.1, metadata={"help": "β, inverse temperature of the DPO loss"})
+    forget_weight: float = field(default=1.0, metadata={"help": "γ, weight of the DPO term"})
+    retain_weight: float = field(default=1.0, metadata={"help": "α, weight of the retain NLL"})
     idk_answers_file: str | None = field(
-        default=None, metadata={"help": "Refusal answers, one per line; unset: the list shipped with medunlearn."}
+        default=None, metadata={"help": "refusal answers, one per line; unset: the list shipped with medunlearn"}
     )
-    idk_seed: int = field(default=0, metadata={"help": "Seed of the refusal drawn for each forget example."})
+    idk_seed: int = field(default=0, metadata={"help": "seed of the refusal drawn for each forget example"})
 
 
 def load_idk_answers(path: str | Path | None = None) -> list[str]:
     """Refusal answers from ``path`` (one per line, blank lines and ``#`` comments skipped)."""
     path = Path(path) if path is not None else IDK_ANSWERS_PATH
+    if not path.is_file():
+        raise UnlearningInputError(f"refusal answers file {path} does not exist")
     lines = (line.strip() for line in path.read_text(encoding="utf-8").splitlines())
     answers = [line for line in lines if line and not line.startswith("#")]
     if not answers:
-        raise ValueError(f"{path}: no refusal answers found (one per line expected)")
+        raise UnlearningInputError(f"{path}: no refusal answers found (one per line expected)")
     return answers
 
 
@@ -71,23 +88,81 @@ def assign_idk_answers(num_examples: int, answers: list[str], seed: int = 0) -> 
     return [answers[i] for i in picks]
 
 
-def sequence_log_probs(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Summed log-probability of each row's answer tokens: [B]; ``labels`` [B, T] unshifted, -100 ignored."""
-    shifted_logits, shifted_labels = logits[:, :-1, :], labels[:, 1:]
-    nll = F.cross_entropy(
-        shifted_logits.flatten(0, 1).float(), shifted_labels.flatten(), ignore_index=-100, reduction="none"
-    )
-    return -nll.view_as(shifted_labels).sum(dim=-1)
-
-
 def idk_dpo_loss(
-    policy_idk_log_probs: torch.Tensor,
-    policy_forget_log_probs: torch.Tensor,
-    reference_idk_log_probs: torch.Tensor,
-    reference_forget_log_probs: torch.Tensor,
+    policy_idk_logps: torch.Tensor,
+    policy_forget_logps: torch.Tensor,
+    reference_idk_logps: torch.Tensor,
+    reference_forget_logps: torch.Tensor,
     beta: float = 0.1,
 ) -> torch.Tensor:
-    """DPO loss with the refusal preferred over the forget answer; all inputs are per-example sequence log-probs [B]."""
-    idk_log_ratio = policy_idk_log_probs - reference_idk_log_probs
-    forget_log_ratio = policy_forget_log_probs - reference_forget_log_probs
+    """DPO loss preferring the refusal over the forget answer; inputs are sequence log-probs log π(y|x), [B]."""
+    idk_log_ratio = policy_idk_logps - reference_idk_logps
+    forget_log_ratio = policy_forget_logps - reference_forget_logps
     return -(2.0 / beta) * F.logsigmoid(beta * (idk_log_ratio - forget_log_ratio)).mean()
+
+
+def refusal_part(forget: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The refusal half of a forget batch, under the plain names (``input_ids``, ..., ``reference_logps``)."""
+    return {key[len(IDK_PREFIX) :]: value for key, value in forget.items() if key.startswith(IDK_PREFIX)}
+
+
+class IdkDPOTrainer(UnlearningTrainer):
+    __doc__ = __doc__
+    config_class = IdkDPOConfig
+    reference_usage = "sequence_logps"
+    uses_retain = True
+
+    def __init__(
+        self,
+        model,
+        args: IdkDPOConfig | None = None,
+        forget_dataset=None,
+        retain_dataset=None,
+        processing_class=None,
+        **keywords,
+    ):
+        args = args or self.config_class(output_dir="unlearned")
+        # Tokenising the refusals needs the raw questions, which the base tokenisation drops: do it here.
+        self._refusal_columns = self._tokenize_refusals(args, forget_dataset, processing_class)
+        super().__init__(model, args, forget_dataset, retain_dataset, processing_class, **keywords)
+        if self.reference_source == "precomputed":
+            refusals = self.pairs.forget.select_columns([IDK_PREFIX + c for c in ("input_ids", "attention_mask", "labels")])
+            refusals = refusals.rename_columns({IDK_PREFIX + c: c for c in ("input_ids", "attention_mask", "labels")})
+            self.pairs.forget = self.pairs.forget.add_column(
+                IDK_PREFIX + "reference_logps", self.compute_sequence_logps(refusals).tolist()
+            )
+
+    @staticmethod
+    def _tokenize_refusals(args: IdkDPOConfig, forget_dataset, tokenizer) -> dict[str, list] | None:
+        if forget_dataset is None or len(forget_dataset) == 0 or tokenizer is None:
+            return None  # the base class reports the missing piece
+        if args.question_column not in forget_dataset.column_names:
+            return None
+        questions = list(forget_dataset[args.question_column])
+        refusals = assign_idk_answers(len(questions), load_idk_answers(args.idk_answers_file), args.idk_seed)
+        tokens = tokenize_prompt_completion(questions, refusals, tokenizer, args.max_length)
+        return {IDK_PREFIX + key: values for key, values in tokens.items()}
+
+    def prepare_forget_dataset(self, forget):
+        for name, values in self._refusal_columns.items():
+            forget = forget.add_column(name, values)
+        return forget
+
+    def unlearning_loss(self, model, forget, retain):
+        refusal = refusal_part(forget)
+        policy_forget_logps = sequence_logps(self.logits(model, forget), forget["labels"])
+        policy_idk_logps = sequence_logps(self.logits(model, refusal), refusal["labels"])
+        reference_forget_logps = self.reference_sequence_logps(model, forget)
+        reference_idk_logps = self.reference_sequence_logps(model, refusal)
+        forget_loss = idk_dpo_loss(
+            policy_idk_logps, policy_forget_logps, reference_idk_logps, reference_forget_logps, self.args.beta
+        )
+        margin = (policy_idk_logps - reference_idk_logps) - (policy_forget_logps - reference_forget_logps)
+        losses = {"forget_loss": forget_loss, "preference_margin": margin.mean().detach()}
+        loss = self.args.forget_weight * forget_loss
+        if self.args.retain_weight:
+            retain_loss = nll_loss(self.logits(model, retain), retain["labels"])
+            losses["retain_loss"] = retain_loss
+            loss = loss + self.args.retain_weight * retain_loss
+        losses["loss"] = loss
+        return losses

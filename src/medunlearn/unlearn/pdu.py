@@ -1,33 +1,39 @@
 r"""PDU — Primal-Dual Unlearning with a logit-margin flattening loss (Constrained Entropic Unlearning).
 
-Unlearning as a constrained problem: make the model's next-token distribution on the forget answers as flat
-as possible, subject to the retain loss staying below a bound :math:`\varepsilon`:
+Unlearning as a constrained problem: make the model's next-token distribution on the forget answers as flat as
+possible, subject to the retain loss staying below a bound :math:`\varepsilon`:
 
 .. math::
 
     \min_\theta\; \mathcal{L}_{\mathrm{flat}}(\theta) \quad\text{s.t.}\quad
-        \mathcal{L}_{\mathrm{retain}}(\theta) \le \varepsilon, \qquad
-    \mathcal{L}_{\mathrm{flat}}(\theta) = \frac{1}{|\mathcal{T}|} \sum_{(i,t) \in \mathcal{T}}
-        \Bigl(\max_v z_{i,t}(v) - \tfrac{1}{V}\textstyle\sum_v z_{i,t}(v)\Bigr)^2
+        \mathrm{NLL}_\theta(\text{retain}) \le \varepsilon, \qquad
+    \mathcal{L}_{\mathrm{flat}}(\theta) = \frac{1}{B} \sum_{b=1}^{B} \frac{1}{|y_b|} \sum_{t}
+        \Bigl(\max_v z_{b,t}(v) - \tfrac{1}{V}\textstyle\sum_v z_{b,t}(v)\Bigr)^2
 
-where :math:`z_{i,t}` are the logits at the position predicting answer token :math:`y_{i,t}`. The margin
-between the top logit and the mean logit is zero exactly when all logits are equal (uniform distribution),
-and the loss needs no softmax. It is solved by primal-dual descent on the Lagrangian
+where :math:`z_{b,t}` are the logits at the position predicting answer token :math:`y_{b,t}`. The margin between
+the top logit and the mean logit is zero exactly when all logits are equal (the uniform distribution), and the
+loss needs no softmax. It is solved by primal-dual descent on the Lagrangian
 
 .. math::
 
     \mathcal{L}(\theta, \lambda) = \gamma\,\mathcal{L}_{\mathrm{flat}}(\theta)
-        + \lambda\,\bigl(\mathcal{L}_{\mathrm{retain}}(\theta) - \varepsilon\bigr), \qquad
-    \lambda \leftarrow \max\bigl(0,\; \lambda + \eta\,(\mathcal{L}_{\mathrm{retain}} - \varepsilon)\bigr)
+        + \lambda\,\bigl(\mathrm{NLL}_\theta(\text{retain}) - \varepsilon\bigr), \qquad
+    \lambda \leftarrow \max\bigl(0,\; \lambda + \eta\,(\overline{\mathrm{NLL}}_{\text{retain}} - \varepsilon)\bigr)
 
-with the dual step :math:`\eta` taken after each optimiser step once ``dual_warmup_epochs`` have passed.
+with :math:`\lambda_0 = \alpha`, and the dual step taken after each optimiser step once ``dual_warmup_epochs``
+have passed, on the retain loss averaged over that step's micro-batches and processes (so every process holds
+the same :math:`\lambda`).
 
-Ours: :math:`\mathcal{T}` is the set of answer tokens (labels ``!= -100``); the reference averages over
-every position of the batch, prompt and padding included, so a batch's padding changes the loss. When
-``retain_loss_eps`` is left unset we take :math:`\varepsilon = \kappa\cdot\mathcal{L}_{\mathrm{retain}}(\theta_0)`,
-the starting model's retain loss on the first batch times ``retain_loss_eps_factor`` (:math:`\kappa`),
-following the authors' advice to pick a value somewhat above the starting retain loss.
-Defaults are the authors' TOFU recipe (gamma=1, initial lambda=100, eta=5, epsilon=0.3 there, 5 warm-up epochs).
+Ours: (1) :math:`y_b` are the answer tokens (labels ``!= -100``), mean per answer then over answers (the
+library's reduction); the reference averages over every position of the batch, prompt and padding included, so
+padding changes its loss. (2) When ``retain_loss_eps`` is unset, :math:`\varepsilon = \kappa \cdot
+\mathrm{NLL}_{\theta_0}(\text{retain})`, the starting model's retain loss on the first step times
+``retain_loss_eps_factor`` :math:`\kappa`, after the authors' advice to pick a value somewhat above the
+starting retain loss. Limitation: :math:`\lambda` and :math:`\varepsilon` live in the trainer, not in
+checkpoints; a run resumed from a checkpoint starts again from :math:`\lambda_0` (set ``retain_weight`` and
+``retain_loss_eps`` to the logged ``dual`` and ``retain_loss_eps`` to continue).
+Defaults: the authors' TOFU recipe (gamma = 1, lambda_0 = 100, eta = 5, 5 warm-up epochs, lr 1e-5, 10 epochs;
+epsilon = 0.3 there).
 
 Citation: Taha Entesari, Arman Hatami, Rinat Khaziev, Anil Ramakrishna, Mahyar Fazlyab.
 *Constrained Entropic Unlearning: A Primal-Dual Framework for Large Language Models.* arXiv:2506.05314, 2025.
@@ -38,45 +44,117 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
+from transformers import TrainerCallback
+
+from medunlearn.unlearn.base import (
+    UnlearningConfig,
+    UnlearningInputError,
+    UnlearningTrainer,
+    masked_sequence_mean,
+    nll_loss,
+    shift_for_next_token,
+)
 
 
 @dataclass
-class PDUConfig:
-    """PDU's own hyperparameters, with the authors' TOFU recipe as defaults."""
+class PDUConfig(UnlearningConfig):
+    """PDU, with the authors' TOFU recipe as defaults."""
 
-    gamma: float = field(default=1.0, metadata={"help": "Weight of the logit-margin flattening forget loss."})
-    alpha: float = field(
-        default=100.0, metadata={"help": "Initial dual variable lambda (weight of the retain constraint)."}
+    forget_weight: float = field(default=1.0, metadata={"help": "γ, weight of the logit-margin flattening term"})
+    retain_weight: float = field(
+        default=100.0, metadata={"help": "α: initial dual variable λ₀, the weight of the retain constraint"}
     )
     retain_loss_eps: float | None = field(
         default=None,
-        metadata={"help": "Bound epsilon on the retain loss; unset: retain_loss_eps_factor x the first retain loss."},
+        metadata={"help": "ε, bound on the retain NLL; unset: retain_loss_eps_factor × the starting retain NLL"},
     )
     retain_loss_eps_factor: float = field(
-        default=1.1, metadata={"help": "Ours: epsilon = this factor x the starting retain loss, when epsilon is unset."}
+        default=1.1, metadata={"help": "κ [ours]: ε = κ × starting retain NLL when ε is unset"}
     )
-    dual_step_size: float = field(default=5.0, metadata={"help": "Dual ascent step eta on lambda."})
+    primal_dual: bool = field(default=True, metadata={"help": "update λ by dual ascent (False: λ stays α)"})
+    dual_step_size: float = field(default=5.0, metadata={"help": "η, dual ascent step on λ"})
     dual_warmup_epochs: float = field(
-        default=5.0, metadata={"help": "Epochs with lambda held at its initial value before dual updates start."}
+        default=5.0, metadata={"help": "epochs with λ held at λ₀ before dual updates start"}
     )
-    primal_dual: bool = field(default=True, metadata={"help": "Update lambda; False keeps a fixed weight alpha."})
+    num_train_epochs: float = field(default=10.0, metadata={"help": "epochs over the forget set (recipe: 10)"})
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.retain_loss_eps is not None and self.retain_loss_eps < 0:
+            raise UnlearningInputError(f"retain_loss_eps must be >= 0, got {self.retain_loss_eps}")
+        if self.retain_weight < 0 or self.dual_step_size < 0:
+            raise UnlearningInputError("retain_weight (initial λ) and dual_step_size must be >= 0")
 
 
 def logit_margin_flattening_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Mean over answer tokens of (max logit - mean logit)^2; ``labels`` [B, T] unshifted, -100 ignored."""
-    shifted_logits, answer_mask = logits[:, :-1], labels[:, 1:] != -100
+    """Mean over answer tokens of (max logit − mean logit)²; ``labels`` [B, T] unshifted, -100 ignored."""
+    shifted_logits, shifted_labels = shift_for_next_token(logits, labels)
+    answer_mask = shifted_labels != -100
     answer_logits = shifted_logits[answer_mask].float()
     margin = answer_logits.max(dim=-1).values - answer_logits.mean(dim=-1)
-    return margin.pow(2).sum() / answer_mask.sum().clamp(min=1)
+    per_position = answer_logits.new_zeros(answer_mask.shape).masked_scatter(answer_mask, margin.pow(2))
+    return masked_sequence_mean(per_position, answer_mask).mean()
 
 
 def constrained_objective(
     forget_loss: torch.Tensor, retain_loss: torch.Tensor, dual: float, retain_loss_eps: float, gamma: float = 1.0
 ) -> torch.Tensor:
-    """The Lagrangian gamma * L_forget + lambda * (L_retain - epsilon) that the primal step minimises."""
+    """The Lagrangian γ · L_forget + λ · (L_retain − ε) that the primal step minimises."""
     return gamma * forget_loss + dual * (retain_loss - retain_loss_eps)
 
 
 def dual_ascent_step(dual: float, retain_loss: float, retain_loss_eps: float, step_size: float) -> float:
-    """Projected dual ascent: lambda grows while the constraint is violated, shrinks (not below 0) otherwise."""
+    """Projected dual ascent: λ grows while the constraint is violated, shrinks (never below 0) otherwise."""
     return max(0.0, dual + step_size * (retain_loss - retain_loss_eps))
+
+
+class PDUTrainer(UnlearningTrainer):
+    __doc__ = __doc__
+    config_class = PDUConfig
+    reference_usage = "none"
+    uses_retain = True
+
+    def __init__(self, *positional, **keywords):
+        super().__init__(*positional, **keywords)
+        self.dual = float(self.args.retain_weight)
+        self.retain_loss_eps = self.args.retain_loss_eps
+        self._step_retain_losses: list[torch.Tensor] = []
+        self.add_callback(_DualAscentCallback(self))
+
+    def unlearning_loss(self, model, forget, retain):
+        forget_loss = logit_margin_flattening_loss(self.logits(model, forget), forget["labels"])
+        retain_loss = nll_loss(self.logits(model, retain), retain["labels"])
+        if self.retain_loss_eps is None:
+            starting_retain_loss = self.accelerator.reduce(retain_loss.detach(), reduction="mean")
+            self.retain_loss_eps = self.args.retain_loss_eps_factor * float(starting_retain_loss)
+        if model.training:
+            self._step_retain_losses.append(retain_loss.detach())
+        loss = constrained_objective(forget_loss, retain_loss, self.dual, self.retain_loss_eps, self.args.forget_weight)
+        return {
+            "loss": loss,
+            "forget_loss": forget_loss,
+            "retain_loss": retain_loss,
+            "dual": torch.tensor(self.dual),
+            "retain_loss_eps": torch.tensor(self.retain_loss_eps),
+        }
+
+    def update_dual(self, epoch: float) -> None:
+        """One dual ascent step on the retain loss of the optimiser step just taken (averaged over processes)."""
+        if not self._step_retain_losses:
+            return
+        step_retain_loss = self.accelerator.reduce(torch.stack(self._step_retain_losses).mean(), reduction="mean")
+        self._step_retain_losses.clear()
+        if self.args.primal_dual and epoch >= self.args.dual_warmup_epochs:
+            self.dual = dual_ascent_step(
+                self.dual, float(step_retain_loss), self.retain_loss_eps, self.args.dual_step_size
+            )
+
+
+class _DualAscentCallback(TrainerCallback):
+    """Takes the dual step after every optimiser step (all micro-batches of the step have been seen by then)."""
+
+    def __init__(self, trainer: PDUTrainer):
+        self.trainer = trainer
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.trainer.update_dual(state.epoch or 0.0)

@@ -1,23 +1,26 @@
 r"""SatImp — token reweighting by Saturation and Importance.
 
-SatImp keeps WGA's idea of weighting each forget token's log-likelihood, but multiplies two detached
-weights: a *saturation* weight :math:`p^{\beta_1}` (tokens the model still predicts well are not yet
-unlearned, so they get more weight) and an *importance* weight :math:`(1-p)^{\beta_2}` (a smooth
-down-weighting of tokens that are near-certain, which carry little information about the patient):
+SatImp keeps WGA's idea of weighting each forget token's log-likelihood, but multiplies two detached weights:
+a *saturation* weight :math:`p^{\beta_1}` (tokens the model still predicts well are not yet unlearned, so they
+weigh more) and an *importance* weight :math:`(1-p)^{\beta_2}` (tokens the model is near-certain of, often
+template words, weigh less):
 
 .. math::
 
-    \mathcal{L}_{\mathrm{SatImp}}(\theta) = \frac{1}{|\mathcal{T}|} \sum_{(i,t) \in \mathcal{T}}
-        \operatorname{sg}\!\left[p^{\beta_1}\,(1-p)^{\beta_2}\right]
-        \log p, \qquad p = p_\theta(y_{i,t} \mid x_i, y_{i,<t})
+    \mathcal{L}_{\mathrm{SatImp}}(\theta) = \frac{1}{B} \sum_{b=1}^{B} \frac{1}{|y_b|} \sum_{t}
+        \operatorname{sg}\!\left[p^{\beta_1}(1-p)^{\beta_2}\right] \log p,
+    \quad p = p_\theta(y_{b,t} \mid x_b, y_{b,<t}),
+    \qquad
+    \mathcal{L} = \gamma\,\mathcal{L}_{\mathrm{SatImp}} + \alpha\,\mathrm{NLL}_\theta(\text{retain})
 
-over the answer tokens :math:`\mathcal{T}` of the forget batch (labels ``!= -100``). Minimising it lowers
-the forget log-likelihood. The full objective is
-:math:`\gamma\,\mathcal{L}_{\mathrm{SatImp}} + \alpha\,\mathcal{L}_{\mathrm{retain}}`.
+over the answer tokens :math:`y_b` (labels ``!= -100``). Minimising it lowers the forget log-likelihood.
 
-Defaults: :math:`\beta_1 = 5`, :math:`\beta_2 = 1` (paper and reference). For the loss weights the reference
-code and its recipe disagree (code: gamma=1, alpha=0.1; recipe ``SatImp.yaml``: gamma=0.1, alpha=1); we take
-the recipe, which is what the reference actually runs.
+Defaults: :math:`\beta_1 = 5`, :math:`\beta_2 = 1`. For the loss weights the reference code and its recipe
+disagree (code: gamma = 1, alpha = 0.1; recipe ``SatImp.yaml``: gamma = 0.1, alpha = 1); we take the recipe,
+which is what the reference actually runs, with its lr 1e-5 and 5 epochs.
+
+Ours: the mean is per answer, then over answers (the library's reduction, see ``base.py``); the reference
+averages over all tokens of the batch. No reference model is built.
 
 Citation: Puning Yang, Qizhou Wang, Zhuo Huang, Tongliang Liu, Chengqi Zhang, Bo Han.
 *Exploring Criteria of Loss Reweighting to Enhance LLM Unlearning.* ICML 2025. arXiv:2505.11953.
@@ -29,22 +32,46 @@ from dataclasses import dataclass, field
 
 import torch
 
-from medunlearn.unlearn.wga import answer_token_log_probs
+from medunlearn.unlearn.base import (
+    UnlearningConfig,
+    UnlearningTrainer,
+    completion_token_logps,
+    masked_sequence_mean,
+    nll_loss,
+)
 
 
 @dataclass
-class SatImpConfig:
-    """SatImp's own hyperparameters, with the paper's / reference recipe's defaults."""
+class SatImpConfig(UnlearningConfig):
+    """SatImp, with the paper's exponents and the reference recipe's weights (OpenUnlearning ``SatImp.yaml``)."""
 
-    beta1: float = field(default=5.0, metadata={"help": "Saturation exponent: weight factor p^beta1."})
-    beta2: float = field(default=1.0, metadata={"help": "Importance exponent: weight factor (1 - p)^beta2."})
-    gamma: float = field(default=0.1, metadata={"help": "Weight of the forget loss (reference recipe)."})
-    alpha: float = field(default=1.0, metadata={"help": "Weight of the retain loss (reference recipe)."})
+    beta1: float = field(default=5.0, metadata={"help": "β1, saturation exponent: weight factor p^β1"})
+    beta2: float = field(default=1.0, metadata={"help": "β2, importance exponent: weight factor (1 − p)^β2"})
+    forget_weight: float = field(default=0.1, metadata={"help": "γ, weight of the SatImp forget term"})
+    retain_weight: float = field(default=1.0, metadata={"help": "α, weight of the retain NLL"})
 
 
 def satimp_loss(logits: torch.Tensor, labels: torch.Tensor, beta1: float = 5.0, beta2: float = 1.0) -> torch.Tensor:
     """SatImp forget loss; ``logits`` [B, T, V] as the model returns them, ``labels`` [B, T] unshifted, -100 ignored."""
-    token_log_probs, answer_mask = answer_token_log_probs(logits, labels)
-    probs = token_log_probs.detach().exp()
+    token_logps, answer_mask = completion_token_logps(logits, labels)
+    probs = token_logps.detach().exp()
     weights = probs.pow(beta1) * (1.0 - probs).pow(beta2)
-    return (weights * token_log_probs * answer_mask).sum() / answer_mask.sum().clamp(min=1)
+    return masked_sequence_mean(weights * token_logps, answer_mask).mean()
+
+
+class SatImpTrainer(UnlearningTrainer):
+    __doc__ = __doc__
+    config_class = SatImpConfig
+    reference_usage = "none"
+    uses_retain = True
+
+    def unlearning_loss(self, model, forget, retain):
+        forget_loss = satimp_loss(self.logits(model, forget), forget["labels"], self.args.beta1, self.args.beta2)
+        losses = {"forget_loss": forget_loss}
+        loss = self.args.forget_weight * forget_loss
+        if self.args.retain_weight:
+            retain_loss = nll_loss(self.logits(model, retain), retain["labels"])
+            losses["retain_loss"] = retain_loss
+            loss = loss + self.args.retain_weight * retain_loss
+        losses["loss"] = loss
+        return losses

@@ -1,23 +1,30 @@
 r"""UNDIAL — self-distillation with adjusted logits.
 
-Instead of pushing the forget answer's likelihood down without bound (gradient ascent), UNDIAL distils
-the model towards a fixed target: the *reference* model's next-token distribution with the logit of the
-token to forget lowered by a constant :math:`\beta`. The target is bounded, so the loss cannot run away:
+Instead of pushing the forget answer's likelihood down without bound (gradient ascent), UNDIAL distils the model
+towards a fixed target: the *reference* (starting) model's next-token distribution with the logit of the token to
+forget lowered by a constant :math:`\beta`. The target is bounded, so the loss cannot run away:
 
 .. math::
 
-    q_{i,t} = \operatorname{softmax}\!\left(z^{\mathrm{ref}}_{i,t} - \beta\, e_{y_{i,t}}\right), \qquad
-    \mathcal{L}_{\mathrm{UNDIAL}}(\theta) = \frac{1}{|\mathcal{T}|} \sum_{(i,t) \in \mathcal{T}}
-        -\sum_{v} q_{i,t}(v) \log p_\theta(v \mid x_i, y_{i,<t})
+    q_{b,t} = \operatorname{softmax}\!\left(z^{\mathrm{ref}}_{b,t} - \beta\, e_{y_{b,t}}\right), \qquad
+    \mathcal{L}_{\mathrm{UNDIAL}}(\theta) = \frac{1}{B} \sum_{b=1}^{B} \frac{1}{|y_b|} \sum_{t}
+        -\sum_{v} q_{b,t}(v) \log p_\theta(v \mid x_b, y_{b,<t}),
+    \qquad
+    \mathcal{L} = \gamma\,\mathcal{L}_{\mathrm{UNDIAL}} + \alpha\,\mathrm{NLL}_\theta(\text{retain})
 
-where :math:`z^{\mathrm{ref}}_{i,t}` are the reference model's logits at the position predicting
-:math:`y_{i,t}`, :math:`e_y` is the one-hot vector of the answer token and :math:`\mathcal{T}` the answer
-tokens of the forget batch. The full objective is
-:math:`\gamma\,\mathcal{L}_{\mathrm{UNDIAL}} + \alpha\,\mathcal{L}_{\mathrm{retain}}`.
+where :math:`z^{\mathrm{ref}}_{b,t}` are the reference model's logits at the position predicting
+:math:`y_{b,t}`, :math:`e_y` the one-hot vector of the answer token, and :math:`y_b` the answer tokens of the
+forget batch (labels ``!= -100``).
 
-Unlike the reference implementation, the mean runs over answer tokens only: averaging over prompt,
-padding and -100 positions (where the reference also scatters the penalty into the last vocabulary id)
-dilutes the loss with positions that are not being unlearned.
+Unlike the reference implementation, only answer tokens enter the mean: it averages over prompt, padding and −100
+positions as well (scattering the penalty into the last vocabulary id there), so the loss depends on padding.
+Ours: the mean is per answer, then over answers (the library's reduction, see ``base.py``).
+
+Reference model: needs the reference's full next-token distributions, live. Under PEFT it is the same model with
+the adapter disabled; otherwise a frozen copy (``base.py``'s policy).
+Defaults: the reference recipe (OpenUnlearning ``UNDIAL.yaml``): beta = 10, gamma = 1, alpha = 0 (no retain
+term; its community sweep also tries alpha in {1, 2, 5}), lr 1e-4, 10 epochs. With alpha = 0 no retain set is
+needed.
 
 Citation: Yijiang River Dong, Hongzhou Lin, Mikhail Belkin, Ramon Huerta, Ivan Vulić.
 *UNDIAL: Self-Distillation with Adjusted Logits for Robust Unlearning in Large Language Models.*
@@ -31,27 +38,67 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from medunlearn.unlearn.base import (
+    UnlearningConfig,
+    UnlearningTrainer,
+    masked_sequence_mean,
+    nll_loss,
+    shift_for_next_token,
+)
+
 
 @dataclass
-class UNDIALConfig:
-    """UNDIAL's own hyperparameters, with the reference recipe's defaults (OpenUnlearning ``UNDIAL.yaml``)."""
+class UNDIALConfig(UnlearningConfig):
+    """UNDIAL, with the reference recipe's defaults (OpenUnlearning ``UNDIAL.yaml``)."""
 
     beta: float = field(
-        default=10.0, metadata={"help": "How much the answer token's reference logit is lowered in the target."}
+        default=10.0, metadata={"help": "β: how much the answer token's reference logit is lowered in the target"}
     )
-    gamma: float = field(default=1.0, metadata={"help": "Weight of the forget (distillation) loss."})
-    alpha: float = field(default=0.0, metadata={"help": "Weight of the retain loss; UNDIAL uses none by default."})
+    forget_weight: float = field(default=1.0, metadata={"help": "γ, weight of the distillation term"})
+    retain_weight: float = field(
+        default=0.0, metadata={"help": "α, weight of the retain NLL (0 = none, the recipe's default)"}
+    )
+    learning_rate: float = field(default=1e-4, metadata={"help": "AdamW learning rate (recipe: 1e-4)"})
+    num_train_epochs: float = field(default=10.0, metadata={"help": "epochs over the forget set (recipe: 10)"})
 
 
 def undial_loss(
     logits: torch.Tensor, reference_logits: torch.Tensor, labels: torch.Tensor, beta: float = 10.0
 ) -> torch.Tensor:
     """UNDIAL loss; ``logits`` and ``reference_logits`` [B, T, V], ``labels`` [B, T] unshifted, -100 ignored."""
-    shifted_logits, shifted_reference, shifted_labels = logits[:, :-1], reference_logits[:, :-1], labels[:, 1:]
+    shifted_logits, shifted_labels = shift_for_next_token(logits, labels)
+    shifted_reference, _ = shift_for_next_token(reference_logits, labels)
     answer_mask = shifted_labels != -100
-    # Only answer positions enter the loss, so gather them first: cheaper, and no penalty lands on a fake id.
-    student_log_probs = F.log_softmax(shifted_logits[answer_mask].float(), dim=-1)
-    penalty = F.one_hot(shifted_labels[answer_mask], num_classes=logits.shape[-1]).to(student_log_probs.dtype)
+    # Gather the answer positions first: the [N, V] softmaxes cost far less than [B, T, V] ones.
+    student_logps = F.log_softmax(shifted_logits[answer_mask].float(), dim=-1)
+    penalty = F.one_hot(shifted_labels[answer_mask], num_classes=logits.shape[-1]).to(student_logps.dtype)
     target = F.softmax(shifted_reference[answer_mask].float().detach() - beta * penalty, dim=-1)
-    cross_entropy = -(target * student_log_probs).sum(dim=-1)
-    return cross_entropy.sum() / answer_mask.sum().clamp(min=1)
+    token_cross_entropy = -(target * student_logps).sum(dim=-1)
+    per_position = student_logps.new_zeros(answer_mask.shape).masked_scatter(answer_mask, token_cross_entropy)
+    return masked_sequence_mean(per_position, answer_mask).mean()
+
+
+class UNDIALTrainer(UnlearningTrainer):
+    __doc__ = __doc__
+    config_class = UNDIALConfig
+    reference_usage = "model"
+    uses_retain = True  # the command line loads a retain set; an instance with alpha = 0 ignores it
+
+    def __init__(self, model, args: UNDIALConfig | None = None, *positional, **keywords):
+        args = args or self.config_class(output_dir="unlearned")
+        # The retain set is only needed (and only paired with the forget set) when its term has a weight.
+        self.uses_retain = args.retain_weight != 0
+        super().__init__(model, args, *positional, **keywords)
+
+    def unlearning_loss(self, model, forget, retain):
+        forget_loss = undial_loss(
+            self.logits(model, forget), self.reference_logits(model, forget), forget["labels"], self.args.beta
+        )
+        losses = {"forget_loss": forget_loss}
+        loss = self.args.forget_weight * forget_loss
+        if self.args.retain_weight:
+            retain_loss = nll_loss(self.logits(model, retain), retain["labels"])
+            losses["retain_loss"] = retain_loss
+            loss = loss + self.args.retain_weight * retain_loss
+        losses["loss"] = loss
+        return losses

@@ -1,21 +1,25 @@
 r"""WGA — Weighted Gradient Ascent.
 
-Gradient ascent spends most of its effort on tokens the model already finds unlikely, which is what
-drives it to collapse. WGA weights each forget token's log-likelihood by the model's own (detached)
-probability of that token raised to a power, so ascent concentrates on what the model still remembers:
+Gradient ascent spends most of its effort on tokens the model already finds unlikely, which is what drives it
+to collapse. WGA weights each forget token's log-likelihood by the model's own (detached) probability of that
+token raised to a power, so the ascent concentrates on what the model still remembers:
 
 .. math::
 
-    \mathcal{L}_{\mathrm{WGA}}(\theta) = \frac{1}{|\mathcal{T}|} \sum_{(i,t) \in \mathcal{T}}
-        \operatorname{sg}\!\left[p_\theta(y_{i,t} \mid x_i, y_{i,<t})^{\beta}\right]
-        \log p_\theta(y_{i,t} \mid x_i, y_{i,<t})
+    \mathcal{L}_{\mathrm{WGA}}(\theta) = \frac{1}{B} \sum_{b=1}^{B} \frac{1}{|y_b|} \sum_{t}
+        \operatorname{sg}\!\left[p_\theta(y_{b,t} \mid x_b, y_{b,<t})^{\beta}\right]
+        \log p_\theta(y_{b,t} \mid x_b, y_{b,<t}),
+    \qquad
+    \mathcal{L} = \gamma\,\mathcal{L}_{\mathrm{WGA}} + \alpha\,\mathrm{NLL}_\theta(\text{retain})
 
-where :math:`\mathcal{T}` is the set of answer tokens of the forget batch (labels ``!= -100``),
-:math:`\operatorname{sg}` stops the gradient, and minimising the loss lowers the forget log-likelihood.
-The full objective is :math:`\gamma\,\mathcal{L}_{\mathrm{WGA}} + \alpha\,\mathcal{L}_{\mathrm{retain}}`.
+over the answer tokens :math:`y_b` (labels ``!= -100``); :math:`\operatorname{sg}` stops the gradient.
+Minimising :math:`\mathcal{L}_{\mathrm{WGA}}` lowers the forget log-likelihood; :math:`\beta = 0` is plain
+gradient ascent.
 
-The mean runs over every answer token of the batch (token-level, as in the reference implementation),
-so long answers weigh more than short ones.
+Ours: the mean is per answer, then over answers (the library's reduction, see ``base.py``), so results do not
+depend on how a batch is split over processes; the reference implementation averages over all tokens of the
+batch. No reference model is built (the reference implementation builds one and never uses it).
+Defaults: the reference recipe (OpenUnlearning ``WGA.yaml``): beta = 1, gamma = alpha = 1, lr 1e-5, 5 epochs.
 
 Citation: Qizhou Wang, Jin Peng Zhou, Zhanke Zhou, Saebyeol Shin, Bo Han, Kilian Q. Weinberger.
 *Rethinking LLM Unlearning Objectives: A Gradient Perspective and Go Beyond.* ICLR 2025. arXiv:2502.19301.
@@ -26,36 +30,48 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
+
+from medunlearn.unlearn.base import (
+    UnlearningConfig,
+    UnlearningTrainer,
+    completion_token_logps,
+    masked_sequence_mean,
+    nll_loss,
+)
 
 
 @dataclass
-class WGAConfig:
-    """WGA's own hyperparameters, with the defaults of the reference recipe (OpenUnlearning ``WGA.yaml``)."""
+class WGAConfig(UnlearningConfig):
+    """WGA, with the reference recipe's defaults (OpenUnlearning ``WGA.yaml``)."""
 
     beta: float = field(
         default=1.0,
-        metadata={"help": "Power of the detached token probability used as weight: w = p^beta. 0 gives plain GA."},
+        metadata={"help": "β: power of the detached token probability used as weight, w = p^β (0 = plain ascent)"},
     )
-    gamma: float = field(default=1.0, metadata={"help": "Weight of the forget loss."})
-    alpha: float = field(default=1.0, metadata={"help": "Weight of the retain loss (NLL on the retain batch)."})
+    forget_weight: float = field(default=1.0, metadata={"help": "γ, weight of the WGA forget term"})
+    retain_weight: float = field(default=1.0, metadata={"help": "α, weight of the retain NLL"})
 
 
 def wga_loss(logits: torch.Tensor, labels: torch.Tensor, beta: float = 1.0) -> torch.Tensor:
     """WGA forget loss; ``logits`` [B, T, V] as the model returns them, ``labels`` [B, T] unshifted, -100 ignored."""
-    token_log_probs, answer_mask = answer_token_log_probs(logits, labels)
-    weights = token_log_probs.detach().exp().pow(beta)
-    return (weights * token_log_probs * answer_mask).sum() / answer_mask.sum().clamp(min=1)
+    token_logps, answer_mask = completion_token_logps(logits, labels)
+    weights = token_logps.detach().exp().pow(beta)
+    return masked_sequence_mean(weights * token_logps, answer_mask).mean()
 
 
-def answer_token_log_probs(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """log p(y_t | y_<t) for every position, shifted as causal LMs predict, and the mask of answer tokens.
+class WGATrainer(UnlearningTrainer):
+    __doc__ = __doc__
+    config_class = WGAConfig
+    reference_usage = "none"
+    uses_retain = True
 
-    Returns ``(log_probs, mask)``, both [B, T-1]; log-probs are 0 where the label is -100.
-    """
-    shifted_logits, shifted_labels = logits[:, :-1, :], labels[:, 1:]
-    nll = F.cross_entropy(
-        shifted_logits.flatten(0, 1).float(), shifted_labels.flatten(), ignore_index=-100, reduction="none"
-    )
-    mask = shifted_labels != -100
-    return -nll.view_as(shifted_labels), mask
+    def unlearning_loss(self, model, forget, retain):
+        forget_loss = wga_loss(self.logits(model, forget), forget["labels"], self.args.beta)
+        losses = {"forget_loss": forget_loss}
+        loss = self.args.forget_weight * forget_loss
+        if self.args.retain_weight:
+            retain_loss = nll_loss(self.logits(model, retain), retain["labels"])
+            losses["retain_loss"] = retain_loss
+            loss = loss + self.args.retain_weight * retain_loss
+        losses["loss"] = loss
+        return losses
