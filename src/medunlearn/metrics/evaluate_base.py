@@ -1,0 +1,29 @@
+"""Base class of medunlearn's ``evaluate`` modules (``metrics/<name>/<name>.py``).
+
+It adds one thing to ``evaluate.Metric``: a missing input (``None``) raises a ValueError that names the
+argument, instead of evaluate's generic "call add or add_batch first". Importing this module imports
+``evaluate``; only the metric modules do, never :mod:`medunlearn.metrics`' pure functions.
+"""
+
+from __future__ import annotations
+
+import evaluate
+
+__all__ = ["CheckedMetric"]
+
+
+class CheckedMetric(evaluate.Metric):
+    """``evaluate.Metric`` whose ``compute`` names a missing input."""
+
+    def compute(self, *, predictions=None, references=None, **kwargs):
+        """Compute the metric (``evaluate.Metric.compute``); a missing input raises a ValueError naming it."""
+        inputs = {"predictions": predictions, "references": references, **kwargs}
+        names = self._feature_names()
+        nothing_added = getattr(self, "writer", None) is None
+        given = [name for name in names if inputs.get(name) is not None]
+        # Inputs may come earlier through add/add_batch; only a call with nothing to score at all is an error,
+        # or a call that gives some inputs and leaves others out.
+        if (nothing_added and not given) or (given and len(given) < len(names)):
+            missing = next(name for name in names if inputs.get(name) is None)
+            raise ValueError(f"`{missing}` must be a list, got None")
+        return super().compute(predictions=predictions, references=references, **kwargs)
