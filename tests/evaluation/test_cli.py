@@ -1,0 +1,81 @@
+"""`medunlearn evaluate` end to end on a small AMNESIA folder and a tiny saved model; user errors exit cleanly."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from medunlearn.evaluation import cli
+
+
+@pytest.fixture(scope="module")
+def amnesia_folder(tmp_path_factory):
+    from medunlearn.amnesia import build_amnesia_folder
+
+    return build_amnesia_folder(tmp_path_factory.mktemp("amnesia") / "amnesia", patients=20, seed=0)
+
+
+@pytest.fixture()
+def saved_model(tiny_model, tiny_tokenizer, tmp_path):
+    folder = tmp_path / "tiny"
+    tiny_model.save_pretrained(folder, safe_serialization=True)
+    tiny_tokenizer.save_pretrained(folder)
+    return folder
+
+
+def _run(*argv) -> int:
+    return cli.run(cli.build_parser("medunlearn evaluate").parse_args([str(a) for a in argv]))
+
+
+@pytest.mark.slow  # ~10 s: builds a 20-patient AMNESIA folder, then evaluates twice
+def test_evaluate_writes_summary_and_rescore_reproduces_it(amnesia_folder, saved_model, tmp_path, capsys):
+    out = tmp_path / "eval"
+    common = ["--model", saved_model, "--data", amnesia_folder, "--forget", "forget_10", "--out", out,
+              "--batch-size", 8, "--max-new-tokens", 4, "--max-retain-patients", 3, "--no-progress"]
+    assert _run(*common, "--before", saved_model) == 0
+    assert "AFE" in capsys.readouterr().out
+    summary = json.loads((out / "summary.json").read_text())
+    run_info = json.loads((out / "run.json").read_text())
+    assert run_info["complete"] and run_info["models"] == {"model": str(saved_model), "before": str(saved_model)}
+    examples = pd.read_parquet(out / "examples.parquet")
+    assert set(summary["populations"]) == set(examples["population"])
+    for population, cells in summary["populations"].items():
+        assert cells["all"]["n"] == int((examples["population"] == population).sum())
+    # The model is its own "before" model: nothing was forgotten.
+    forget_all = summary["populations"]["forget_seen"]["all"]
+    assert forget_all["similarity_before"] == forget_all["similarity"]
+    assert forget_all["answer_forgetting"] in (0.0, None)
+
+    per_example = pd.read_parquet(out / "per_example.parquet")
+    assert len(per_example) == len(examples)
+    (out / "summary.json").unlink()
+    assert _run("--out", out, "--rescore") == 0
+    assert json.loads((out / "summary.json").read_text()) == summary
+    # Rerunning finds every batch done and changes nothing.
+    manifest = (out / "outputs" / "model" / "manifest.json").read_text()
+    assert _run(*common, "--before", saved_model) == 0
+    assert (out / "outputs" / "model" / "manifest.json").read_text() == manifest
+
+
+def test_unknown_forget_config_is_reported_without_traceback(saved_model, tmp_path, capsys):
+    code = _run("--model", saved_model, "--data", tmp_path, "--forget", "retain_90", "--out", tmp_path / "e")
+    assert code == 2
+    assert "retain_90" in capsys.readouterr().err
+
+
+def test_missing_data_folder_is_named(saved_model, tmp_path, capsys):
+    code = _run("--model", saved_model, "--data", tmp_path / "nowhere", "--forget", "forget_10", "--out", tmp_path / "e")
+    assert code == 2
+    assert f"AMNESIA folder {tmp_path / 'nowhere'} does not exist" in capsys.readouterr().err
+
+
+def test_missing_options_are_named(tmp_path, capsys):
+    assert _run("--out", tmp_path / "e") == 2
+    assert "--model, --data, --forget required" in capsys.readouterr().err
+
+
+def test_help_has_a_description_and_an_example():
+    text = cli.build_parser("medunlearn evaluate").format_help()
+    assert "medunlearn evaluate --model ckpt/finetuned --data amnesia --forget forget_10" in text

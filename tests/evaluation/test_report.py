@@ -1,0 +1,92 @@
+"""Report: table, report.json and PNG plots from two evaluation folders."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from medunlearn.evaluation import report_cli
+from medunlearn.evaluation.report import ReportError, report_rows, write_report
+
+
+def _summary(name, afe, leakage, degeneration, mu_same, mu_out):
+    def cell(n, **values):
+        return {"n": n, "rouge_l_f1": 0.5, "prob": 0.25, **values}
+
+    forget = {
+        "factual": cell(4, answer_forgetting=afe, leakage_score=leakage, degeneration_score=degeneration),
+        "reasoning": cell(4, answer_forgetting=afe, leakage_score=leakage, degeneration_score=degeneration),
+        "all": cell(8, answer_forgetting=afe, leakage_score=leakage, degeneration_score=degeneration),
+    }
+    return {
+        "name": name,
+        "forget_config": "disease_cancer_forget_10",
+        "populations": {
+            "forget_seen": forget,
+            "retain_same_disease": {"all": cell(6, model_utility=mu_same, degeneration_score=0.0)},
+            "retain_out_of_disease": {"all": cell(6, model_utility=mu_out, degeneration_score=0.0)},
+        },
+    }
+
+
+@pytest.fixture()
+def two_eval_dirs(tmp_path):
+    dirs = []
+    for name, values in (("grad_diff", (0.93, 0.002, 0.8, 0.41, 0.7)), ("simnpo", (0.6, 0.05, 0.1, 0.37, 0.93))):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "summary.json").write_text(json.dumps(_summary(name, *values)))
+        dirs.append(folder)
+    return dirs
+
+
+def test_rows_carry_each_method_population_and_qa_type(two_eval_dirs):
+    rows = report_rows(two_eval_dirs)
+    keys = [(r["method"], r["population"], r["qa_type"]) for r in rows]
+    assert keys[:5] == [
+        ("grad_diff", "forget_seen", "factual"),
+        ("grad_diff", "forget_seen", "reasoning"),
+        ("grad_diff", "forget_seen", "all"),
+        ("grad_diff", "retain_same_disease", "all"),
+        ("grad_diff", "retain_out_of_disease", "all"),
+    ]
+    assert len(rows) == 10
+    grad_diff_forget = rows[2]
+    assert (grad_diff_forget["answer_forgetting"], grad_diff_forget["leakage_score"]) == (0.93, 0.002)
+    assert grad_diff_forget["degeneration_score"] == 0.8
+    assert grad_diff_forget["model_utility"] is None  # MU is a retained-population metric
+
+
+def test_report_writes_json_and_plots(two_eval_dirs, tmp_path):
+    from rich.console import Console
+
+    console = Console(record=True, width=160)
+    payload = write_report(two_eval_dirs, tmp_path / "report", console=console)
+    on_disk = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert on_disk == payload
+    assert {m["method"]: m["mu_same_disease"] for m in payload["methods"]} == {"grad_diff": 0.41, "simnpo": 0.37}
+    for name in payload["plots"]:
+        png = (tmp_path / "report" / name).read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+    text = console.export_text()
+    for header in ("MU", "AFE", "LS", "DS", "ROUGE-L", "Prob"):
+        assert header in text
+    assert "0.930" in text and "0.002" in text
+
+
+def test_same_method_name_twice_is_told_apart(two_eval_dirs, tmp_path):
+    copy = tmp_path / "grad_diff_seed1"
+    copy.mkdir()
+    (copy / "summary.json").write_text((two_eval_dirs[0] / "summary.json").read_text())
+    methods = {r["method"] for r in report_rows([two_eval_dirs[0], copy])}
+    assert methods == {"grad_diff (grad_diff)", "grad_diff (grad_diff_seed1)"}
+
+
+def test_missing_summary_is_a_clear_error(tmp_path, capsys):
+    with pytest.raises(ReportError, match="no summary.json"):
+        report_rows([tmp_path])
+    code = report_cli.run(SimpleNamespace(eval_dirs=[str(tmp_path)], out=str(tmp_path / "out")))
+    assert code == 2
+    assert f"{tmp_path}: no summary.json" in capsys.readouterr().err
