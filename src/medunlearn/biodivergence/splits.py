@@ -11,18 +11,19 @@ How we do it [ours]:
    connected components of the pair–key graph are what union-find over "pair joins its keys" gives; we get
    them from ``scipy.sparse.csgraph.connected_components`` (linear time, no Python loop per pair). Keeping
    whole components in one split makes the splits article-, claim- and pair-disjoint at once.
-3. *Percolation.* A component larger than ``cap = max_unit_share × min(dev target, test target)`` can only go
-   to train. When such components hold more pairs than the train target, the pool percolates (a few hub
-   articles/claims join most pairs). We then take the highest-degree keys of those components as *hubs*
-   (the fewest hubs, found by doubling then bisection, that bring the oversized total under the train
-   target), recompute components without them, and keep hubs in train. A piece moved to dev/test loses its
-   pairs that touch a hub: those are the *bridging pairs dropped*, counted in the build stats, audit and card.
-4. *Assignment.* Units (components or pieces) that may go to dev/test are those no larger than ``cap``,
-   keeping at least one LLM pair and losing at most ``max_drop_fraction`` of their pairs. Per domain, they are
-   ordered by drop fraction (cheapest first), ties in seeded random order; a cumulative sum of the pairs they
-   keep picks units until the dev+test target is reached (a unit is taken while the midpoint of its span is
-   under the target), and a second seeded order splits those between dev and test in the published ratio.
-   Heuristic pairs inside dev/test units are dropped (dev/test hold only LLM labels).
+3. *Percolation.* When the small units cannot fill dev+test (within 5%), the pool percolates: a few hub
+   articles/claims join most pairs into one giant component. We then cut the largest component rather than
+   send it all to train: its keys are ordered along the Fiedler vector of the key graph (spectral order)
+   and two sweep cuts pick the dev and test segments that reach the missing sizes while straddling the
+   fewest pairs. Straddling pairs are the *bridging pairs dropped*, counted in the build stats, audit and
+   card. (Minimum balanced cuts are NP-hard; this is a standard heuristic, not an optimum.)
+4. *Assignment* (done before 3). Units (components) that may go to dev/test are those no larger than
+   ``cap = max_unit_share × min(dev target, test target)``, keeping at least one LLM pair and losing at most
+   ``max_drop_fraction`` of their pairs (heuristic pairs cannot enter dev/test). Per domain, they are ordered
+   by drop fraction (cheapest first), ties in seeded random order; a cumulative sum of the pairs they keep
+   picks units until the domain's dev+test target is reached (a unit is taken while the midpoint of its span
+   is under the target), and a second seeded order splits those between dev and test in the published
+   ratio. Everything else goes to train.
 
 Pair-level [ours, after the paper's description]: de-duplicated by pair only, shuffled with the seed;
 dev/test are drawn from LLM-labelled pairs in the 8,750 / 1,250 / 2,500 proportions.
@@ -67,7 +68,7 @@ class SplitStats:
     components: int = 0
     largest_component_pairs: int = 0
     percolating: bool = False
-    hub_keys: int = 0
+    carved_component_pairs: int = 0
     bridging_pairs_dropped: int = 0
     heuristic_pairs_dropped_from_eval: int = 0
     split_sizes: dict = field(default_factory=dict)
@@ -108,17 +109,11 @@ def pair_keys(frame: pd.DataFrame) -> tuple[np.ndarray, int]:
     return codes.reshape(4, len(frame)).T.copy(), len(uniques)
 
 
-def key_components(keys: np.ndarray, n_keys: int, inactive: np.ndarray | None = None) -> np.ndarray:
-    """Component label of every pair in the pair–key graph (pairs are nodes 0..n-1, keys n..n+n_keys-1).
-
-    Keys flagged in ``inactive`` are left out, so a pair touching only inactive keys is its own component.
-    """
+def key_components(keys: np.ndarray, n_keys: int) -> np.ndarray:
+    """Component label of every pair in the pair–key graph (pairs are nodes 0..n-1, keys n..n+n_keys-1)."""
     n = keys.shape[0]
     rows = np.repeat(np.arange(n), keys.shape[1])
     cols = keys.ravel() + n
-    if inactive is not None:
-        keep = ~inactive[keys.ravel()]
-        rows, cols = rows[keep], cols[keep]
     graph = coo_matrix((np.ones(rows.size, np.int8), (rows, cols)), shape=(n + n_keys, n + n_keys)).tocsr()
     _, labels = connected_components(graph, directed=False)
     return pd.factorize(labels[:n])[0]
@@ -149,36 +144,79 @@ def _targets(total: float, proportions) -> np.ndarray:
     return total * weights / weights.sum()
 
 
-def _find_hubs(keys, n_keys, labels, sizes, cap, train_target) -> tuple[np.ndarray, np.ndarray]:
-    """The fewest highest-degree keys of oversized components whose removal brings the pairs that can only
-    go to train (oversized pieces + pairs touching only hubs) under ``train_target``. Returns (inactive, labels)."""
-    oversized_pair = sizes[labels] > cap
-    degree = np.bincount(keys[oversized_pair].ravel(), minlength=n_keys)
-    ranked = np.lexsort((np.arange(n_keys), -degree))[: int((degree > 0).sum())]
+def spectral_key_order(keys: np.ndarray, n_keys: int, seed: int = 0, max_iterations: int = 200) -> np.ndarray:
+    """Position of every key along the Fiedler direction of the key graph (keys joined by shared pairs).
 
-    def attempt(k: int):
-        inactive = np.zeros(n_keys, bool)
-        inactive[ranked[:k]] = True
-        new_labels = key_components(keys, n_keys, inactive)
-        new_sizes = np.bincount(new_labels)
-        core = inactive[keys].all(axis=1)
-        forced = int(((new_sizes[new_labels] > cap) | core).sum())
-        return forced <= train_target, inactive, new_labels
+    Keys that are close in this order are densely linked, so cutting the order at one point separates the
+    graph with few crossing pairs (spectral sweep cut). The eigenvector comes from LOBPCG with a seeded start
+    and a bounded number of iterations: an approximate vector still gives a valid order, only a worse cut.
+    """
+    import warnings
 
-    low, high = 0, 1
-    ok, inactive, new_labels = attempt(high)
-    while not ok and high < ranked.size:
-        low, high = high, min(2 * high, ranked.size)
-        ok, inactive, new_labels = attempt(high)
-    best = (inactive, new_labels)
-    while high - low > 1:
-        middle = (low + high) // 2
-        ok, inactive, new_labels = attempt(middle)
-        if ok:
-            high, best = middle, (inactive, new_labels)
-        else:
-            low = middle
-    return best
+    from scipy.sparse import diags
+    from scipy.sparse.linalg import lobpcg
+
+    n = keys.shape[0]
+    incidence = coo_matrix((np.ones(keys.size), (np.repeat(np.arange(n), keys.shape[1]), keys.ravel())),
+                           shape=(n, n_keys)).tocsr()
+    adjacency = (incidence.T @ incidence).tocsr()
+    adjacency.setdiag(0)
+    adjacency.eliminate_zeros()
+    degree = np.asarray(adjacency.sum(axis=1)).ravel()
+    if n_keys < 3 or degree.min() <= 0:
+        return np.arange(n_keys)
+    root = np.sqrt(degree)
+    normalised = diags(1 / root) @ adjacency @ diags(1 / root)
+    start = np.random.default_rng(seed).standard_normal((n_keys, 1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # LOBPCG warns when it stops before full convergence; see docstring
+        _, vectors = lobpcg(normalised, start, Y=(root / np.linalg.norm(root))[:, None], largest=True,
+                            maxiter=max_iterations, tol=1e-5)
+    fiedler = vectors[:, 0] / root
+    order = np.lexsort((np.arange(n_keys), fiedler))
+    position = np.empty(n_keys, np.int64)
+    position[order] = np.arange(n_keys)
+    return position
+
+
+def _best_cut(kept_before: np.ndarray, crossing: np.ndarray, need: float, low: int = 0) -> int:
+    """The cut c >= low whose kept count is within 10% of ``need`` with the fewest crossing pairs
+    (or, if none is that close, the one closest to ``need``)."""
+    candidates = np.arange(low, kept_before.size)
+    kept = kept_before[candidates]
+    close = np.abs(kept - need) <= 0.1 * max(need, 1.0)
+    if close.any():
+        return int(candidates[close][np.argmin(crossing[candidates][close])])
+    return int(candidates[np.argmin(np.abs(kept - need))])
+
+
+def carve_component(keys: np.ndarray, is_llm: np.ndarray, position: np.ndarray, dev_need: float,
+                    test_need: float) -> tuple[np.ndarray, np.ndarray]:
+    """Sweep-cut one component along a key order into dev [0, c1), test [c1, c2) and train [c2, end).
+
+    A pair stays only if all its keys fall in one segment; pairs that straddle a cut are dropped (bridging),
+    and heuristic pairs in dev/test are dropped. c1 is chosen so that dev keeps about ``dev_need`` LLM pairs
+    with the fewest straddling pairs, then c2 >= c1 likewise for test among the pairs after c1. Returns the
+    split per pair ("" = dropped) and the mask of straddling (bridging) pairs.
+    """
+    low, high = position[keys].min(axis=1), position[keys].max(axis=1)
+    size = int(position.max()) + 2
+    llm_ends = np.bincount(high[is_llm] + 1, minlength=size)
+    kept_before = np.cumsum(llm_ends)  # LLM pairs entirely before cut c
+    crossing = np.cumsum(np.bincount(low + 1, minlength=size) - np.bincount(high + 1, minlength=size))
+    c1 = _best_cut(kept_before, crossing, dev_need)
+    # The test cut only counts pairs that start after c1: pairs straddling c1 are already lost.
+    after = low >= c1
+    kept_after = np.cumsum(np.bincount(high[after & is_llm] + 1, minlength=size))
+    crossing_after = np.cumsum(np.bincount(low[after] + 1, minlength=size) - np.bincount(high[after] + 1, minlength=size))
+    c2 = _best_cut(kept_after, crossing_after, test_need, low=c1)
+    split = np.full(keys.shape[0], "", dtype=object)
+    split[high < c1] = "dev"
+    split[(low >= c1) & (high < c2)] = "test"
+    split[low >= c2] = "train"
+    straddling = split == ""
+    split[(split != "train") & ~is_llm] = ""
+    return split, straddling
 
 
 def _groupwise_cumsum(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
@@ -193,7 +231,7 @@ def article_disjoint_split(frame: pd.DataFrame, config: SplitConfig | None = Non
     """Split label per row of a *cleaned* pool: "train", "dev", "test" or "" (dropped), and the stats."""
     config = config or SplitConfig()
     n = len(frame)
-    stats = {"components": 0, "largest_component_pairs": 0, "percolating": False, "hub_keys": 0,
+    stats = {"components": 0, "largest_component_pairs": 0, "percolating": False, "carved_component_pairs": 0,
              "bridging_pairs_dropped": 0, "heuristic_pairs_dropped_from_eval": 0}
     if n == 0:
         return np.array([], dtype=object), stats
@@ -205,25 +243,14 @@ def article_disjoint_split(frame: pd.DataFrame, config: SplitConfig | None = Non
 
     train_target, dev_target, test_target = _targets(n, config.proportions)
     cap = max(1.0, config.max_unit_share * min(dev_target, test_target))
-    inactive = np.zeros(n_keys, bool)
-    if sizes[sizes > cap].sum() > train_target:
-        stats["percolating"] = True
-        inactive, labels = _find_hubs(keys, n_keys, labels, sizes, cap, train_target)
-        sizes = np.bincount(labels)
-        stats["hub_keys"] = int(inactive.sum())
-
-    touches_hub = inactive[keys].any(axis=1)
     is_llm = (frame["label_source"] == "llm").to_numpy()
-    keeps_if_moved = is_llm & ~touches_hub
     n_units = sizes.size
-    kept = np.bincount(labels, weights=keeps_if_moved, minlength=n_units)
+    kept = np.bincount(labels, weights=is_llm, minlength=n_units)
     drop_fraction = 1.0 - kept / sizes
-    core_unit = np.zeros(n_units, bool)
-    core_unit[labels[inactive[keys].all(axis=1)]] = True
     domain_codes = pd.Categorical(frame["domain"], categories=DOMAINS).codes.astype(np.int64)
     unit_domain = np.bincount(labels * len(DOMAINS) + domain_codes, minlength=n_units * len(DOMAINS))
     unit_domain = unit_domain.reshape(n_units, len(DOMAINS)).argmax(axis=1)
-    candidate = (sizes <= cap) & (kept >= 1) & (drop_fraction <= config.max_drop_fraction) & ~core_unit
+    candidate = (sizes <= cap) & (kept >= 1) & (drop_fraction <= config.max_drop_fraction)
 
     # Stage 1: per domain, cheapest candidates first until the dev+test target of that domain is reached.
     domain_pairs = np.bincount(unit_domain, weights=sizes, minlength=len(DOMAINS))
@@ -239,12 +266,28 @@ def article_disjoint_split(frame: pd.DataFrame, config: SplitConfig | None = Non
     midpoint = _groupwise_cumsum(kept[order], unit_domain[order]) - kept[order] / 2
     unit_split = np.full(n_units, "train", dtype=object)
     unit_split[order] = np.where(midpoint < chosen_kept[unit_domain[order]] * dev_share, "dev", "test")
-
     split = unit_split[labels]
-    in_eval = split != "train"
-    stats["bridging_pairs_dropped"] = int((in_eval & touches_hub).sum())
-    stats["heuristic_pairs_dropped_from_eval"] = int((in_eval & ~touches_hub & ~is_llm).sum())
-    split = np.where(in_eval & ~keeps_if_moved, "", split).astype(object)
+    stats["heuristic_pairs_dropped_from_eval"] = int(((split != "train") & ~is_llm).sum())
+    split = np.where((split != "train") & ~is_llm, "", split).astype(object)
+
+    # Stage 3 (percolation): what small units could not supply is carved out of the largest component.
+    deficit = (dev_target + test_target) - kept[chosen].sum()
+    largest = int(np.argmax(sizes))
+    if deficit > 0.05 * (dev_target + test_target) and sizes[largest] > cap:
+        stats["percolating"] = True
+        rows = np.flatnonzero(labels == largest)
+        sub_codes, sub_uniques = pd.factorize(keys[rows].ravel())
+        sub_keys = sub_codes.reshape(-1, keys.shape[1])
+        position = spectral_key_order(sub_keys, len(sub_uniques), seed=config.seed)
+        dev_need = max(0.0, dev_target - kept[chosen][unit_split[chosen] == "dev"].sum())
+        test_need = max(0.0, test_target - kept[chosen][unit_split[chosen] == "test"].sum())
+        options = [carve_component(sub_keys, is_llm[rows], p, dev_need, test_need)
+                   for p in (position, position.max() - position)]  # sweep from either end, keep the better
+        carved, straddling = min(options, key=lambda option: int((option[0] == "").sum()))
+        stats["bridging_pairs_dropped"] = int(straddling.sum())
+        stats["heuristic_pairs_dropped_from_eval"] += int(((carved == "") & ~straddling).sum())
+        stats["carved_component_pairs"] = int(rows.size)
+        split[rows] = carved
     return split, stats
 
 

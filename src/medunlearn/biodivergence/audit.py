@@ -1,0 +1,172 @@
+"""Audit of a BioDivergence build: the v1.0 invariants, and how much the pair-level variant leaks.
+
+v1.0 must have zero article, claim and pair overlap between train, dev and test; dev and test hold only
+LLM labels; nothing below confidence 0.45; every label in the ontology. The pair-level variant is not
+meant to be disjoint: the audit reports how many of its dev/test pairs share an article with its train
+split, which is the leakage v1.0 removes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from itertools import combinations
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from medunlearn.biodivergence.schema import MIN_CONFIDENCE, PoolFormatError, normalise_pool
+from medunlearn.biodivergence.splits import SPLITS, normalise_claim
+
+
+class FolderFormatError(ValueError):
+    """The folder is not a BioDivergence Hub folder (README configs or parquet files missing)."""
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str = ""
+
+
+@dataclass
+class AuditReport:
+    checks: list[Check] = field(default_factory=list)
+    label_sources: dict = field(default_factory=dict)
+    pairlevel_leakage: dict = field(default_factory=dict)
+    build_stats: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return all(check.ok for check in self.checks)
+
+    @property
+    def first_violation(self) -> Check | None:
+        return next((check for check in self.checks if not check.ok), None)
+
+    def lines(self) -> list[str]:
+        lines = [f"{'ok  ' if c.ok else 'FAIL'} {c.name}" + (f": {c.detail}" if c.detail else "") for c in self.checks]
+        for split, counts in self.label_sources.items():
+            lines.append(f"info v1.0 {split} label sources: " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())))
+        leak = self.pairlevel_leakage
+        if leak:
+            lines.append(
+                f"info v1.0-pairlevel leakage: {leak['eval_pairs_sharing_article_with_train']} of {leak['eval_pairs']} "
+                f"dev/test pairs ({leak['eval_share_sharing_article_with_train']:.1%}) share an article with train; "
+                f"{leak['articles_shared_with_train']} articles and {leak['claims_shared_with_train']} claims shared"
+            )
+        if "bridging_pairs_dropped" in self.build_stats:
+            lines.append(f"info bridging pairs dropped by the v1.0 builder: {self.build_stats['bridging_pairs_dropped']}")
+        return lines
+
+    def to_dict(self) -> dict:
+        return {"ok": self.ok, "checks": [asdict(c) for c in self.checks], "label_sources": self.label_sources,
+                "pairlevel_leakage": self.pairlevel_leakage}
+
+
+def _articles(frame: pd.DataFrame) -> np.ndarray:
+    return np.unique(np.concatenate([frame["article_a"].to_numpy(str), frame["article_b"].to_numpy(str)]))
+
+
+def _claims(frame: pd.DataFrame) -> np.ndarray:
+    return np.unique(np.concatenate([normalise_claim(frame["claim_a"]).to_numpy(str),
+                                     normalise_claim(frame["claim_b"]).to_numpy(str)]))
+
+
+def _overlap_check(name: str, splits: dict, extract) -> Check:
+    values = {split: extract(frame) for split, frame in splits.items()}
+    for left, right in combinations(SPLITS, 2):
+        shared = np.intersect1d(values[left], values[right])
+        if shared.size:
+            return Check(name, False, f"{shared.size} shared between {left} and {right}, e.g. {shared[0]!r}")
+    return Check(name, True)
+
+
+def pairlevel_leakage(splits: dict) -> dict:
+    """How many dev/test pairs of a split share an article with its train split (and shared id counts)."""
+    train_articles = _articles(splits["train"])
+    evaluation = pd.concat([splits["dev"], splits["test"]], ignore_index=True)
+    leaks = evaluation["article_a"].isin(train_articles) | evaluation["article_b"].isin(train_articles)
+    return {
+        "eval_pairs": len(evaluation),
+        "eval_pairs_sharing_article_with_train": int(leaks.sum()),
+        "eval_share_sharing_article_with_train": float(leaks.mean()) if len(evaluation) else 0.0,
+        "articles_shared_with_train": int(np.intersect1d(_articles(evaluation), train_articles).size),
+        "claims_shared_with_train": int(np.intersect1d(_claims(evaluation), _claims(splits["train"])).size),
+    }
+
+
+def audit_configs(configs: dict, build_stats: dict | None = None) -> AuditReport:
+    """Check the v1.0 invariants on in-memory splits ``{config: {split: DataFrame}}``."""
+    report = AuditReport(build_stats=dict(build_stats or {}))
+    v1 = configs.get("v1.0", {})
+    missing = [split for split in SPLITS if split not in v1]
+    report.checks.append(Check("v1.0 has splits train, dev, test", not missing, f"missing {missing}" if missing else ""))
+    if missing:
+        return report
+    for split in SPLITS:
+        try:
+            normalise_pool(v1[split], source=f"v1.0/{split}")
+            report.checks.append(Check(f"v1.0 {split}: every row follows the pair schema and label ontology", True))
+        except PoolFormatError as error:
+            report.checks.append(Check(f"v1.0 {split}: every row follows the pair schema and label ontology",
+                                       False, str(error)))
+    for split in SPLITS:
+        duplicated = v1[split]["pair_id"][v1[split]["pair_id"].duplicated()]
+        report.checks.append(Check(f"v1.0 {split}: pair_ids unique", duplicated.empty,
+                                   "" if duplicated.empty else f"{duplicated.iloc[0]!r} repeated"))
+    report.checks.append(_overlap_check("v1.0: no pair_id in two splits", v1, lambda f: f["pair_id"].to_numpy(str)))
+    report.checks.append(_overlap_check("v1.0: no article in two splits", v1, _articles))
+    report.checks.append(_overlap_check("v1.0: no claim in two splits", v1, _claims))
+    for split in ("dev", "test"):
+        heuristic = v1[split][v1[split]["label_source"] != "llm"]
+        report.checks.append(Check(f"v1.0 {split}: only LLM labels", heuristic.empty,
+                                   "" if heuristic.empty else f"pair {heuristic['pair_id'].iloc[0]!r} is "
+                                   f"{heuristic['label_source'].iloc[0]!r}"))
+    for split in SPLITS:
+        low = v1[split][pd.to_numeric(v1[split]["confidence"]) < MIN_CONFIDENCE]
+        report.checks.append(Check(f"v1.0 {split}: confidence >= {MIN_CONFIDENCE}", low.empty,
+                                   "" if low.empty else f"pair {low['pair_id'].iloc[0]!r} has {low['confidence'].iloc[0]}"))
+    report.label_sources = {split: v1[split]["label_source"].value_counts().to_dict() for split in SPLITS}
+    legacy = configs.get("v1.0-pairlevel")
+    if legacy and all(split in legacy for split in SPLITS):
+        report.pairlevel_leakage = pairlevel_leakage(legacy)
+    return report
+
+
+def read_hub_folder(directory: str | Path) -> dict:
+    """``{config: {split: DataFrame}}`` from a folder's README ``configs:`` block and its parquet files."""
+    directory = Path(directory)
+    readme = directory / "README.md"
+    if not readme.is_file():
+        raise FolderFormatError(f"{directory}: no README.md (not a Hub dataset folder)")
+    text = readme.read_text()
+    if not text.startswith("---"):
+        raise FolderFormatError(f"{readme}: no YAML header with `configs:`")
+    header = yaml.safe_load(text.split("---", 2)[1]) or {}
+    configs = {}
+    for entry in header.get("configs", []):
+        splits = {}
+        for data_file in entry.get("data_files", []):
+            path = directory / data_file["path"]
+            if not path.is_file():
+                raise FolderFormatError(f"{readme}: config {entry['config_name']!r} split {data_file['split']!r} "
+                                        f"points to {path}, which does not exist")
+            splits[data_file["split"]] = pd.read_parquet(path)
+        configs[entry["config_name"]] = splits
+    if "v1.0" not in configs:
+        raise FolderFormatError(f"{readme}: `configs:` has no 'v1.0' entry (found {sorted(configs)})")
+    return configs
+
+
+def audit_folder(directory: str | Path) -> AuditReport:
+    """Audit a folder written by ``medunlearn biodivergence build``."""
+    import json
+
+    directory = Path(directory)
+    configs = read_hub_folder(directory)
+    build = directory / "build.json"
+    stats = json.loads(build.read_text()).get("stats", {}) if build.is_file() else {}
+    return audit_configs(configs, stats)

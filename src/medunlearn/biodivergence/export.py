@@ -1,0 +1,154 @@
+"""Write the Hub-ready BioDivergence folder: parquet per config/split, README.md (YAML ``configs:`` + card).
+
+Layout (what ``load_dataset(DIR, "v1.0")`` reads offline and what ``upload_folder`` would publish)::
+
+    DIR/README.md                    YAML configs + dataset card (split table, leakage audit, build parameters)
+    DIR/build.json                   build parameters and statistics (sorted keys, no timestamps)
+    DIR/v1.0/{train,dev,test}.parquet
+    DIR/v1.0-pairlevel/{train,dev,test}.parquet
+
+Files are byte-identical for the same pool and seed: rows are sorted by pair_id, parquet is written by
+``pyarrow`` with fixed settings, and nothing time-dependent goes into the card.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import yaml
+
+from medunlearn.biodivergence.ontology import CONFLICT_TYPES, DIVERGENCE_AXES
+from medunlearn.biodivergence.schema import PAIR_COLUMNS, pair_features
+from medunlearn.biodivergence.splits import SPLITS, SplitStats
+
+CONFIG_NAMES = ("v1.0", "v1.0-pairlevel")
+PARQUET_SETTINGS = {"compression": "zstd", "compression_level": 3, "use_dictionary": True, "write_statistics": False}
+
+CITATION = """@article{biodivergence2026,
+  title   = {BioDivergence: contextual contradictions in biomedical abstracts},
+  journal = {arXiv preprint arXiv:2606.11208},
+  year    = {2026}
+}"""
+
+
+def frame_to_table(frame: pd.DataFrame) -> pa.Table:
+    """An Arrow table with the pair schema and the ``datasets`` features in its metadata."""
+    features = pair_features()
+    table = pa.Table.from_pandas(frame[list(PAIR_COLUMNS)], schema=features.arrow_schema, preserve_index=False)
+    # Drop pandas' metadata (it records the pandas version); keep only the datasets features.
+    return table.replace_schema_metadata({"huggingface": json.dumps({"info": {"features": features.to_dict()}})})
+
+
+def write_parquet(frame: pd.DataFrame, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(frame_to_table(frame.sort_values("pair_id", kind="stable")), path, **PARQUET_SETTINGS)
+    return path
+
+
+def configs_yaml() -> list[dict]:
+    """The README ``configs:`` entries (v1.0 is the default config)."""
+    return [
+        {
+            "config_name": name,
+            **({"default": True} if name == "v1.0" else {}),
+            "data_files": [{"split": split, "path": f"{name}/{split}.parquet"} for split in SPLITS],
+        }
+        for name in CONFIG_NAMES
+    ]
+
+
+def _markdown_table(header: list[str], rows: list[list]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def dataset_card(configs: dict, stats: SplitStats, audit_lines: list[str], build_params: dict) -> str:
+    """README.md text: YAML header then the card. Deterministic in its inputs."""
+    header = {
+        "license": build_params.get("license", "other"),
+        "language": ["en"],
+        "pretty_name": "BioDivergence (medunlearn build)",
+        "task_categories": ["text-classification"],
+        "tags": ["biomedical", "contradiction", "claim-pairs", "medunlearn"],
+        "configs": configs_yaml(),
+    }
+    split_rows = []
+    for name in CONFIG_NAMES:
+        for split in SPLITS:
+            frame = configs[name][split]
+            llm = int((frame["label_source"] == "llm").sum())
+            split_rows.append([name, split, len(frame), llm, len(frame) - llm,
+                               int((frame["conflict_type"] == "contextual_contradiction").sum())])
+    ontology_rows = [["conflict type", label.id, label.definition] for label in CONFLICT_TYPES]
+    ontology_rows += [["axis" + ("" if label.primary else " (provisional)"), label.id, label.definition]
+                      for label in DIVERGENCE_AXES]
+    body = f"""# BioDivergence claim pairs (built with medunlearn)
+
+Pairs of claims from biomedical abstracts, each labelled with why they disagree: a conflict type (one of
+six), the divergence axes on which their contexts differ (a subset of 13), the dominant confounder, a
+reconciliation sentence and the evidence span of each claim (in v1.0 the claim text itself).
+
+Source pool: {build_params.get("source", "unknown")}.
+
+## Configurations and splits
+
+- `v1.0` (default): article-disjoint. Articles and claims linked by any pair stay in one split; dev and test
+  hold only LLM-labelled pairs; train adds heuristic pairs with confidence >= {build_params.get("min_confidence")}.
+- `v1.0-pairlevel` (legacy): de-duplicated by pair only; articles leak between its splits (see the audit).
+
+{_markdown_table(["config", "split", "pairs", "LLM labels", "heuristic labels", "contextual contradictions"], split_rows)}
+
+## How it was built
+
+Pool rows: {stats.pool_rows}; duplicate pair_id rows removed (LLM copy kept): {stats.duplicate_rows_removed};
+pairs below confidence {build_params.get("min_confidence")} removed: {stats.low_confidence_removed}; pairs after cleaning:
+{stats.pairs_after_cleaning}. Article/claim components: {stats.components} (largest: {stats.largest_component_pairs} pairs).
+Largest component cut (percolating pool): {"yes" if stats.percolating else "no"}; **bridging pairs dropped: {stats.bridging_pairs_dropped}**;
+heuristic pairs dropped from dev/test components: {stats.heuristic_pairs_dropped_from_eval}.
+
+Build parameters (rebuild with the same pool and these to get identical files):
+
+```json
+{json.dumps(build_params, indent=2, sort_keys=True)}
+```
+
+## Leakage audit
+
+```
+{chr(10).join(audit_lines)}
+```
+
+## Labels
+
+{_markdown_table(["kind", "id", "definition (ours)"], ontology_rows)}
+
+Which four axes the paper calls provisional is not known; the flags above are this build's choice.
+
+## Citation
+
+```bibtex
+{CITATION}
+```
+"""
+    return "---\n" + yaml.safe_dump(header, sort_keys=False) + "---\n\n" + body
+
+
+def write_hub_folder(configs: dict, stats: SplitStats, out_dir: str | Path, build_params: dict) -> Path:
+    """Write every config/split as parquet, ``build.json`` and the README card; returns ``out_dir``."""
+    from medunlearn.biodivergence.audit import audit_configs
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in CONFIG_NAMES:
+        for split in SPLITS:
+            write_parquet(configs[name][split], out_dir / name / f"{split}.parquet")
+    report = audit_configs(configs, stats.to_dict())
+    build = {"parameters": build_params, "stats": stats.to_dict(), "audit": report.to_dict()}
+    (out_dir / "build.json").write_text(json.dumps(build, indent=2, sort_keys=True) + "\n")
+    (out_dir / "README.md").write_text(dataset_card(configs, stats, report.lines(), build_params))
+    return out_dir

@@ -1,0 +1,195 @@
+"""Pool readers and writers: a pool file (JSON Lines / JSON / Parquet) and the PubMedQA-derived pool.
+
+A pool file holds one pair per row with the columns of :data:`~medunlearn.biodivergence.schema.PAIR_COLUMNS`
+(``axes`` a list). The PubMedQA pool pairs the conclusion sentences of real PubMed abstracts that share a
+MeSH topic; its silver labels come from rules over the abstracts' expert yes/no/maybe decisions and MeSH
+terms (ours, described in :func:`pubmedqa_pool`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from medunlearn.biodivergence.ontology import AXIS_IDS, NO_CONFOUNDER
+from medunlearn.biodivergence.schema import PAIR_COLUMNS, PoolFormatError, normalise_pool
+
+
+class PoolNotFoundError(FileNotFoundError):
+    """The pool file does not exist."""
+
+
+def read_pool(path: str | Path) -> pd.DataFrame:
+    """Read and validate a pool file (``.jsonl``, ``.json`` list of rows, or ``.parquet``)."""
+    path = Path(path)
+    if not path.is_file():
+        raise PoolNotFoundError(f"pool file {path} does not exist")
+    try:
+        if path.suffix == ".parquet":
+            frame = pd.read_parquet(path)
+        elif path.suffix == ".jsonl":
+            frame = pd.read_json(path, lines=True, dtype=False)
+        elif path.suffix == ".json":
+            frame = pd.DataFrame(json.loads(path.read_text()))
+        else:
+            raise PoolFormatError(f"{path}: unknown pool format {path.suffix!r}; use .jsonl, .json or .parquet")
+    except (ValueError, json.JSONDecodeError) as error:
+        if isinstance(error, PoolFormatError):
+            raise
+        raise PoolFormatError(f"{path}: cannot be read as a pool: {error}") from None
+    if "axes" in frame.columns:
+        frame["axes"] = frame["axes"].map(lambda v: list(v) if isinstance(v, (list, np.ndarray)) else v)
+    for name in ("pair_id", "article_a", "article_b"):
+        if name in frame.columns and frame[name].map(lambda v: isinstance(v, (int, np.integer))).any():
+            frame[name] = frame[name].astype(str)  # numeric PMIDs are ids, not numbers
+    return normalise_pool(frame, source=str(path))
+
+
+def write_pool(frame: pd.DataFrame, path: str | Path) -> Path:
+    """Write a pool as JSON Lines (sorted keys, one pair per line) so diffs stay readable."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    records = frame[list(PAIR_COLUMNS)].to_dict(orient="records")
+    with path.open("w", encoding="utf-8") as handle:
+        for record in records:
+            record["axes"] = list(record["axes"])
+            handle.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
+    return path
+
+
+# MeSH terms that mark a context difference, by the axis they feed [ours].
+MESH_AXES: dict[str, tuple[str, ...]] = {
+    "population": ("Infant", "Child", "Child, Preschool", "Adolescent", "Adult", "Young Adult", "Middle Aged",
+                   "Aged", "Aged, 80 and over", "Pregnancy", "Infant, Newborn"),
+    "study_design": ("Retrospective Studies", "Prospective Studies", "Cross-Sectional Studies",
+                     "Case-Control Studies", "Cohort Studies", "Randomized Controlled Trials as Topic",
+                     "Follow-Up Studies", "Longitudinal Studies"),
+    "clinical_setting": ("Hospitals", "Intensive Care Units", "Emergency Service, Hospital", "Primary Health Care",
+                         "Outpatients", "Inpatients"),
+    "intervention": ("Drug Therapy", "Surgical Procedures, Operative", "Radiotherapy", "Laparoscopy"),
+}
+DOMAIN_PATTERNS: tuple[tuple[str, str], ...] = (
+    ("antimicrobial_resistance", r"drug resistance|antibiotic|antimicrobial|anti-bacterial"),
+    ("oncology", r"neoplasm|cancer|tumou?r|carcinoma|lymphoma|leukemia|melanoma"),
+    ("infectious_disease", r"infection|virus|viral|bacteri|hiv|tubercul|sepsis|hepatitis"),
+    ("genomics", r"\bgenes?\b|genetic|polymorphism|mutation|genom|genotype"),
+)
+
+
+@dataclass
+class PubMedQAPoolConfig:
+    """How the PubMedQA pool is made [ours].
+
+    max_term_share: MeSH terms tagged on more than this share of abstracts (Humans, Female, ...) are too
+    generic to make a topic. pairs_per_term: at most this many pairs per MeSH term (a chain through the
+    term's abstracts in seeded random order). label_source: what the rule labels are recorded as ("heuristic"
+    by default; use "llm" only to exercise dev/test on real text, the labels stay rule-made).
+    """
+
+    max_term_share: float = 0.03
+    pairs_per_term: int = 2
+    seed: int = 0
+    label_source: str = "heuristic"
+
+
+def _first_sentence(texts: pd.Series) -> pd.Series:
+    return texts.str.strip().str.split(r"(?<=[.!?])\s+(?=[A-Z\"(])", n=1, regex=True).str[0]
+
+
+def _domain(texts: pd.Series) -> pd.Series:
+    lowered = texts.str.lower()
+    domain = pd.Series("clinical_trials_epidemiology", index=texts.index, dtype=object)
+    for name, pattern in reversed(DOMAIN_PATTERNS):  # first pattern wins, so apply it last
+        domain = domain.mask(lowered.str.contains(pattern, regex=True), name)
+    return domain
+
+
+def pubmedqa_pool(path: str | Path, config: PubMedQAPoolConfig | None = None) -> pd.DataFrame:
+    """A pair pool from PubMedQA ``ori_pqal.json`` (PMID → QUESTION, CONTEXTS, LONG_ANSWER, MESHES, ...).
+
+    Claims are the first sentence of each abstract's conclusion (LONG_ANSWER). Within each MeSH term used by
+    at least two and at most ``max_term_share`` of the abstracts, the abstracts are chained in seeded random
+    order and consecutive ones are paired (at most ``pairs_per_term``); a pair of abstracts reached through
+    several terms is kept once. Rule labels [ours]:
+
+    - axes: for each axis of :data:`MESH_AXES`, the two abstracts carry different terms of that axis; years
+      ten or more apart add ``time_period``;
+    - conflict type: one ``maybe`` decision → ``insufficient_evidence``; yes vs no → ``contextual_contradiction``
+      when some axis differs, else ``direct_contradiction``; equal decisions → ``no_conflict``;
+    - dominant confounder: the first differing axis in registry order; confidence 0.6 (0.5 with a ``maybe``).
+    """
+    config = config or PubMedQAPoolConfig()
+    path = Path(path)
+    if not path.is_file():
+        raise PoolNotFoundError(f"PubMedQA file {path} does not exist (expected ori_pqal.json)")
+    raw = json.loads(path.read_text())
+    articles = pd.DataFrame.from_dict(raw, orient="index")
+    articles.index = articles.index.astype(str)
+    for field in ("QUESTION", "CONTEXTS", "LONG_ANSWER", "MESHES", "final_decision"):
+        if field not in articles.columns:
+            raise PoolFormatError(f"{path}: records lack the field {field!r}")
+    articles["claim"] = _first_sentence(articles["LONG_ANSWER"].fillna(""))
+    articles["abstract"] = articles["CONTEXTS"].map(" ".join) + " " + articles["LONG_ANSWER"]
+    articles["domain"] = _domain(articles["QUESTION"] + " " + articles["MESHES"].map(" ".join) + " " + articles["abstract"])
+    articles = articles[articles["claim"].str.len() > 0]
+
+    terms = articles["MESHES"].explode().dropna().rename("term").reset_index().rename(columns={"index": "pmid"})
+    term_count = terms["term"].map(terms["term"].value_counts())
+    terms = terms[(term_count >= 2) & (term_count <= max(2, config.max_term_share * len(articles)))]
+    rng = np.random.default_rng(config.seed)
+    terms = terms.assign(order=rng.random(len(terms))).sort_values(["term", "order"], kind="stable")
+    same_term = terms["term"].to_numpy()[1:] == terms["term"].to_numpy()[:-1]
+    rank = terms.groupby("term", sort=False).cumcount().to_numpy()[1:]
+    take = same_term & (rank <= config.pairs_per_term)
+    left, right = terms["pmid"].to_numpy()[:-1][take], terms["pmid"].to_numpy()[1:][take]
+    first = np.where(left < right, left, right)
+    second = np.where(left < right, right, left)
+    pairs = pd.DataFrame({"article_a": first, "article_b": second}).drop_duplicates(ignore_index=True)
+
+    a, b = articles.loc[pairs["article_a"]].reset_index(), articles.loc[pairs["article_b"]].reset_index()
+    differ = {}
+    for axis, mesh_terms in MESH_AXES.items():
+        wanted = set(mesh_terms)
+        terms_a = a["MESHES"].map(lambda ts, w=wanted: frozenset(t for t in ts if t in w))
+        terms_b = b["MESHES"].map(lambda ts, w=wanted: frozenset(t for t in ts if t in w))
+        differ[axis] = ((terms_a != terms_b) & (terms_a.map(len) > 0) & (terms_b.map(len) > 0)).to_numpy()
+    year_a = pd.to_numeric(a.get("YEAR"), errors="coerce").to_numpy()
+    year_b = pd.to_numeric(b.get("YEAR"), errors="coerce").to_numpy()
+    differ["time_period"] = np.abs(year_a - year_b) >= 10
+    ordered_axes = [axis for axis in AXIS_IDS if axis in differ]
+    matrix = np.stack([differ[axis] for axis in ordered_axes], axis=1)
+    axis_names = np.array(ordered_axes, dtype=object)
+    axes = [list(axis_names[row]) for row in matrix]
+    has_axis = matrix.any(axis=1)
+
+    decision_a, decision_b = a["final_decision"].to_numpy(), b["final_decision"].to_numpy()
+    maybe = (decision_a == "maybe") | (decision_b == "maybe")
+    conflict = np.where(
+        maybe, "insufficient_evidence",
+        np.where(decision_a != decision_b,
+                 np.where(has_axis, "contextual_contradiction", "direct_contradiction"), "no_conflict"),
+    )
+    carries_confounder = (conflict == "contextual_contradiction") & has_axis
+    confounder = np.where(carries_confounder, axis_names[np.argmax(matrix, axis=1)], NO_CONFOUNDER)
+    reconciliation = np.where(
+        carries_confounder,
+        "The conclusions differ in " + pd.Series(confounder).str.replace("_", " ") + "; both can hold in their own context.",
+        np.where(conflict == "no_conflict", "The conclusions agree.", ""),
+    )
+    frame = pd.DataFrame({
+        "pair_id": "pqa-" + pairs["article_a"] + "-" + pairs["article_b"],
+        "domain": a["domain"],
+        "claim_a": a["claim"], "claim_b": b["claim"],
+        "article_a": pairs["article_a"], "article_b": pairs["article_b"],
+        "abstract_a": a["abstract"], "abstract_b": b["abstract"],
+        "conflict_type": conflict, "axes": axes, "dominant_confounder": confounder,
+        "reconciliation": reconciliation,
+        "evidence_a": a["claim"], "evidence_b": b["claim"],
+        "label_source": config.label_source,
+        "confidence": np.where(maybe, 0.5, 0.6),
+    })
+    return normalise_pool(frame, source=str(path))
