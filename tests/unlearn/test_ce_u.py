@@ -7,7 +7,9 @@ import math
 import pytest
 import torch
 
-from medunlearn.unlearn.ce_u import ce_u_loss, mask_first_answer_tokens
+from medunlearn.models import build_tiny_llama
+from medunlearn.unlearn.base import collate_examples, nll_loss, tokenize_prompt_completion
+from medunlearn.unlearn.ce_u import CEUConfig, CEUTrainer, ce_u_loss, mask_first_answer_tokens
 
 GARBAGE = [40.0, -30.0, 7.0]
 
@@ -73,3 +75,67 @@ def test_ce_u_ignores_extra_padding_columns():
     padded_logits = torch.cat([logits, torch.full((2, 2, 3), 13.0)], dim=1)
     padded_labels = torch.cat([labels, torch.full((2, 2), -100)], dim=1)
     torch.testing.assert_close(ce_u_loss(padded_logits, padded_labels), ce_u_loss(logits, labels))
+
+
+# ---- trainer on the tiny model ---------------------------------------------------------------------------------
+
+
+def qa_batch(tokenizer, rows):
+    tokens = tokenize_prompt_completion(rows["question"], rows["answer"], tokenizer, 128)
+    return collate_examples([dict(zip(tokens, values)) for values in zip(*tokens.values())], tokenizer.pad_token_id)
+
+
+def memorised_tiny_model(tokenizer, rows, steps=60):
+    """A tiny Llama that has learnt the QA answers: unlearning starts from a model that knows them."""
+    torch.manual_seed(0)
+    model = build_tiny_llama(tokenizer)
+    batch = qa_batch(tokenizer, rows)
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    for _ in range(steps):
+        loss = nll_loss(model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits, batch["labels"])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return model
+
+
+@torch.no_grad()
+def logits_and_labels(model, tokenizer, rows):
+    batch = qa_batch(tokenizer, rows)
+    return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits, batch["labels"]
+
+
+def answer_nll(model, tokenizer, rows) -> float:
+    return nll_loss(*logits_and_labels(model, tokenizer, rows)).item()
+
+
+def parameters_of(model):
+    return {name: p.detach().clone() for name, p in model.named_parameters() if p.requires_grad}
+
+
+def changed_parameters(before, model):
+    return [name for name, p in model.named_parameters() if name in before and not torch.equal(before[name], p.detach())]
+
+
+def test_ce_u_reduction_is_per_answer_then_over_answers():
+    """Without skipping, row 0 keeps one token and row 1 two: (ce_00 + (ce_11 + ce_12) / 2) / 2."""
+    logits, labels = fixed_batch()
+    labels[0, 2] = -100
+    ln = math.log
+    ce_00 = -(0.5 / 0.75 * ln(0.5) + 0.25 / 0.75 * ln(0.25))
+    ce_11, ce_12 = -ln(0.2), -ln(0.1)
+    expected = (ce_00 + (ce_11 + ce_12) / 2) / 2
+    assert ce_u_loss(logits, labels, 0).item() == pytest.approx(expected, abs=1e-5)
+
+
+def test_ce_u_trainer_unlearns_without_a_retain_set(tiny_tokenizer, forget_qa, unlearning_args):
+    model = memorised_tiny_model(tiny_tokenizer, forget_qa)
+    nll_before = answer_nll(model, tiny_tokenizer, forget_qa)
+    trainer = CEUTrainer(model, unlearning_args(CEUConfig), forget_qa, processing_class=tiny_tokenizer)
+    assert trainer.ref_model is None and not trainer.uses_retain
+    before = parameters_of(trainer.model)
+    trainer.train()
+    assert changed_parameters(before, trainer.model)
+    assert answer_nll(trainer.model, tiny_tokenizer, forget_qa) > nll_before + 0.05
+    losses = [entry["forget_loss"] for entry in trainer.state.log_history if "forget_loss" in entry]
+    assert len(losses) == 3 and "retain_loss" not in trainer.state.log_history[0]

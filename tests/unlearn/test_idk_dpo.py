@@ -6,9 +6,13 @@ import math
 
 import pytest
 import torch
+from datasets import concatenate_datasets
 
-from medunlearn.unlearn.base import sequence_logps
+from medunlearn.models import build_tiny_llama
+from medunlearn.unlearn.base import collate_examples, nll_loss, sequence_logps, tokenize_prompt_completion
 from medunlearn.unlearn.idk_dpo import (
+    IdkDPOConfig,
+    IdkDPOTrainer,
     assign_idk_answers,
     idk_dpo_loss,
     load_idk_answers,
@@ -85,3 +89,68 @@ def test_assign_idk_answers_is_deterministic_and_uses_the_list():
     assert first == assign_idk_answers(50, answers, seed=0)
     assert first != assign_idk_answers(50, answers, seed=1)
     assert set(first) <= set(answers) and len(set(first)) > 10
+
+
+# ---- trainer on the tiny model ---------------------------------------------------------------------------------
+
+
+def qa_batch(tokenizer, rows):
+    tokens = tokenize_prompt_completion(rows["question"], rows["answer"], tokenizer, 128)
+    return collate_examples([dict(zip(tokens, values)) for values in zip(*tokens.values())], tokenizer.pad_token_id)
+
+
+def memorised_tiny_model(tokenizer, rows, steps=60):
+    """A tiny Llama that has learnt the QA answers: unlearning starts from a model that knows them."""
+    torch.manual_seed(0)
+    model = build_tiny_llama(tokenizer)
+    batch = qa_batch(tokenizer, rows)
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    for _ in range(steps):
+        loss = nll_loss(model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits, batch["labels"])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return model
+
+
+@torch.no_grad()
+def logits_and_labels(model, tokenizer, rows):
+    batch = qa_batch(tokenizer, rows)
+    return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits, batch["labels"]
+
+
+def answer_nll(model, tokenizer, rows) -> float:
+    return nll_loss(*logits_and_labels(model, tokenizer, rows)).item()
+
+
+def parameters_of(model):
+    return {name: p.detach().clone() for name, p in model.named_parameters() if p.requires_grad}
+
+
+def changed_parameters(before, model):
+    return [name for name, p in model.named_parameters() if name in before and not torch.equal(before[name], p.detach())]
+
+
+def test_idk_dpo_trainer_prefers_refusals(tiny_tokenizer, forget_qa, retain_qa, unlearning_args):
+    model = memorised_tiny_model(tiny_tokenizer, concatenate_datasets([forget_qa, retain_qa]))
+    nll_before = answer_nll(model, tiny_tokenizer, forget_qa)
+    refusals = assign_idk_answers(len(forget_qa), load_idk_answers(), seed=0)
+    refusal_rows = {"question": forget_qa["question"], "answer": refusals}
+    refusal_nll_before = answer_nll(model, tiny_tokenizer, refusal_rows)
+    trainer = IdkDPOTrainer(model, unlearning_args(IdkDPOConfig), forget_qa, retain_qa, processing_class=tiny_tokenizer)
+    # Reference log-probs of both answers are precomputed once; no reference model exists.
+    assert trainer.reference_source == "precomputed" and trainer.ref_model is None
+    forget_columns = trainer.pairs.forget.column_names
+    assert {"reference_logps", "idk_reference_logps", "idk_input_ids", "idk_labels"} <= set(forget_columns)
+    logits, labels = logits_and_labels(model, tiny_tokenizer, refusal_rows)
+    torch.testing.assert_close(
+        torch.tensor(trainer.pairs.forget["idk_reference_logps"]), sequence_logps(logits, labels), atol=1e-4, rtol=0
+    )
+    before = parameters_of(trainer.model)
+    trainer.train()
+    assert changed_parameters(before, trainer.model)
+    history = [entry for entry in trainer.state.log_history if "preference_margin" in entry]
+    assert history[0]["preference_margin"] == pytest.approx(0.0, abs=1e-4)  # policy == reference at step 0
+    assert history[-1]["preference_margin"] > 0
+    assert answer_nll(trainer.model, tiny_tokenizer, forget_qa) > nll_before
+    assert answer_nll(trainer.model, tiny_tokenizer, refusal_rows) < refusal_nll_before

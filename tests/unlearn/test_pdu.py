@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import pytest
 import torch
+from datasets import concatenate_datasets
 
-from medunlearn.unlearn.pdu import constrained_objective, dual_ascent_step, logit_margin_flattening_loss
+from medunlearn.models import build_tiny_llama
+from medunlearn.unlearn.base import collate_examples, nll_loss, tokenize_prompt_completion
+from medunlearn.unlearn.pdu import (
+    PDUConfig,
+    PDUTrainer,
+    constrained_objective,
+    dual_ascent_step,
+    logit_margin_flattening_loss,
+)
 
 GARBAGE = [40.0, -30.0, 7.0]
 
@@ -59,3 +68,83 @@ def test_constrained_objective_and_dual_ascent():
     assert dual_ascent_step(10.0, retain_loss=0.9, retain_loss_eps=0.5, step_size=5.0) == pytest.approx(12.0)
     assert dual_ascent_step(10.0, retain_loss=0.3, retain_loss_eps=0.5, step_size=5.0) == pytest.approx(9.0)
     assert dual_ascent_step(0.5, retain_loss=0.0, retain_loss_eps=0.5, step_size=5.0) == 0.0
+
+
+# ---- trainer on the tiny model ---------------------------------------------------------------------------------
+
+
+def qa_batch(tokenizer, rows):
+    tokens = tokenize_prompt_completion(rows["question"], rows["answer"], tokenizer, 128)
+    return collate_examples([dict(zip(tokens, values)) for values in zip(*tokens.values())], tokenizer.pad_token_id)
+
+
+def memorised_tiny_model(tokenizer, rows, steps=60):
+    """A tiny Llama that has learnt the QA answers: unlearning starts from a model that knows them."""
+    torch.manual_seed(0)
+    model = build_tiny_llama(tokenizer)
+    batch = qa_batch(tokenizer, rows)
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    for _ in range(steps):
+        loss = nll_loss(model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits, batch["labels"])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return model
+
+
+@torch.no_grad()
+def logits_and_labels(model, tokenizer, rows):
+    batch = qa_batch(tokenizer, rows)
+    return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits, batch["labels"]
+
+
+def answer_nll(model, tokenizer, rows) -> float:
+    return nll_loss(*logits_and_labels(model, tokenizer, rows)).item()
+
+
+def parameters_of(model):
+    return {name: p.detach().clone() for name, p in model.named_parameters() if p.requires_grad}
+
+
+def changed_parameters(before, model):
+    return [name for name, p in model.named_parameters() if name in before and not torch.equal(before[name], p.detach())]
+
+
+def test_flattening_reduction_is_per_answer_then_over_answers():
+    logits, labels = fixed_batch()
+    labels[0, 2] = -100  # row 0 keeps margin 1; row 1 keeps margins 0 and 3
+    assert logit_margin_flattening_loss(logits, labels).item() == pytest.approx((1 + (0 + 9) / 2) / 2, abs=1e-6)
+
+
+def test_pdu_trainer_flattens_forget_predictions(tiny_tokenizer, forget_qa, retain_qa, unlearning_args):
+    model = memorised_tiny_model(tiny_tokenizer, concatenate_datasets([forget_qa, retain_qa]))
+    flat_before = logit_margin_flattening_loss(*logits_and_labels(model, tiny_tokenizer, forget_qa))
+    nll_before = answer_nll(model, tiny_tokenizer, forget_qa)
+    trainer = PDUTrainer(model, unlearning_args(PDUConfig), forget_qa, retain_qa, processing_class=tiny_tokenizer)
+    assert trainer.ref_model is None
+    before = parameters_of(trainer.model)
+    trainer.train()
+    assert changed_parameters(before, trainer.model)
+    assert logit_margin_flattening_loss(*logits_and_labels(trainer.model, tiny_tokenizer, forget_qa)) < flat_before
+    assert answer_nll(trainer.model, tiny_tokenizer, forget_qa) > nll_before
+    history = [entry for entry in trainer.state.log_history if "dual" in entry]
+    # 5 warm-up epochs by default: lambda stays at its initial value alpha = 100 during these 3 steps.
+    assert [entry["dual"] for entry in history] == [100.0, 100.0, 100.0]
+    # Unset epsilon: 1.1 x the first step's retain loss.
+    assert history[0]["retain_loss_eps"] == pytest.approx(1.1 * history[0]["retain_loss"], rel=1e-4)
+
+
+def test_pdu_dual_variable_follows_projected_ascent(tiny_tokenizer, forget_qa, retain_qa, unlearning_args):
+    """With epsilon = 0 the constraint is always violated: lambda_{k+1} = lambda_k + eta * retain_loss_k."""
+    model = build_tiny_llama(tiny_tokenizer)
+    args = unlearning_args(
+        PDUConfig, dual_warmup_epochs=0, retain_loss_eps=0.0, retain_weight=1.0, dual_step_size=0.5, learning_rate=1e-4
+    )
+    trainer = PDUTrainer(model, args, forget_qa, retain_qa, processing_class=tiny_tokenizer)
+    trainer.train()
+    history = [entry for entry in trainer.state.log_history if "dual" in entry]
+    expected_dual = 1.0
+    for entry in history:
+        assert entry["dual"] == pytest.approx(expected_dual, rel=1e-5)
+        expected_dual += 0.5 * entry["retain_loss"]
+    assert trainer.dual == pytest.approx(expected_dual, rel=1e-5)

@@ -7,7 +7,9 @@ import math
 import pytest
 import torch
 
-from medunlearn.unlearn.undial import UNDIALConfig, undial_loss
+from medunlearn.models import build_tiny_llama
+from medunlearn.unlearn.base import collate_examples, nll_loss, tokenize_prompt_completion
+from medunlearn.unlearn.undial import UNDIALConfig, UNDIALTrainer, undial_loss
 
 GARBAGE = [40.0, -30.0, 7.0]
 IS_PROB = torch.tensor([[1, 1, 0, 0], [0, 1, 1, 0]], dtype=torch.bool)
@@ -76,3 +78,87 @@ def test_undial_config_defaults_are_the_reference_recipe(tmp_path):
     config = UNDIALConfig(output_dir=str(tmp_path))
     assert (config.beta, config.forget_weight, config.retain_weight) == (10.0, 1.0, 0.0)
     assert (config.learning_rate, config.num_train_epochs) == (1e-4, 10.0)
+
+
+# ---- trainer on the tiny model ---------------------------------------------------------------------------------
+
+
+def qa_batch(tokenizer, rows):
+    tokens = tokenize_prompt_completion(rows["question"], rows["answer"], tokenizer, 128)
+    return collate_examples([dict(zip(tokens, values)) for values in zip(*tokens.values())], tokenizer.pad_token_id)
+
+
+def memorised_tiny_model(tokenizer, rows, steps=60):
+    """A tiny Llama that has learnt the QA answers: unlearning starts from a model that knows them."""
+    torch.manual_seed(0)
+    model = build_tiny_llama(tokenizer)
+    batch = qa_batch(tokenizer, rows)
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    for _ in range(steps):
+        loss = nll_loss(model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits, batch["labels"])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return model
+
+
+@torch.no_grad()
+def logits_and_labels(model, tokenizer, rows):
+    batch = qa_batch(tokenizer, rows)
+    return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits, batch["labels"]
+
+
+def answer_nll(model, tokenizer, rows) -> float:
+    return nll_loss(*logits_and_labels(model, tokenizer, rows)).item()
+
+
+def parameters_of(model):
+    return {name: p.detach().clone() for name, p in model.named_parameters() if p.requires_grad}
+
+
+def changed_parameters(before, model):
+    return [name for name, p in model.named_parameters() if name in before and not torch.equal(before[name], p.detach())]
+
+
+def test_undial_reduction_is_per_answer_then_over_answers():
+    """Row 0 keeps one answer token, row 1 two: (ce_00 + (ce_11 + ce_12) / 2) / 2 with beta = 0 (plain CE to ref)."""
+    labels = LABELS.clone()
+    labels[0, 2] = -100
+    ln = math.log
+    ce_00 = -(0.25 * ln(0.5) + 0.5 * ln(0.25) + 0.25 * ln(0.25))
+    ce_11 = -(0.5 * ln(0.6) + 0.25 * ln(0.2) + 0.25 * ln(0.2))
+    ce_12 = -(0.1 * ln(0.1) + 0.8 * ln(0.8) + 0.1 * ln(0.1))
+    expected = (ce_00 + (ce_11 + ce_12) / 2) / 2
+    assert undial_loss(POLICY, REFERENCE, labels, beta=0.0).item() == pytest.approx(expected, abs=1e-5)
+
+
+def test_undial_trainer_distils_away_from_the_forget_answers(tiny_tokenizer, forget_qa, unlearning_args):
+    """Default alpha = 0: no retain set needed; the reference is a frozen copy of the starting model."""
+    model = memorised_tiny_model(tiny_tokenizer, forget_qa)
+    start_logits, labels = logits_and_labels(model, tiny_tokenizer, forget_qa)
+    nll_before = nll_loss(start_logits, labels).item()
+    trainer = UNDIALTrainer(model, unlearning_args(UNDIALConfig), forget_qa, processing_class=tiny_tokenizer)
+    assert trainer.reference_source == "copy" and trainer.ref_model is not model
+    before = parameters_of(trainer.model)
+    reference_before = parameters_of(trainer.ref_model)
+    trainer.train()
+    assert changed_parameters(before, trainer.model)
+    assert not changed_parameters(reference_before, trainer.ref_model)
+    logits_after, _ = logits_and_labels(trainer.model, tiny_tokenizer, forget_qa)
+    assert undial_loss(logits_after, start_logits, labels, beta=10.0) < undial_loss(start_logits, start_logits, labels, 10.0)
+    assert nll_loss(logits_after, labels).item() > nll_before + 0.05
+
+
+def test_undial_under_peft_uses_the_adapter_disabled_model(tiny_tokenizer, forget_qa, retain_qa, unlearning_args):
+    from peft import LoraConfig
+
+    model = memorised_tiny_model(tiny_tokenizer, forget_qa)
+    start_logits, _ = logits_and_labels(model, tiny_tokenizer, forget_qa)
+    lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], lora_dropout=0.0)
+    args = unlearning_args(UNDIALConfig, retain_weight=1.0)
+    trainer = UNDIALTrainer(model, args, forget_qa, retain_qa, processing_class=tiny_tokenizer, peft_config=lora)
+    assert trainer.reference_source == "adapter" and trainer.ref_model is None
+    trainer.train()
+    assert "retain_loss" in trainer.state.log_history[0]
+    batch = qa_batch(tiny_tokenizer, forget_qa)
+    torch.testing.assert_close(trainer.reference_logits(trainer.model, batch), start_logits)
