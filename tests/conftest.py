@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# `datasets` caches a local folder by its name and config only (not its contents), so a folder rebuilt under the
+# same name would be read stale from a shared cache: every test session gets its own cache.
+os.environ["HF_DATASETS_CACHE"] = tempfile.mkdtemp(prefix="medunlearn-tests-datasets-cache-")
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

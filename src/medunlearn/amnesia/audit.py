@@ -54,6 +54,8 @@ class _Folder:
         if key not in self._cache:
             path = self.folder / self.data_files[config][split]
             expected = NOTES_COLUMNS if config == "notes" else QA_COLUMNS
+            if not path.is_file():
+                raise AuditFailure(f"{path}: listed in README.md for {config}/{split} but missing")
             found = pq.read_schema(path).names
             if found != expected:
                 raise AuditFailure(f"{path}: columns {found}, expected {expected}")
@@ -124,18 +126,33 @@ def _check_counts_per_patient(folder: _Folder, result: AuditResult) -> None:
                                     "per patient")
 
 
-def _check_holdout_never_trained(folder: _Folder, result: AuditResult) -> None:
-    holdout_ids = folder.columns("full", "holdout")["qa_id"].astype(str)
-    train_ids = folder.columns("full", "train")["qa_id"].astype(str)
-    for config in folder.data_files:
-        if config == "notes":
-            continue
-        config_train = folder.columns(config, "train")["qa_id"].astype(str)
-        config_holdout = folder.columns(config, "holdout")["qa_id"].astype(str)
-        _require(not np.isin(config_train, holdout_ids).any(), f"{config}/train contains holdout QA")
-        _require(np.isin(config_holdout, holdout_ids).all(), f"{config}/holdout contains QA that are not holdout")
-        _require(np.isin(config_train, train_ids).all(), f"{config}/train contains QA absent from full/train")
-    result.passed("holdout", f"{len(holdout_ids):,} holdout QA, none in any train split")
+def _check_configs_are_subsets_of_full(folder: _Folder, result: AuditResult) -> None:
+    """Every QA config's rows are rows of ``full`` (same patient, disease and type), and holdout stays holdout."""
+    for split in QA_SPLITS:
+        full = folder.columns("full", split)
+        order = np.argsort(full["qa_id"])
+        sorted_ids = full["qa_id"][order]
+        for config in folder.data_files:
+            if config in ("notes", "full"):
+                continue
+            rows = folder.columns(config, split)
+            position = np.clip(np.searchsorted(sorted_ids, rows["qa_id"]), 0, max(len(sorted_ids) - 1, 0))
+            found = sorted_ids[position] == rows["qa_id"] if len(sorted_ids) else np.zeros(len(rows["qa_id"]), bool)
+            if not found.all():
+                qa_id = rows["qa_id"][~found][0]
+                other = "holdout" if split == "train" else "train"
+                where = other if qa_id in set(folder.columns("full", other)["qa_id"]) else "no split"
+                raise AuditFailure(f"{config}/{split}: qa {qa_id!r} is in full/{where}, not full/{split}"
+                                   + (" (a holdout QA in a train split)" if where == "holdout" else ""))
+            index = order[position]
+            for column in ("patient_id", "disease", "qa_type"):
+                differs = full[column][index] != rows[column]
+                if differs.any():
+                    raise AuditFailure(f"{config}/{split}: qa {rows['qa_id'][differs][0]!r} has {column} "
+                                       f"{rows[column][differs][0]!r} but full says {full[column][index][differs][0]!r}"
+                                       + (" (one disease per patient)" if column == "disease" else ""))
+    n_holdout = len(folder.columns("full", "holdout")["qa_id"])
+    result.passed("holdout", f"every config's rows are rows of full; {n_holdout:,} holdout QA, none in a train split")
 
 
 def _forget_configs(folder: _Folder) -> Iterator[str]:
@@ -212,7 +229,7 @@ AUDIT_CHECKS: list[Callable[[_Folder, AuditResult], None]] = [
     _check_configs_present,
     _check_records,
     _check_counts_per_patient,
-    _check_holdout_never_trained,
+    _check_configs_are_subsets_of_full,
     _check_forget_retain,
     _check_random_level,
     _check_disease_level,

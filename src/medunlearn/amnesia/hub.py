@@ -183,6 +183,9 @@ from datasets import load_dataset
 forget = load_dataset("path/or/repo", "forget_10")
 ```
 
+`datasets` caches a local folder under its folder name and config name, not its contents: after rebuilding a
+folder in place, load it with `download_mode="force_redownload"` (or build into a new folder).
+
 ## Citation
 
 ```bibtex

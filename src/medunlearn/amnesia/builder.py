@@ -1,0 +1,87 @@
+"""A ``datasets`` builder that builds AMNESIA configs in memory, instantiated directly (``datasets`` 5 runs no
+loading scripts). It is the same pipeline as ``medunlearn amnesia build``, without writing the folder:
+
+>>> import tempfile
+>>> builder = AmnesiaBuilder(config_name="forget_10", patients=40, seed=0, cache_dir=tempfile.mkdtemp())
+>>> builder.download_and_prepare()
+>>> builder.as_dataset("holdout").num_rows  # 4 patients × 2 holdout QA
+8
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import datasets
+
+from medunlearn.amnesia.hub import NOTES_COLUMNS, QA_COLUMNS, config_tables
+from medunlearn.amnesia.schema import DISEASES
+from medunlearn.amnesia.splits import FORGET_PERCENTAGES
+
+_QA_FEATURES = datasets.Features({name: datasets.Value("string") for name in QA_COLUMNS})
+_NOTES_FEATURES = datasets.Features(
+    {name: datasets.List(datasets.Value("string")) if name == "disease_keywords" else datasets.Value("string")
+     for name in NOTES_COLUMNS}
+)
+
+
+def all_config_names() -> list[str]:
+    """Every config name an AMNESIA folder may hold (whether a cohort can fill it depends on its diseases)."""
+    names = ["notes", "full"]
+    for percentage in FORGET_PERCENTAGES:
+        names += [f"forget_{percentage}", f"retain_{100 - percentage}"]
+    for disease in DISEASES:
+        for percentage in FORGET_PERCENTAGES:
+            names += [f"disease_{disease}_forget_{percentage}", f"disease_{disease}_retain_{100 - percentage}"]
+    return names
+
+
+def forget_config_of(name: str) -> str | None:
+    """The forget config a forget/retain config name belongs to (``retain_90`` → ``forget_10``); None otherwise."""
+    if "retain_" in name:
+        prefix, percentage = name.rsplit("retain_", 1)
+        return f"{prefix}forget_{100 - int(percentage)}"
+    return name if "forget_" in name else None
+
+
+@dataclass
+class AmnesiaBuilderConfig(datasets.BuilderConfig):
+    """Which config to build, and from what (the options of ``medunlearn.amnesia.build_contents``)."""
+
+    source: str = "synthetic"
+    patients: int = 200
+    seed: int = 0
+    notes_path: str | None = None
+    qa_path: str | None = None
+
+
+class AmnesiaBuilder(datasets.ArrowBasedBuilder):
+    BUILDER_CONFIG_CLASS = AmnesiaBuilderConfig
+    BUILDER_CONFIGS = [AmnesiaBuilderConfig(name=name) for name in all_config_names()]
+    DEFAULT_CONFIG_NAME = "full"
+
+    def _info(self) -> datasets.DatasetInfo:
+        return datasets.DatasetInfo(
+            description="AMNESIA medical unlearning benchmark (medunlearn build)",
+            features=_NOTES_FEATURES if self.config.name == "notes" else _QA_FEATURES,
+        )
+
+    def _split_generators(self, dl_manager):
+        from medunlearn.amnesia.build import build_contents
+
+        forget_name = forget_config_of(self.config.name)
+        disease = forget_name[len("disease_"): forget_name.index("_forget_")] if forget_name and \
+            forget_name.startswith("disease_") else None
+        contents = build_contents(
+            source=self.config.source, patients=self.config.patients, seed=self.config.seed,
+            notes_path=self.config.notes_path, qa_path=self.config.qa_path,
+            disease_level=[disease] if disease else [],
+        )
+        tables = {split: table for config, split, table in config_tables(contents) if config == self.config.name}
+        if not tables:
+            reason = contents.splits.omitted.get(forget_name, "not built")
+            raise ValueError(f"config {self.config.name!r} does not exist for this cohort: {reason}")
+        return [datasets.SplitGenerator(name=split, gen_kwargs={"table": table}) for split, table in tables.items()]
+
+    def _generate_tables(self, table):
+        yield 0, table.cast(self.info.features.arrow_schema)
