@@ -78,7 +78,7 @@ def parse_prediction(text: str) -> dict | None:
             "reconciliation": record["reconciliation"], "evidence_a": spans[0], "evidence_b": spans[1]}
 
 
-def _checked_record(name: str, index: int, record) -> dict:
+def check_record(name: str, index: int, record) -> dict:
     """A dict input with valid labels (missing spans/reconciliation become "")."""
     if not isinstance(record, dict):
         raise ValueError(f"`{name}`[{index}] must be a dict or, for predictions, a JSON string; got {type(record).__name__}")
@@ -151,8 +151,8 @@ def contextual_contradiction(predictions, references) -> dict:
     check_sequence("predictions", predictions)
     check_sequence("references", references)
     n = check_same_length(predictions=predictions, references=references)
-    gold = [_checked_record("references", i, record) for i, record in enumerate(references)]
-    pred = [(parse_prediction(p) or _UNPARSEABLE) if isinstance(p, str) else _checked_record("predictions", i, p)
+    gold = [check_record("references", i, record) for i, record in enumerate(references)]
+    pred = [(parse_prediction(p) or _UNPARSEABLE) if isinstance(p, str) else check_record("predictions", i, p)
             for i, p in enumerate(predictions)]
     parsed = np.array([p is not _UNPARSEABLE for p in pred])
 
