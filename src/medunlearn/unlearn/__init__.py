@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import importlib
 
-_BASE_NAMES = {
-    "UnlearningConfig",
-    "UnlearningTrainer",
+_BASE_NAMES = {"UnlearningConfig", "UnlearningTrainer"}
+_ERROR_NAMES = {
     "UnlearningInputError",
     "EmptyForgetSetError",
     "MissingChatTemplateError",
@@ -38,6 +37,8 @@ def _class_index() -> dict[str, str]:
 
 
 def __getattr__(name: str):
+    if name in _ERROR_NAMES:
+        return getattr(importlib.import_module("medunlearn.unlearn.errors"), name)
     if name in _BASE_NAMES:
         return getattr(importlib.import_module("medunlearn.unlearn.base"), name)
     if name in _TABLE_NAMES:
@@ -49,4 +50,4 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | _BASE_NAMES | _TABLE_NAMES | set(_class_index()))
+    return sorted(set(globals()) | _BASE_NAMES | _ERROR_NAMES | _TABLE_NAMES | set(_class_index()))

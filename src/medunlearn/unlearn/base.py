@@ -64,6 +64,13 @@ import torch.nn.functional as F
 from transformers import Trainer, TrainerCallback, TrainingArguments
 from trl.trainer.utils import pad, selective_log_softmax
 
+from medunlearn.unlearn.errors import (
+    EmptyForgetSetError,
+    MissingChatTemplateError,
+    NonFiniteLossError,
+    UnlearningInputError,
+)
+
 IGNORE_INDEX = -100
 
 ReferenceUsage = Literal["none", "sequence_logps", "model"]
@@ -74,20 +81,8 @@ ReferenceUsage = Literal["none", "sequence_logps", "model"]
 # --------------------------------------------------------------------------------------------------------------
 
 
-class UnlearningInputError(ValueError):
-    """Bad input to an unlearning run: message names the file, config, row or field at fault."""
-
-
-class EmptyForgetSetError(UnlearningInputError):
-    """The forget set has no rows."""
-
-
-class MissingChatTemplateError(UnlearningInputError):
-    """The tokenizer has no chat template, so prompts and completions cannot be delimited."""
-
-
-class NonFiniteLossError(UnlearningInputError):
-    """The loss became NaN or infinite; checkpoints written before this step are kept."""
+# Re-exported here so subclasses find everything in one module.
+__all_errors__ = (UnlearningInputError, EmptyForgetSetError, MissingChatTemplateError, NonFiniteLossError)
 
 
 # --------------------------------------------------------------------------------------------------------------

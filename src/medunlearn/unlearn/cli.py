@@ -12,8 +12,8 @@ import re
 import sys
 from pathlib import Path
 
-from medunlearn.unlearn.base import UnlearningInputError
-from medunlearn.unlearn.methods import METHODS, available_methods, resolve_method
+from medunlearn.unlearn.errors import UnlearningInputError
+from medunlearn.unlearn.methods import METHODS, resolve_method
 
 EPILOG = """example (a tiny end-to-end run on CPU):
   medunlearn amnesia build --out /tmp/amnesia --patients 40 --seed 0
@@ -76,7 +76,10 @@ def derive_retain_config(forget: str) -> str:
 
 
 def list_methods() -> str:
-    available = available_methods()
+    import importlib.util
+
+    # find_spec only: listing must not import torch and every method module.
+    available = {stem for stem, spec in METHODS.items() if importlib.util.find_spec(spec.module) is not None}
     lines = []
     for stem, spec in METHODS.items():
         status = "" if stem in available else "  (not installed)"

@@ -11,8 +11,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from medunlearn.unlearn.base import UnlearningInputError
 from medunlearn.unlearn.cli import _OverridableParser, load_qa_split
+from medunlearn.unlearn.errors import UnlearningInputError
 
 EPILOG = """example (CPU, a couple of minutes):
   medunlearn amnesia build --out /tmp/amnesia --patients 40 --seed 0

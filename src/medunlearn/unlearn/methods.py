@@ -10,7 +10,7 @@ import importlib
 import importlib.util
 from dataclasses import dataclass
 
-from medunlearn.unlearn.base import UnlearningInputError
+from medunlearn.unlearn.errors import UnlearningInputError
 
 
 class UnknownMethodError(UnlearningInputError):

@@ -1,0 +1,103 @@
+"""``medunlearn unlearn`` and ``medunlearn finetune`` end to end on a tiny AMNESIA folder, and their errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from medunlearn.cli import main
+
+
+@pytest.fixture(scope="module")
+def amnesia_dir(tmp_path_factory):
+    from medunlearn.amnesia import build_amnesia_folder
+
+    return build_amnesia_folder(tmp_path_factory.mktemp("amnesia") / "data", patients=20, seed=0)
+
+
+@pytest.fixture(scope="module")
+def finetuned_dir(amnesia_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("ft") / "model"
+    rc = main(["finetune", "--model", "tiny-llama", "--data", str(amnesia_dir), "--out", str(out),
+               "--notes-epochs", "1", "--qa-epochs", "1", "--tiny-vocab-size", "600", "--disable_tqdm", "true"])
+    assert rc == 0
+    return out
+
+
+def test_list_prints_every_core_method_with_a_summary(capsys):
+    assert main(["unlearn", "--list"]) == 0
+    out = capsys.readouterr().out
+    for stem in ["grad_ascent", "grad_diff", "kl_min", "npo", "simnpo", "rmu"]:
+        line = next(line for line in out.splitlines() if line.strip().startswith(stem + " "))
+        assert len(line.split()) > 3
+
+
+def test_unknown_method_is_a_clear_error(tmp_path, capsys):
+    rc = main(["unlearn", "--method", "forget-everything", "--model", "x", "--data", str(tmp_path),
+               "--forget", "forget_10", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "unknown unlearning method 'forget-everything'" in err and "Traceback" not in err
+
+
+def test_unknown_recipe_field_names_the_file_and_field(tmp_path, capsys):
+    recipe = tmp_path / "bad.yaml"
+    recipe.write_text("method: npo\nbetta: 0.2\n")
+    rc = main(["unlearn", "--config", str(recipe), "--model", "x", "--data", str(tmp_path), "--forget", "forget_10",
+               "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "bad.yaml" in err and "betta" in err
+
+
+def test_retain_config_is_derived_from_the_forget_config():
+    from medunlearn.unlearn.cli import derive_retain_config
+
+    assert derive_retain_config("forget_10") == "retain_90"
+    assert derive_retain_config("disease_cancer_forget_5") == "disease_cancer_retain_95"
+
+
+@pytest.mark.slow
+def test_finetune_then_unlearn_with_recipe_and_override(finetuned_dir, amnesia_dir, tmp_path):
+    from safetensors.torch import load_file
+
+    assert (finetuned_dir / "model.safetensors").is_file()
+    out = tmp_path / "unlearned"
+    rc = main(["unlearn", "--config", "recipes/npo.yaml", "--model", str(finetuned_dir), "--data", str(amnesia_dir),
+               "--forget", "forget_10", "--out", str(out), "--max_steps", "2", "--beta", "0.3",
+               "--retain_sampling", "same_disease", "--disable_tqdm", "true"])
+    assert rc == 0
+    saved = json.loads((out / "unlearning_config.json").read_text())
+    assert saved["beta"] == 0.3 and saved["retain_sampling"] == "same_disease"
+    assert saved["per_device_train_batch_size"] == 4  # from the recipe
+    card = (out / "README.md").read_text()
+    assert "`npo`" in card and "forget_10" in card and "retain_90" in card and '"beta": 0.3' in card
+    assert not list(out.glob("*.bin")) and not list(out.glob("*.pt"))
+    before, after = load_file(finetuned_dir / "model.safetensors"), load_file(out / "model.safetensors")
+    assert any(not (before[k] == after[k]).all() for k in before)
+
+
+@pytest.mark.slow
+def test_model_without_chat_template_is_a_clear_error(finetuned_dir, amnesia_dir, tmp_path, capsys):
+    import shutil
+
+    bare = tmp_path / "bare"
+    shutil.copytree(finetuned_dir, bare)
+    (bare / "chat_template.jinja").unlink(missing_ok=True)
+    config = json.loads((bare / "tokenizer_config.json").read_text())
+    config.pop("chat_template", None)
+    (bare / "tokenizer_config.json").write_text(json.dumps(config))
+    rc = main(["unlearn", "--method", "grad_diff", "--model", str(bare), "--data", str(amnesia_dir),
+               "--forget", "forget_10", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "chat template" in err
+
+
+@pytest.mark.slow
+def test_nan_loss_is_a_clear_error_and_checkpoints_are_kept(finetuned_dir, amnesia_dir, tmp_path, capsys):
+    out = tmp_path / "o"
+    rc = main(["unlearn", "--method", "GradAscent", "--model", str(finetuned_dir), "--data", str(amnesia_dir),
+               "--forget", "forget_25", "--out", str(out), "--learning_rate", "1e12", "--per_device_train_batch_size",
+               "1", "--max_steps", "20", "--save_strategy", "steps", "--save_steps", "1", "--disable_tqdm", "true"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "loss is" in err and "kept" in err
+    assert (out / "checkpoint-1" / "model.safetensors").is_file()
