@@ -6,6 +6,7 @@ import evaluate
 # Imported as a module, not a class: evaluate takes the first Metric class in this file's namespace.
 from medunlearn.metrics import evaluate_base
 from medunlearn.metrics.forget_quality import forget_quality
+from medunlearn.metrics.validation import as_float_array
 
 _CITATION = """\
 @article{maini2024tofu,
@@ -50,4 +51,5 @@ class ForgetQuality(evaluate_base.CheckedMetric):
         )
 
     def _compute(self, predictions, references):
-        return forget_quality(predictions, references)
+        # Checked here so that errors name this module's arguments, not the pure function's.
+        return forget_quality(as_float_array("predictions", predictions), as_float_array("references", references))

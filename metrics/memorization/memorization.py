@@ -14,6 +14,7 @@ from medunlearn.metrics.probability import (
     mean_token_entropy,
     pad_token_values,
 )
+from medunlearn.metrics.validation import check_same_length, check_sequence
 
 _CITATION = """\
 @inproceedings{tirumala2022memorization,
@@ -65,6 +66,9 @@ Examples:
 
 
 def _matches(predictions, references):
+    check_sequence("predictions", predictions)
+    check_sequence("references", references)
+    check_same_length(predictions=predictions, references=references)
     for index, (predicted, gold) in enumerate(zip(predictions, references)):
         if predicted is None or gold is None or len(predicted) != len(gold):
             raise ValueError(f"`predictions`[{index}] and `references`[{index}] must be token lists of one length")
@@ -103,10 +107,11 @@ class Memorization(evaluate_base.CheckedMetric):
         ):
             if rows is None:
                 continue
+            argument = "token_logprobs" if name == "answer_probability" else "token_entropy"
+            check_sequence(argument, rows)
             values, row_mask = pad_token_values(rows)
             if values.shape[0] != mask.shape[0] or (row_mask.sum(axis=1) != mask.sum(axis=1)).any():
-                raise ValueError(f"`{'token_logprobs' if name == 'answer_probability' else 'token_entropy'}` must "
-                                 "have one value per answer token of `references`")
+                raise ValueError(f"`{argument}` must have one value per answer token of `references`")
             per_example[name] = statistic(values, row_mask)
         output = {name: float(values.mean()) for name, values in per_example.items()}
         output["per_example"] = {name: values.tolist() for name, values in per_example.items()}

@@ -15,6 +15,7 @@ from medunlearn.metrics.mia import (
     zlib_score,
 )
 from medunlearn.metrics.probability import pad_token_values
+from medunlearn.metrics.validation import check_sequence
 
 _CITATION = """\
 @inproceedings{shi2025muse,
@@ -73,7 +74,7 @@ Examples:
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class MembershipInference(evaluate_base.CheckedMetric):
+class Mia(evaluate_base.CheckedMetric):
     def _info(self):
         return evaluate.MetricInfo(
             description=_DESCRIPTION,
@@ -87,12 +88,16 @@ class MembershipInference(evaluate_base.CheckedMetric):
 
     def _compute(self, predictions, references, texts=None, vocab_mean=None, vocab_std=None, k=0.4,
                  retrained_auc=None):
+        check_sequence("predictions", predictions)
+        check_sequence("references", references)
         labels = np.asarray(references)
         if not np.isin(labels, (0, 1)).all():
             raise ValueError("`references` must be 1 (member) or 0 (non-member)")
         if labels.min() == labels.max():
             raise ValueError("`references` must contain both members (1) and non-members (0)")
         logprobs, mask = pad_token_values(predictions)
+        if np.isnan(logprobs[mask]).any():
+            raise ValueError(f"`predictions`[{int(np.argwhere(np.isnan(logprobs) & mask)[0, 0])}] holds a NaN log-prob")
         scores = {"loss": loss_score(logprobs, mask), "min_k": min_k_score(logprobs, mask, k=k)}
         if texts is not None:
             scores["zlib"] = zlib_score(logprobs, mask, texts)

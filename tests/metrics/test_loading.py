@@ -1,0 +1,94 @@
+"""``medunlearn.load_metric(name)`` and ``evaluate.load("metrics/<name>")`` for every module, and bad input
+through the ``evaluate`` interface."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+import medunlearn
+from medunlearn.metrics.loading import UnknownMetricError, available_metrics, metric_module_path
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+MODULE_NAMES = sorted(path.parent.name for path in (REPOSITORY / "metrics").glob("*/*.py") if path.stem == path.parent.name)
+
+
+def test_every_repository_module_is_available():
+    assert set(MODULE_NAMES) <= set(available_metrics())
+
+
+@pytest.mark.parametrize("name", MODULE_NAMES)
+def test_load_metric_and_evaluate_load_give_the_same_module(name, monkeypatch):
+    import evaluate
+
+    via_medunlearn = medunlearn.load_metric(name)
+    monkeypatch.chdir(REPOSITORY)
+    via_evaluate = evaluate.load(f"metrics/{name}")
+    assert isinstance(via_medunlearn, evaluate.EvaluationModule)
+    assert type(via_medunlearn).__name__ == type(via_evaluate).__name__
+    assert via_medunlearn.name == name
+    assert via_medunlearn.description and via_medunlearn.citation and via_medunlearn.inputs_description
+
+
+def test_unknown_names_are_a_clear_error():
+    with pytest.raises(UnknownMetricError, match="disease_leakage"):  # the message lists what exists
+        metric_module_path("disease_leakge")
+    with pytest.raises(ValueError, match="plain module name"):
+        metric_module_path("../metrics")
+
+
+def test_bare_name_loads_from_inside_the_metrics_folder(monkeypatch):
+    """evaluate's documented local-folder lookup: the only offline way for a bare name (see docs/metrics)."""
+    import evaluate
+
+    monkeypatch.chdir(REPOSITORY / "metrics")
+    result = evaluate.load("disease_leakage").compute(predictions=["sepsis"], references=[["sepsis", "fever"]])
+    assert result["leakage_score"] == 0.5
+
+
+GOOD = {
+    "disease_leakage": {"predictions": ["sepsis"], "references": [["sepsis"]]},
+    "degeneration": {"predictions": ["a stent was placed"]},
+    "answer_forgetting": {"predictions": ["a b"], "references": ["a b"]},
+    "model_utility": {"predictions": ["a b"], "references": ["a b"]},
+    "forget_quality": {"predictions": [0.1, 0.2], "references": [0.3, 0.4]},
+}
+
+
+@pytest.mark.parametrize("name", sorted(GOOD))
+def test_bad_input_through_evaluate_names_the_argument(name):
+    metric = medunlearn.load_metric(name)
+    good = GOOD[name]
+    first = next(iter(good))
+    with pytest.raises(ValueError, match=first):
+        metric.compute(**{**good, first: None})
+    with pytest.raises(ValueError, match=first):
+        metric.compute(**{**good, first: []} | ({"references": []} if "references" in good else {}))
+    if "references" in good:
+        with pytest.raises(ValueError, match="references"):
+            metric.compute(**{**good, "references": good["references"] * 2})
+    nan_value = [math.nan] if name == "forget_quality" else [float("nan")]
+    if name == "forget_quality":
+        with pytest.raises(ValueError, match="`predictions`"):
+            metric.compute(predictions=nan_value + [0.1], references=[0.3, 0.4])
+    else:
+        with pytest.raises(ValueError, match=first):
+            metric.compute(**{**good, first: nan_value})
+
+
+def test_token_level_modules_check_their_inputs():
+    mia = medunlearn.load_metric("mia")
+    logprobs = [[-0.1, -0.2], [-2.0, -3.0]]
+    with pytest.raises(ValueError, match="`predictions`\\[1\\]"):
+        mia.compute(predictions=[[-0.1], [math.nan]], references=[1, 0])
+    with pytest.raises(ValueError, match="both members"):
+        mia.compute(predictions=logprobs, references=[1, 1])
+    with pytest.raises(ValueError, match="retrained_auc"):
+        mia.compute(predictions=logprobs, references=[1, 0], retrained_auc={"zlib": 0.5})
+    memorization = medunlearn.load_metric("memorization")
+    with pytest.raises(ValueError, match="`predictions`\\[0\\]"):
+        memorization.compute(predictions=[[1, 2]], references=[[1, 2, 3]])
+    with pytest.raises(ValueError, match="`token_logprobs`"):
+        memorization.compute(predictions=[[1, 2]], references=[[1, 2]], token_logprobs=[[-0.1]])
