@@ -92,9 +92,10 @@ def test_reasoning_answers_combine_several_facts_of_the_note(cohort):
 
 def test_disease_keywords_come_from_the_note(cohort):
     notes, _ = cohort
-    for note, keywords in zip(notes["note"].to_pylist(), notes["disease_keywords"].to_pylist()):
+    for title, note, keywords in zip(notes["title"].to_pylist(), notes["note"].to_pylist(),
+                                     notes["disease_keywords"].to_pylist()):
         assert keywords, note
-        lowered = re.sub(r"[^a-z0-9]+", " ", note.lower())
+        lowered = re.sub(r"[^a-z0-9]+", " ", f"{title} | {note}".lower())
         for keyword in keywords:
             assert f" {keyword} " in f" {lowered} "
 

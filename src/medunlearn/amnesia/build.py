@@ -35,7 +35,7 @@ def join_and_check_counts(
     known = np.isin(qa_patients, patient_ids)
     if not known.all():
         row = int(np.flatnonzero(~known)[0]) + 1
-        raise RecordError(qa_source, row, "patient_id", f"unknown patient {qa_patients[row - 1]!r} (not in the notes)")
+        raise RecordError(qa_source, row, "patient_id", f"unknown patient {str(qa_patients[row - 1])!r} (not in the notes)")
     order = np.argsort(patient_ids)
     position = order[np.searchsorted(patient_ids, qa_patients, sorter=order)]
     diseases = np.asarray(notes["disease"].to_pylist(), dtype=object)

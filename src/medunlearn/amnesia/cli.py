@@ -69,7 +69,7 @@ def build_parser(prog: str = "medunlearn amnesia") -> argparse.ArgumentParser:
     return parser
 
 
-def _print_split_table(folder) -> None:
+def print_split_table(folder) -> None:
     import json
 
     from rich.console import Console
@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
                 args.out, overwrite=args.overwrite, source=args.source, patients=args.patients, seed=args.seed,
                 notes_path=args.notes, qa_path=args.qa, disease_level=diseases, qa_per_type=args.qa_per_type,
             )
-            _print_split_table(Path(folder))
+            print_split_table(Path(folder))
             print(f"wrote {folder} in {time.perf_counter() - start:.1f} s")
             return 0
         if args.action == "audit":

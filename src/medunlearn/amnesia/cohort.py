@@ -187,7 +187,7 @@ def generate_cohort(
         notes_rows["title"].append(title)
         notes_rows["note"].append(note)
         notes_rows["disease"].append(disease[i])
-        notes_rows["disease_keywords"].append(vocabulary.find_terms(note))
+        notes_rows["disease_keywords"].append(vocabulary.record_keywords([title], [note])[0])
         notes_rows["age"].append(age)
         notes_rows["sex"].append(sex)
 

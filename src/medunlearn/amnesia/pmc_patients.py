@@ -121,7 +121,7 @@ def read_pmc_patients(path: str | Path, vocabulary: DiseaseVocabulary | None = N
             "title": [t for t, k in zip(titles, keep) if k],
             "note": kept_notes,
             "disease": [d for d in diseases if d is not None],
-            "disease_keywords": vocabulary.find_terms_batch(kept_notes),
+            "disease_keywords": vocabulary.record_keywords([t for t, k in zip(titles, keep) if k], kept_notes),
             "age": [parse_age_years(r.get("age")) for r in kept_rows],
             "sex": [({"M": "male", "F": "female"}.get(str(r.get("gender", "")).upper())) for r in kept_rows],
         },

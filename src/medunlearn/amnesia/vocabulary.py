@@ -13,7 +13,7 @@ the category of its ICD-10-CM chapter (``ICD_CHAPTER_CATEGORIES``). Curated term
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from importlib import resources
 
@@ -92,8 +92,12 @@ class DiseaseVocabulary:
                     found.setdefault(term)
         return list(found)
 
-    def find_terms_batch(self, texts: Iterable[str]) -> list[list[str]]:
-        return [self.find_terms(text) for text in texts]
+    def record_keywords(self, titles: Iterable[str], notes: Iterable[str]) -> list[list[str]]:
+        """Disease keywords of each patient record [ours]: the terms of its title, then those of its note, each once.
+        The title counts because it is part of the record a model is trained on (and it is what the category was
+        assigned from, so every classified record has at least one keyword)."""
+        return [list(dict.fromkeys(self.find_terms(title) + self.find_terms(note)))
+                for title, note in zip(titles, notes)]
 
     def category_scores(self, title: str, note: str, title_weight: float = 3.0) -> dict[str, float]:
         """Score per category: distinct terms in the title count ``title_weight``, in the note 1."""
@@ -174,7 +178,3 @@ def default_vocabulary() -> DiseaseVocabulary:
     merged.update(curated_terms())  # curated last: it wins
     return DiseaseVocabulary(merged)
 
-
-def keywords_for(texts: Sequence[str], vocabulary: DiseaseVocabulary | None = None) -> list[list[str]]:
-    """Disease keywords of each text (see :meth:`DiseaseVocabulary.find_terms`)."""
-    return (vocabulary or default_vocabulary()).find_terms_batch(texts)

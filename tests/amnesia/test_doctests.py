@@ -1,0 +1,13 @@
+import doctest
+import importlib
+
+import pytest
+
+MODULES = ["schema", "vocabulary", "cohort", "splits", "build", "builder", "pmc_patients"]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_module_doctests(name):
+    module = importlib.import_module(f"medunlearn.amnesia.{name}")
+    failures, _ = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert failures == 0
