@@ -13,10 +13,12 @@ How we do it [ours]:
    whole components in one split makes the splits article-, claim- and pair-disjoint at once.
 3. *Percolation.* When the small units cannot fill dev+test (within 5%), the pool percolates: a few hub
    articles/claims join most pairs into one giant component. We then cut the largest component rather than
-   send it all to train: its keys are ordered along the Fiedler vector of the key graph (spectral order)
-   and two sweep cuts pick the dev and test segments that reach the missing sizes while straddling the
-   fewest pairs. Straddling pairs are the *bridging pairs dropped*, counted in the build stats, audit and
-   card. (Minimum balanced cuts are NP-hard; this is a standard heuristic, not an optimum.)
+   send it all to train, with two cutters and keep the cut that reaches the missing dev/test sizes with the
+   fewest bridging pairs: (a) *hub peeling*: keep the 1, 2, 4, ... highest-degree keys in train, take the
+   pieces that fall apart without them cheapest first (:func:`peel_component`); (b) *spectral sweep*: order
+   the keys along the Fiedler vector of the key graph and cut the order twice (:func:`carve_component`),
+   for pools without hubs. Pairs that straddle the cut are the *bridging pairs dropped*, counted in the
+   build stats, audit and card. (Minimum balanced cuts are NP-hard; these are standard heuristics.)
 4. *Assignment* (done before 3). Units (components) that may go to dev/test are those no larger than
    ``cap = max_unit_share × min(dev target, test target)``, keeping at least one LLM pair and losing at most
    ``max_drop_fraction`` of their pairs (heuristic pairs cannot enter dev/test). Per domain, they are ordered
@@ -87,11 +89,13 @@ def clean_pool(frame: pd.DataFrame, min_confidence: float = MIN_CONFIDENCE) -> t
         (frame["label_source"] != "llm").to_numpy(),
         pd.factorize(frame["pair_id"], sort=True)[0],
     ))
-    ordered = frame.iloc[order]
-    unique = ordered[~ordered["pair_id"].duplicated(keep="first")]
-    confident = unique[unique["confidence"].to_numpy() >= min_confidence]
-    counts = {"duplicate_rows_removed": len(frame) - len(unique), "low_confidence_removed": len(unique) - len(confident)}
-    return confident.sort_values("pair_id", kind="stable").reset_index(drop=True), counts
+    pair_ids = frame["pair_id"].to_numpy(object)[order]
+    first_copy = np.r_[True, pair_ids[1:] != pair_ids[:-1]]
+    confident = frame["confidence"].to_numpy(np.float64)[order] >= min_confidence
+    counts = {"duplicate_rows_removed": int((~first_copy).sum()),
+              "low_confidence_removed": int((first_copy & ~confident).sum())}
+    # ``order`` is sorted by pair_id already, so one take gives the cleaned frame in pair_id order.
+    return frame.iloc[order[first_copy & confident]].reset_index(drop=True), counts
 
 
 def normalise_claim(texts: pd.Series) -> pd.Series:
@@ -221,10 +225,54 @@ def carve_component(keys: np.ndarray, is_llm: np.ndarray, position: np.ndarray, 
 
 def _groupwise_cumsum(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
     """Cumulative sum restarting at every change of ``groups`` (which must be sorted)."""
+    if values.size == 0:
+        return values.astype(np.float64)
     total = np.cumsum(values)
     starts = np.r_[0, np.flatnonzero(np.diff(groups)) + 1]
     offsets = np.repeat(total[starts] - values[starts], np.diff(np.r_[starts, values.size]))
     return total - offsets
+
+
+def peel_component(keys: np.ndarray, is_llm: np.ndarray, n_hubs: int, dev_need: float, test_need: float,
+                   cap: float, max_drop_fraction: float, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Cut one component by keeping its ``n_hubs`` highest-degree keys (hub articles/claims) in train.
+
+    Without the hubs the component falls into pieces. A piece moved to dev/test loses its pairs that touch a
+    hub (the bridging pairs); pieces are taken cheapest first (share of pairs lost), ties in seeded random
+    order, until dev+test keep about ``dev_need + test_need`` LLM pairs, then split between dev and test in
+    that ratio. Returns the split per pair ("" = dropped) and the mask of bridging pairs.
+    """
+    rng = np.random.default_rng(seed)
+    n_keys = int(keys.max()) + 1
+    degree = np.bincount(keys.ravel(), minlength=n_keys)
+    hub = np.zeros(n_keys, bool)
+    hub[np.lexsort((np.arange(n_keys), -degree))[:n_hubs]] = True
+    touches_hub = hub[keys].any(axis=1)
+    # A hub occurrence gets a fresh key of its own, so hubs no longer join anything.
+    peeled = keys.copy()
+    peeled[hub[keys]] = n_keys + np.arange(int(hub[keys].sum()))
+    labels = key_components(peeled, int(peeled.max()) + 1)
+    sizes = np.bincount(labels)
+    keeps = is_llm & ~touches_hub
+    kept = np.bincount(labels, weights=keeps, minlength=sizes.size)
+    only_hubs = np.zeros(sizes.size, bool)
+    only_hubs[labels[hub[keys].all(axis=1)]] = True
+    drop_fraction = 1.0 - kept / sizes
+    candidate = (sizes <= cap) & (kept >= 1) & (drop_fraction <= max_drop_fraction) & ~only_hubs
+    order = np.lexsort((rng.random(sizes.size), drop_fraction))
+    order = order[candidate[order]]
+    midpoint = np.cumsum(kept[order]) - kept[order] / 2
+    chosen = order[midpoint < dev_need + test_need]
+    chosen = chosen[rng.permutation(chosen.size)]
+    midpoint = np.cumsum(kept[chosen]) - kept[chosen] / 2
+    unit_split = np.full(sizes.size, "train", dtype=object)
+    unit_split[chosen] = np.where(midpoint < kept[chosen].sum() * dev_need / max(dev_need + test_need, 1e-9),
+                                  "dev", "test")
+    split = unit_split[labels]
+    in_eval = split != "train"
+    bridging = in_eval & touches_hub
+    split[in_eval & ~keeps] = ""
+    return split, bridging
 
 
 def article_disjoint_split(frame: pd.DataFrame, config: SplitConfig | None = None) -> tuple[np.ndarray, dict]:
@@ -281,9 +329,23 @@ def article_disjoint_split(frame: pd.DataFrame, config: SplitConfig | None = Non
         position = spectral_key_order(sub_keys, len(sub_uniques), seed=config.seed)
         dev_need = max(0.0, dev_target - kept[chosen][unit_split[chosen] == "dev"].sum())
         test_need = max(0.0, test_target - kept[chosen][unit_split[chosen] == "test"].sum())
+        # Two cutters, several settings; keep the cut that reaches the sizes with the fewest bridging pairs.
         options = [carve_component(sub_keys, is_llm[rows], p, dev_need, test_need)
-                   for p in (position, position.max() - position)]  # sweep from either end, keep the better
-        carved, straddling = min(options, key=lambda option: int((option[0] == "").sum()))
+                   for p in (position, position.max() - position)]  # spectral sweep from either end
+        n_hubs = 1
+        while n_hubs <= max(1, len(sub_uniques) // 10):
+            # Pieces may be as large as half a split: here granularity matters less than keeping pairs.
+            options.append(peel_component(sub_keys, is_llm[rows], n_hubs, dev_need, test_need,
+                                          max(cap, 0.5 * min(dev_need, test_need)), config.max_drop_fraction,
+                                          config.seed))
+            n_hubs *= 2
+        need = dev_need + test_need
+
+        def cost(option):
+            kept_in_eval = int(np.isin(option[0], ["dev", "test"]).sum())
+            return (kept_in_eval < 0.9 * need, int(option[1].sum()) if kept_in_eval >= 0.9 * need else -kept_in_eval)
+
+        carved, straddling = min(options, key=cost)
         stats["bridging_pairs_dropped"] = int(straddling.sum())
         stats["heuristic_pairs_dropped_from_eval"] += int(((carved == "") & ~straddling).sum())
         stats["carved_component_pairs"] = int(rows.size)
