@@ -11,16 +11,20 @@ re.IGNORECASE)``. Keywords found in the question do not count, because an answer
 own words reveals nothing the model remembered. An example with no keywords has ``LS_i = NaN`` and is left out
 of the mean (it has nothing that could leak); ``LS = 0.0`` when no example has keywords.
 
-Why the scan is fast: patients share one keyword set across all their QA, so each distinct set is compiled once
-into a single regular expression. The expression tries every keyword at every word start (a zero-width
-lookahead, so matches may overlap) and prefers the longest keyword there; the keywords contained whole-word in
-a matched keyword (``"cancer"`` in ``"lung cancer"``) are added from a precomputed table. The result is exactly
-the per-keyword ``re.search`` set, with one pass of one compiled pattern per text.
+"Occurs" is computed on lower-cased text as "some occurrence of k not preceded or followed by a word character
+(letter, digit, underscore)"; for keywords that start and end with a word character and for ASCII text this is
+exactly the ``re.search`` above (a property test checks it).
+
+Why the scan is fast (>= 100,000 answers/s on one core, ``bench/bench_leakage.py``): patients share one keyword
+set across all their QA, so each distinct set is normalised once (cached). Per answer the text is lower-cased
+once and each keyword is looked up with ``keyword in text``, CPython's C substring search; the word-boundary
+check runs in Python only for the few keywords actually present. We measured this against one compiled
+alternation regex per keyword set: on answers of ~30 words with 8 keywords the regex engine is several times
+slower than the substring test, because most characters of the text can start some keyword.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -43,58 +47,22 @@ def _whole_word_at(text: str, start: int, end: int) -> bool:
 
 
 class _KeywordMatcher:
-    """One compiled pattern for one keyword set, plus which keywords each keyword implies."""
+    """One normalised keyword set (lower-cased, whitespace collapsed, duplicates dropped, order kept)."""
 
     def __init__(self, keywords: tuple[str, ...]):
         self.keywords = keywords
-        # Longest first, so at a given start the pattern reports the longest keyword found there; the shorter
-        # keywords that end at a word boundary inside it are implied by it and come back through `implied`.
-        self.by_length = tuple(sorted(set(keywords), key=len, reverse=True))
-        # A bare alternation of literals lets `re` skip ahead to the keywords' first characters, which makes
-        # this several times faster than wrapping it in \b or lookarounds; word boundaries are checked per hit.
-        body = "|".join(re.escape(keyword) for keyword in self.by_length)
-        self.search = re.compile(body).search if self.by_length else None
-        self.implied = {
-            keyword: frozenset(
-                other
-                for other in self.by_length
-                if other != keyword
-                and any(_whole_word_at(keyword, m.start(), m.end()) for m in re.finditer(re.escape(other), keyword))
-            )
-            for keyword in self.by_length
-        }
 
-    def find(self, lowered_text: str) -> set[str]:
+    def find(self, lowered_text: str) -> list[str]:
         """Keywords that occur whole-word in ``lowered_text`` (already lower-cased)."""
-        found: set[str] = set()
-        if self.search is None:
-            return found
-        length = len(lowered_text)
-        match = self.search(lowered_text)
-        while match is not None:
-            start, end = match.span()
-            # _whole_word_at, inlined: this is the hot loop of the scan.
-            before = lowered_text[start - 1] if start else " "
-            after = lowered_text[end] if end < length else " "
-            if not (before.isalnum() or before == "_") and not (after.isalnum() or after == "_"):
-                keyword = match.group()
-                found.add(keyword)
-                found |= self.implied[keyword]
-            elif not (before.isalnum() or before == "_"):
-                # The longest keyword here runs into a word ("lung c" in "lung cx"); a shorter one may not.
-                for keyword in self.by_length:
-                    if lowered_text.startswith(keyword, start) and _whole_word_at(
-                        lowered_text, start, start + len(keyword)
-                    ):
-                        found.add(keyword)
-                        found |= self.implied[keyword]
-                        break
-            # Restart one character later, not at `end`: keywords may overlap ("heart failure" / "failure rate").
-            match = self.search(lowered_text, start + 1)
-        return found
+        # `keyword in text` is CPython's C substring search (tens of ns); almost every keyword is absent, so
+        # the Python-level word-boundary check runs only on the few candidates that are present.
+        return [
+            keyword for keyword in self.keywords if keyword in lowered_text and self.in_text(keyword, lowered_text)
+        ]
 
-    def in_text(self, keyword: str, lowered_text: str) -> bool:
-        """Whether one keyword of this set occurs whole-word in ``lowered_text``."""
+    @staticmethod
+    def in_text(keyword: str, lowered_text: str) -> bool:
+        """Whether ``keyword`` occurs whole-word in ``lowered_text``: some occurrence not glued to a word char."""
         start = lowered_text.find(keyword)
         while start != -1:
             if _whole_word_at(lowered_text, start, start + len(keyword)):
@@ -135,7 +103,7 @@ def matched_keywords(text: str, keywords: Sequence[str]) -> set[str]:
     >>> sorted(matched_keywords("carcinomatosis", ["carcinoma"]))
     []
     """
-    return _matcher(_normalise_keywords(0, keywords)).find(text.lower())
+    return set(_matcher(_normalise_keywords(0, keywords)).find(text.lower()))
 
 
 def leakage_per_example(predictions, references, questions=None) -> np.ndarray:
