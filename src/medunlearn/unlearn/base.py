@@ -599,9 +599,17 @@ class UnlearningTrainer(Trainer):
 
     def log(self, logs: dict[str, float], *args, **kwargs) -> None:
         if self._logged_count and "loss" in logs:
-            for name, total in self._logged_sums.items():
-                if name != "loss":
-                    logs[name] = round(total / self._logged_count, 6)
+            names = sorted(name for name in self._logged_sums if name != "loss")
+            means = torch.tensor(
+                [self._logged_sums[n] / self._logged_count for n in names], device=self.args.device
+            )
+            # Every process logs at the same step with the same components: average them like the loss.
+            means = (
+                self.accelerator.reduce(means, reduction="mean")
+                if self.accelerator.num_processes > 1
+                else means
+            )
+            logs.update({name: round(float(value), 6) for name, value in zip(names, means)})
             self._logged_sums.clear()
             self._logged_count = 0
         super().log(logs, *args, **kwargs)
