@@ -118,7 +118,7 @@ class LexicalBaseline:
         confounder = self._predict_column("dominant_confounder", features)
         indicator = np.tile(self.axis_constant, (len(frame), 1))
         if self.axis_model is not None:
-            indicator[:, self.axis_columns] = self.axis_model.predict(features)
+            indicator[:, self.axis_columns] = np.asarray(self.axis_model.predict(features)).reshape(len(frame), -1)
         axis_names = np.array(AXIS_IDS, dtype=object)
         axes = [list(axis_names[row.astype(bool)]) for row in indicator]
         # The confounder must be one of the predicted axes; otherwise predict none.

@@ -1,0 +1,88 @@
+import json
+
+import pytest
+
+from medunlearn.biodivergence import cli
+
+
+def _run(*argv):
+    parser = cli.build_parser("medunlearn biodivergence")
+    return cli.run(parser.parse_args([str(a) for a in argv]))
+
+
+@pytest.fixture(scope="module")
+def cli_folder(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cli") / "bd"
+    assert _run("build", "--synthetic", "--pairs", 400, "--seed", 1, "--out", out) == 0
+    return out
+
+
+def test_build_audit_eval_round_trip(cli_folder, tmp_path, capsys):
+    assert _run("audit", cli_folder) == 0
+    assert "audit passed" in capsys.readouterr().out
+    out = tmp_path / "eval"
+    assert _run("eval", "--baseline", "majority", "--data", cli_folder, "--out", out) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    lines = (out / "predictions.jsonl").read_text().splitlines()
+    assert len(lines) == metrics["scores"]["num_examples"] > 0
+    # the predictions file scores to the same table
+    assert _run("eval", "--predictions", out / "predictions.jsonl", "--data", cli_folder, "--out", tmp_path / "again") == 0
+    again = json.loads((tmp_path / "again" / "metrics.json").read_text())
+    assert again["scores"] == metrics["scores"]
+
+
+def test_predictions_with_missing_and_raw_rows(cli_folder, tmp_path, capsys):
+    from medunlearn.biodivergence.audit import read_hub_folder
+
+    test = read_hub_folder(cli_folder)["v1.0"]["test"]
+    path = tmp_path / "mine.jsonl"
+    path.write_text(json.dumps({"pair_id": test["pair_id"].iloc[0], "prediction": "not json"}) + "\n")
+    assert _run("eval", "--predictions", path, "--data", cli_folder, "--out", tmp_path / "o") == 0
+    assert "count as wrong" in capsys.readouterr().out
+    scores = json.loads((tmp_path / "o" / "metrics.json").read_text())["scores"]
+    assert scores["num_examples"] == len(test) and scores["accuracy"] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"pair_id": "nope", "prediction": "x"}\n', "line 1: pair_id 'nope' is not in the gold split"),
+        ("not json\n", "line 1: not JSON"),
+        ('{"prediction": "x"}\n', "line 1: needs a `pair_id` field"),
+    ],
+)
+def test_bad_predictions_file_names_the_line(cli_folder, tmp_path, capsys, content, message):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(content)
+    assert _run("eval", "--predictions", path, "--data", cli_folder, "--out", tmp_path / "o") == 2
+    assert message in capsys.readouterr().err
+
+
+def test_bad_pool_is_reported_without_traceback(tmp_path, capsys, pair_factory):
+    path = tmp_path / "pool.jsonl"
+    path.write_text(json.dumps(pair_factory("p0", "1", "2") | {"conflict_type": "contradiction"}) + "\n")
+    assert _run("build", "--pool", path, "--out", tmp_path / "o") == 2
+    err = capsys.readouterr().err
+    assert "pool.jsonl: row 0, field `conflict_type`: unknown label" in err and "Traceback" not in err
+    assert _run("build", "--pool", tmp_path / "absent.jsonl", "--out", tmp_path / "o") == 2
+    assert _run("audit", tmp_path) == 2
+
+
+def test_audit_exit_code_on_violation(cli_folder, tmp_path, capsys):
+    import shutil
+
+    import pandas as pd
+
+    folder = tmp_path / "bad"
+    shutil.copytree(cli_folder, folder)
+    dev = pd.read_parquet(folder / "v1.0" / "dev.parquet")
+    train = pd.read_parquet(folder / "v1.0" / "train.parquet")
+    pd.concat([train, dev.iloc[:1]]).to_parquet(folder / "v1.0" / "train.parquet")
+    assert _run("audit", folder) == 1
+    assert "audit FAILED: v1.0: no pair_id in two splits" in capsys.readouterr().err
+
+
+def test_help_has_a_working_example(capsys):
+    parser = cli.build_parser("medunlearn biodivergence")
+    assert "medunlearn biodivergence build --synthetic" in parser.epilog
+    assert parser.description

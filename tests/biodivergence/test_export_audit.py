@@ -1,0 +1,96 @@
+import hashlib
+import json
+import shutil
+
+import pandas as pd
+import pytest
+import yaml
+
+from medunlearn.biodivergence.audit import FolderFormatError, audit_folder, read_hub_folder
+from medunlearn.biodivergence.export import write_hub_folder
+from medunlearn.biodivergence.splits import build_splits
+
+
+def _digests(folder):
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_building_twice_gives_identical_files(tmp_path, small_pool):
+    params = {"seed": 0, "min_confidence": 0.45, "source": "test"}
+    folders = []
+    for name in ("one", "two"):
+        configs, stats = build_splits(small_pool.sample(frac=1.0, random_state=len(name)))  # row order must not matter
+        folders.append(write_hub_folder(configs, stats, tmp_path / name, params))
+    first, second = (_digests(folder) for folder in folders)
+    assert first == second
+    assert len(first) == 8  # README, build.json, 2 configs x 3 splits
+
+
+def test_readme_configs_and_card(built_folder):
+    text = (built_folder / "README.md").read_text()
+    header = yaml.safe_load(text.split("---")[1])
+    names = [entry["config_name"] for entry in header["configs"]]
+    assert names == ["v1.0", "v1.0-pairlevel"] and header["configs"][0]["default"] is True
+    build = json.loads((built_folder / "build.json").read_text())
+    assert f"bridging pairs dropped: {build['stats']['bridging_pairs_dropped']}" in text
+    assert "| v1.0 | dev |" in text and "no article in two splits" in text
+    assert "20" not in text.split("## Leakage audit")[0].split("Build parameters")[0][-40:]  # no stray year/timestamp
+
+
+def test_load_dataset_reads_the_folder_offline(built_folder):
+    from datasets import load_dataset
+
+    dataset = load_dataset(str(built_folder), "v1.0")
+    assert set(dataset) == {"train", "dev", "test"}
+    assert dataset["dev"].features["axes"].feature.dtype == "string"
+    on_disk = read_hub_folder(built_folder)["v1.0"]
+    assert dataset["test"]["pair_id"] == on_disk["test"]["pair_id"].tolist()
+    default = load_dataset(str(built_folder))  # v1.0 is the default config
+    assert default["train"].num_rows == dataset["train"].num_rows
+
+
+def test_audit_passes_and_reports_pairlevel_leakage(built_folder):
+    report = audit_folder(built_folder)
+    assert report.ok, report.first_violation
+    leak = report.pairlevel_leakage
+    assert leak["eval_pairs"] > 0 and leak["eval_pairs_sharing_article_with_train"] > 0
+    assert set(report.label_sources["dev"]) == {"llm"}
+
+
+def _tamper(built_folder, tmp_path, edit):
+    folder = tmp_path / "tampered"
+    shutil.copytree(built_folder, folder)
+    path = folder / "v1.0" / "test.parquet"
+    frame = pd.read_parquet(path)
+    frame = edit(frame, pd.read_parquet(folder / "v1.0" / "train.parquet"))
+    frame.to_parquet(path)
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("edit", "check"),
+    [
+        (lambda test, train: test.assign(article_a=[train["article_a"].iloc[0]] + test["article_a"].tolist()[1:]),
+         "no article in two splits"),
+        (lambda test, train: test.assign(claim_b=[train["claim_a"].iloc[0].upper()] + test["claim_b"].tolist()[1:]),
+         "no claim in two splits"),
+        (lambda test, train: test.assign(label_source=["heuristic"] + test["label_source"].tolist()[1:]),
+         "test: only LLM labels"),
+        (lambda test, train: test.assign(confidence=[0.2] + test["confidence"].tolist()[1:]), "confidence >= 0.45"),
+        (lambda test, train: test.assign(conflict_type=["maybe"] + test["conflict_type"].tolist()[1:]),
+         "pair schema and label ontology"),
+    ],
+)
+def test_audit_names_the_first_violation(built_folder, tmp_path, edit, check):
+    report = audit_folder(_tamper(built_folder, tmp_path, edit))
+    assert not report.ok and check in report.first_violation.name
+
+
+def test_audit_rejects_a_folder_without_configs(tmp_path):
+    with pytest.raises(FolderFormatError, match="no README.md"):
+        audit_folder(tmp_path)
+    (tmp_path / "README.md").write_text("---\nconfigs:\n- config_name: v1.0\n  data_files:\n"
+                                        "  - split: train\n    path: v1.0/train.parquet\n---\n")
+    with pytest.raises(FolderFormatError, match="train.parquet, which does not exist"):
+        audit_folder(tmp_path)

@@ -1,0 +1,96 @@
+import json
+
+import pytest
+
+from medunlearn.metrics.contextual_contradiction import (
+    contextual_contradiction,
+    parse_prediction,
+    span_token_f1,
+)
+
+
+def record(conflict="contextual_contradiction", axes=("population",), confounder="population",
+           reconciliation="the cohorts differ in age", evidence_a="drug a lowers mortality",
+           evidence_b="drug a raises mortality"):
+    return {"conflict_type": conflict, "axes": list(axes), "dominant_confounder": confounder,
+            "reconciliation": reconciliation, "evidence_a": evidence_a, "evidence_b": evidence_b}
+
+
+def test_hand_computed_class_scores():
+    gold = [record(), record(), record("no_conflict", (), "none"), record("direct_contradiction", (), "none")]
+    pred = [record(), record("no_conflict", (), "none"), record("no_conflict", (), "none"), record()]
+    scores = contextual_contradiction(pred, gold)
+    assert scores["accuracy"] == 0.5
+    # contextual: TP 1, FP 1 (pair 4), FN 1 (pair 2) -> 2/4; no_conflict: TP 1, FP 1 -> 2/3; direct: 0
+    assert scores["contextual_contradiction_f1"] == pytest.approx(0.5)
+    assert scores["per_class_f1"] == pytest.approx({"contextual_contradiction": 0.5, "no_conflict": 2 / 3,
+                                                    "direct_contradiction": 0.0})
+    assert scores["macro_f1"] == pytest.approx((0.5 + 2 / 3 + 0.0) / 3)
+
+
+def test_hand_computed_axis_scores():
+    gold = [record(axes=("population", "geography")), record(axes=("study_design",), confounder="study_design")]
+    pred = [record(axes=("population", "time_period")), record(axes=(), confounder="none")]
+    scores = contextual_contradiction(pred, gold)
+    # cells: TP 1 (population), FP 1 (time_period), FN 2 (geography, study_design) -> 2/(2+1+2)
+    assert scores["axis_micro_f1"] == pytest.approx(0.4)
+    # per gold axis: population 1, geography 0, study_design 0 -> 1/3
+    assert scores["axis_macro_f1"] == pytest.approx(1 / 3)
+    assert scores["confounder_accuracy"] == 0.5
+
+
+def test_unparseable_predictions_count_as_wrong_never_dropped():
+    gold = [record(), record("no_conflict", (), "none", reconciliation="", evidence_a="", evidence_b="")]
+    good = json.dumps({k: v for k, v in record().items() if not k.startswith("evidence")})
+    scores = contextual_contradiction([good, "no conflict at all"], gold)
+    assert scores["num_examples"] == 2 and scores["num_unparseable"] == 1
+    assert scores["accuracy"] == 0.5
+    assert scores["confounder_accuracy"] == 0.5  # "none" gold still not matched by an unparseable answer
+    assert scores["evidence_exact_match"] == 0.0  # parsed answer gave no spans; unparseable one has none
+    assert scores["per_class_f1"]["no_conflict"] == 0.0
+
+
+def test_strict_parser():
+    valid = {"conflict_type": "no_conflict", "axes": [], "dominant_confounder": "none", "reconciliation": "x"}
+    assert parse_prediction(json.dumps(valid))["conflict_type"] == "no_conflict"
+    assert parse_prediction("```json\n" + json.dumps(valid) + "\n```") is not None
+    for bad in [json.dumps(valid) + " trailing", json.dumps(valid | {"conflict_type": "No conflict"}),
+                json.dumps(valid | {"axes": "population"}), json.dumps(valid | {"axes": ["age"]}),
+                json.dumps({k: v for k, v in valid.items() if k != "reconciliation"}), "[1, 2]", ""]:
+        assert parse_prediction(bad) is None, bad
+
+
+def test_span_token_f1_by_hand():
+    values = span_token_f1(["the drug lowers the risk", "", "a b"], ["drug lowers risk", "", "c"])
+    # overlap 3 tokens of 5 + 3 -> 6/8; both empty -> 1; no overlap -> 0
+    assert values.tolist() == pytest.approx([0.75, 1.0, 0.0])
+
+
+def test_reconciliation_rouge_is_mean_rouge_l():
+    gold = [record(reconciliation="the cohorts differ in age"), record(reconciliation="different assays")]
+    pred = [record(reconciliation="the cohorts differ in age"), record(reconciliation="unrelated words")]
+    assert contextual_contradiction(pred, gold)["reconciliation_rougeL"] == pytest.approx(0.5)
+
+
+def test_bad_inputs_raise_with_names():
+    with pytest.raises(ValueError, match=r"`references`\[0\].conflict_type 'maybe' is unknown; allowed:"):
+        contextual_contradiction([record()], [record("maybe")])
+    with pytest.raises(ValueError, match=r"`predictions`\[0\].axes has unknown 'age'"):
+        contextual_contradiction([record(axes=("age",))], [record()])
+    with pytest.raises(ValueError, match="`references` has 2 items but `predictions` has 1"):
+        contextual_contradiction([record()], [record(), record()])
+
+
+@pytest.mark.slow  # importing evaluate takes several seconds
+def test_evaluate_module_matches_the_function():
+    import medunlearn
+
+    metric = medunlearn.load_metric("contextual_contradiction")
+    gold = [record(), record("no_conflict", (), "none")]
+    pred = [record(axes=("population", "geography")), record()]
+    expected = contextual_contradiction(pred, gold)
+    result = metric.compute(predictions=pred, references=gold)
+    assert result.pop("per_class_f1") == pytest.approx(expected.pop("per_class_f1"))
+    assert result == pytest.approx(expected)
+    raw = [json.dumps(p) for p in pred[:1]] + ["garbage"]
+    assert metric.compute(predictions=raw, references=gold)["num_unparseable"] == 1
