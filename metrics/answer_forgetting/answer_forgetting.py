@@ -7,6 +7,7 @@ import evaluate
 from medunlearn.metrics import evaluate_base
 from medunlearn.metrics.answer_forgetting import answer_forgetting
 from medunlearn.metrics.similarity import answer_similarity
+from medunlearn.metrics.validation import check_same_length, check_sequence
 
 _CITATION = """\
 @misc{amnesia2026,
@@ -61,10 +62,8 @@ class AnswerForgetting(evaluate_base.CheckedMetric):
         after = answer_similarity(predictions, references, use_embedding=use_embedding)["similarity"]
         before = None
         if before_predictions is not None:
-            if len(before_predictions) != len(references):
-                raise ValueError(
-                    f"`before_predictions` has {len(before_predictions)} items but `references` has {len(references)}"
-                )
+            check_sequence("before_predictions", before_predictions)
+            check_same_length(references=references, before_predictions=before_predictions)
             before = answer_similarity(before_predictions, references, use_embedding=use_embedding)["similarity"]
         result = answer_forgetting(after, before)
         return {

@@ -62,7 +62,11 @@ class Degeneration(evaluate_base.CheckedMetric):
         )
 
     def _compute(self, predictions, vocabulary_texts=None, **config_overrides):
-        config = DegenerationConfig(**config_overrides)
+        try:
+            config = DegenerationConfig(**config_overrides)
+        except TypeError:
+            unknown = sorted(set(config_overrides) - set(DegenerationConfig.__dataclass_fields__))
+            raise ValueError(f"unknown argument(s) {unknown}; see DegenerationConfig") from None
         vocabulary = None if vocabulary_texts is None else vocabulary_from_texts(vocabulary_texts)
         result = degeneration(predictions, vocabulary=vocabulary, config=config)
         parts = result["per_example"]

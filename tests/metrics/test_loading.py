@@ -92,3 +92,15 @@ def test_token_level_modules_check_their_inputs():
         memorization.compute(predictions=[[1, 2]], references=[[1, 2, 3]])
     with pytest.raises(ValueError, match="`token_logprobs`"):
         memorization.compute(predictions=[[1, 2]], references=[[1, 2]], token_logprobs=[[-0.1]])
+
+
+def test_module_specific_arguments_are_checked():
+    with pytest.raises(ValueError, match="colour"):
+        medunlearn.load_metric("degeneration").compute(predictions=["a"], colour="red")
+    afe = medunlearn.load_metric("answer_forgetting")
+    with pytest.raises(ValueError, match="`before_predictions`"):
+        afe.compute(predictions=["a"], references=["a"], before_predictions=["a", "b"])
+    with pytest.raises(ValueError, match="`before_predictions`"):
+        afe.compute(predictions=["a"], references=["a"], before_predictions=[None])
+    with pytest.raises(ValueError, match="`qa_types`"):
+        medunlearn.load_metric("model_utility").compute(predictions=["a"], references=["a"], qa_types=["f", "r"])
