@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 
 REPOSITORY = Path(__file__).resolve().parents[2]
-OUR_MODULES = ["disease_leakage", "degeneration", "answer_forgetting", "model_utility", "forget_quality", "memorization",
-               "mia"]
+OUR_MODULES = [
+    "disease_leakage", "degeneration", "answer_forgetting", "model_utility", "forget_quality", "truth_ratio",
+    "memorization", "mia",
+]
 OURS_DEFINITIONS = {"disease_leakage", "degeneration", "answer_forgetting", "model_utility"}
 
 
