@@ -104,3 +104,29 @@ def test_module_specific_arguments_are_checked():
         afe.compute(predictions=["a"], references=["a"], before_predictions=[None])
     with pytest.raises(ValueError, match="`qa_types`"):
         medunlearn.load_metric("model_utility").compute(predictions=["a"], references=["a"], qa_types=["f", "r"])
+
+
+def test_packaged_modules_are_found_without_the_repository(tmp_path, monkeypatch):
+    """The wheel layout: modules under medunlearn/_metric_modules/, no repository around them."""
+    import shutil
+
+    import medunlearn.metrics.loading as loading
+
+    packaged = tmp_path / "medunlearn" / "_metric_modules"
+    shutil.copytree(REPOSITORY / "metrics" / "disease_leakage", packaged / "disease_leakage")
+    monkeypatch.setattr(loading.resources, "files", lambda package: tmp_path / package)
+    monkeypatch.setattr(loading, "_REPOSITORY_FOLDER", tmp_path / "no-repository")
+    assert loading.metric_module_path("disease_leakage") == packaged / "disease_leakage"
+    assert loading.available_metrics() == ["disease_leakage"]
+    metric = loading.load_metric("disease_leakage")
+    assert metric.compute(predictions=["sepsis"], references=[["sepsis"]])["leakage_score"] == 1.0
+
+
+def test_the_wheel_ships_the_metrics_folder_where_the_loader_looks():
+    import medunlearn.metrics.loading as loading
+
+    tomllib = pytest.importorskip("tomllib", reason="tomllib is in the standard library from Python 3.11")
+
+    pyproject = tomllib.loads((REPOSITORY / "pyproject.toml").read_text())
+    force_include = pyproject["tool"]["hatch"]["build"]["targets"]["wheel"]["force-include"]
+    assert force_include["metrics"] == f"medunlearn/{loading._PACKAGED_FOLDER}"
