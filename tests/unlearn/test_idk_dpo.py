@@ -154,3 +154,21 @@ def test_idk_dpo_trainer_prefers_refusals(tiny_tokenizer, forget_qa, retain_qa, 
     assert history[-1]["preference_margin"] > 0
     assert answer_nll(trainer.model, tiny_tokenizer, forget_qa) > nll_before
     assert answer_nll(trainer.model, tiny_tokenizer, refusal_rows) < refusal_nll_before
+
+
+def test_idk_dpo_live_reference_matches_precomputed(tiny_tokenizer, forget_qa, retain_qa, unlearning_args):
+    """reference_mode='copy' computes the reference terms live; on the same batch it gives the same loss."""
+    model = memorised_tiny_model(tiny_tokenizer, concatenate_datasets([forget_qa, retain_qa]))
+    precomputed = IdkDPOTrainer(model, unlearning_args(IdkDPOConfig), forget_qa, retain_qa, processing_class=tiny_tokenizer)
+    live = IdkDPOTrainer(
+        model, unlearning_args(IdkDPOConfig, reference_mode="copy"), forget_qa, retain_qa, processing_class=tiny_tokenizer
+    )
+    assert live.reference_source == "copy" and "idk_reference_logps" not in live.pairs.forget.column_names
+    item = precomputed.pairs[0]
+    batch = precomputed.data_collator([item, precomputed.pairs[1]])
+    live_batch = live.data_collator([live.pairs[0], live.pairs[1]])
+    with torch.no_grad():
+        expected = precomputed.unlearning_loss(model, batch["forget"], batch["retain"])
+        actual = live.unlearning_loss(model, live_batch["forget"], live_batch["retain"])
+    torch.testing.assert_close(actual["forget_loss"], expected["forget_loss"], atol=1e-4, rtol=0)
+    assert abs(expected["preference_margin"].item()) < 1e-3

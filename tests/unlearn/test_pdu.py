@@ -136,11 +136,21 @@ def test_pdu_trainer_flattens_forget_predictions(tiny_tokenizer, forget_qa, reta
     assert history[0]["retain_loss_eps"] == pytest.approx(1.1 * history[0]["retain_loss"], rel=1e-4)
 
 
-def test_pdu_dual_variable_follows_projected_ascent(tiny_tokenizer, forget_qa, retain_qa, unlearning_args):
-    """With epsilon = 0 the constraint is always violated: lambda_{k+1} = lambda_k + eta * retain_loss_k."""
+@pytest.mark.parametrize("accumulation", [1, 2])
+def test_pdu_dual_variable_follows_projected_ascent(tiny_tokenizer, forget_qa, retain_qa, unlearning_args, accumulation):
+    """With epsilon = 0 the constraint is always violated: lambda_{k+1} = lambda_k + eta * retain_loss_k, where
+    retain_loss_k is the mean over the step's micro-batches (what the base trainer logs per step)."""
     model = build_tiny_llama(tiny_tokenizer)
     args = unlearning_args(
-        PDUConfig, dual_warmup_epochs=0, retain_loss_eps=0.0, retain_weight=1.0, dual_step_size=0.5, learning_rate=1e-4
+        PDUConfig,
+        dual_warmup_epochs=0,
+        retain_loss_eps=0.0,
+        retain_weight=1.0,
+        dual_step_size=0.5,
+        learning_rate=1e-4,
+        per_device_train_batch_size=1,
+        gradient_accumulation_steps=accumulation,
+        max_steps=2,
     )
     trainer = PDUTrainer(model, args, forget_qa, retain_qa, processing_class=tiny_tokenizer)
     trainer.train()

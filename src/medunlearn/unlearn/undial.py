@@ -69,7 +69,7 @@ def undial_loss(
     shifted_logits, shifted_labels = shift_for_next_token(logits, labels)
     shifted_reference, _ = shift_for_next_token(reference_logits, labels)
     answer_mask = shifted_labels != -100
-    # Gather the answer positions first: the [N, V] softmaxes cost far less than [B, T, V] ones.
+    # Only answer positions enter the loss, so the softmaxes are taken over those rows alone ([N, V], not [B, T, V]).
     student_logps = F.log_softmax(shifted_logits[answer_mask].float(), dim=-1)
     penalty = F.one_hot(shifted_labels[answer_mask], num_classes=logits.shape[-1]).to(student_logps.dtype)
     target = F.softmax(shifted_reference[answer_mask].float().detach() - beta * penalty, dim=-1)
