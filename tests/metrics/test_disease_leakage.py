@@ -96,3 +96,12 @@ def test_fast_scan_equals_naive_per_keyword_regex(answer, question, keywords):
 def test_bad_input_names_the_argument(kwargs, named):
     with pytest.raises(ValueError, match=f"`{named}`"):
         disease_leakage(**kwargs)
+
+
+def test_bad_keyword_rows_are_named_by_index():
+    with pytest.raises(ValueError, match=r"`references`\[1\] must be a list"):
+        leakage_per_example(["a", "b"], [["a"], None])
+    with pytest.raises(ValueError, match=r"`references`\[1\] holds a non-string"):
+        leakage_per_example(["a", "b"], [["a"], ["b", 3]])
+    with pytest.raises(ValueError, match=r"`references`\[0\] must be a list"):
+        leakage_per_example(["a"], ["sepsis"])

@@ -46,44 +46,26 @@ def _whole_word_at(text: str, start: int, end: int) -> bool:
     )
 
 
-class _KeywordMatcher:
-    """One normalised keyword set (lower-cased, whitespace collapsed, duplicates dropped, order kept)."""
-
-    def __init__(self, keywords: tuple[str, ...]):
-        self.keywords = keywords
-
-    def find(self, lowered_text: str) -> list[str]:
-        """Keywords that occur whole-word in ``lowered_text`` (already lower-cased)."""
-        # `keyword in text` is CPython's C substring search (tens of ns); almost every keyword is absent, so
-        # the Python-level word-boundary check runs only on the few candidates that are present.
-        return [
-            keyword for keyword in self.keywords if keyword in lowered_text and self.in_text(keyword, lowered_text)
-        ]
-
-    @staticmethod
-    def in_text(keyword: str, lowered_text: str) -> bool:
-        """Whether ``keyword`` occurs whole-word in ``lowered_text``: some occurrence not glued to a word char."""
-        start = lowered_text.find(keyword)
-        while start != -1:
-            if _whole_word_at(lowered_text, start, start + len(keyword)):
-                return True
-            start = lowered_text.find(keyword, start + 1)
-        return False
+def _occurs(keyword: str, lowered_text: str) -> bool:
+    """Whether ``keyword`` occurs whole-word in ``lowered_text``: some occurrence not glued to a word char."""
+    start = lowered_text.find(keyword)
+    while start != -1:
+        if _whole_word_at(lowered_text, start, start + len(keyword)):
+            return True
+        start = lowered_text.find(keyword, start + 1)
+    return False
 
 
-@lru_cache(maxsize=65536)
-def _matcher(keywords: tuple[str, ...]) -> _KeywordMatcher:
-    return _KeywordMatcher(keywords)
-
-
-@lru_cache(maxsize=65536)
-def _matcher_for_raw(raw_keywords: tuple) -> _KeywordMatcher:
-    # Keyed by the keywords as given, so the per-example cost is one tuple() and one dict lookup.
-    return _matcher(_normalise_keywords(0, raw_keywords))
+def _found_keywords(keywords: tuple[str, ...], lowered_text: str) -> list[str]:
+    """The normalised ``keywords`` that occur whole-word in ``lowered_text`` (already lower-cased)."""
+    # `keyword in text` is CPython's C substring search (tens of ns); almost every keyword is absent, so the
+    # Python-level word-boundary check runs only on the few candidates that are present.
+    return [keyword for keyword in keywords if keyword in lowered_text and _occurs(keyword, lowered_text)]
 
 
 def _normalise_keywords(index: int, keywords) -> tuple[str, ...]:
-    if keywords is None or isinstance(keywords, (str, bytes)):
+    """Lower-cased, whitespace collapsed, empty ones and duplicates dropped, order kept."""
+    if keywords is None or isinstance(keywords, (str, bytes)) or not hasattr(keywords, "__iter__"):
         raise ValueError(f"`references`[{index}] must be a list of keywords, got {keywords!r}"[:200])
     cleaned = []
     for keyword in keywords:
@@ -95,6 +77,21 @@ def _normalise_keywords(index: int, keywords) -> tuple[str, ...]:
     return tuple(dict.fromkeys(cleaned))
 
 
+@lru_cache(maxsize=65536)
+def _cached_normalised_keywords(raw_keywords: tuple) -> tuple[str, ...]:
+    return _normalise_keywords(0, raw_keywords)
+
+
+def _keyword_set(index: int, keywords) -> tuple[str, ...]:
+    """Normalised keywords of row ``index``; a patient's QA share one list, so each distinct list is done once."""
+    try:
+        if keywords is None or isinstance(keywords, (str, bytes)):
+            raise TypeError
+        return _cached_normalised_keywords(tuple(keywords))
+    except (TypeError, ValueError):
+        return _normalise_keywords(index, keywords)  # raises the ValueError that names the row
+
+
 def matched_keywords(text: str, keywords: Sequence[str]) -> set[str]:
     """Lower-cased keywords that occur whole-word, case-insensitively, in ``text``.
 
@@ -103,7 +100,7 @@ def matched_keywords(text: str, keywords: Sequence[str]) -> set[str]:
     >>> sorted(matched_keywords("carcinomatosis", ["carcinoma"]))
     []
     """
-    return set(_matcher(_normalise_keywords(0, keywords)).find(text.lower()))
+    return set(_found_keywords(_normalise_keywords(0, keywords), text.lower()))
 
 
 def leakage_per_example(predictions, references, questions=None) -> np.ndarray:
@@ -136,21 +133,15 @@ def leakage_per_example(predictions, references, questions=None) -> np.ndarray:
     n = len(predictions)
     leaked_counts = np.zeros(n, dtype=np.float64)
     keyword_counts = np.zeros(n, dtype=np.float64)
-    for index, (prediction, keywords) in enumerate(zip(predictions, references)):
-        try:
-            if keywords is None or isinstance(keywords, (str, bytes)):
-                raise TypeError
-            matcher = _matcher_for_raw(tuple(keywords))
-        except (TypeError, ValueError):
-            _normalise_keywords(index, keywords)  # raises the error that names the row
-            raise
-        if not matcher.keywords:
+    for index, (prediction, raw_keywords) in enumerate(zip(predictions, references)):
+        keywords = _keyword_set(index, raw_keywords)
+        if not keywords:
             continue
-        keyword_counts[index] = len(matcher.keywords)
-        found = matcher.find(prediction.lower())
+        keyword_counts[index] = len(keywords)
+        found = _found_keywords(keywords, prediction.lower())
         if found and questions is not None:
             question = questions[index].lower()
-            found = [keyword for keyword in found if not matcher.in_text(keyword, question)]
+            found = [keyword for keyword in found if not _occurs(keyword, question)]
         leaked_counts[index] = len(found)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(keyword_counts > 0, leaked_counts / keyword_counts, np.nan)
