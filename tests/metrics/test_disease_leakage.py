@@ -99,7 +99,7 @@ def test_bad_input_names_the_argument(kwargs, named):
 
 
 def test_bad_keyword_rows_are_named_by_index():
-    with pytest.raises(ValueError, match=r"`references`\[1\] must be a list"):
+    with pytest.raises(ValueError, match=r"`references`\[1\] is None"):
         leakage_per_example(["a", "b"], [["a"], None])
     with pytest.raises(ValueError, match=r"`references`\[1\] holds a non-string"):
         leakage_per_example(["a", "b"], [["a"], ["b", 3]])
