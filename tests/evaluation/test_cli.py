@@ -79,3 +79,17 @@ def test_missing_options_are_named(tmp_path, capsys):
 def test_help_has_a_description_and_an_example():
     text = cli.build_parser("medunlearn evaluate").format_help()
     assert "medunlearn evaluate --model ckpt/finetuned --data amnesia --forget forget_10" in text
+
+
+@pytest.mark.slow  # ~5 s: builds a second AMNESIA folder
+def test_populations_come_from_the_folder_given_not_from_the_datasets_cache(amnesia_folder, tmp_path):
+    """`datasets` caches local folders by name; a second folder also called "amnesia" must still be read."""
+    from medunlearn.amnesia import build_amnesia_folder
+    from medunlearn.evaluation.populations import PopulationConfig, load_populations
+
+    other = build_amnesia_folder(tmp_path / "amnesia", patients=40, seed=1)
+    assert other.name == amnesia_folder.name
+    config = PopulationConfig(max_retain_patients=None)
+    first = load_populations(amnesia_folder, "forget_10", config)
+    second = load_populations(other, "forget_10", config)
+    assert first["patient_id"].nunique() == 20 and second["patient_id"].nunique() == 40
