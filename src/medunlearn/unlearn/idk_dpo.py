@@ -44,12 +44,12 @@ import torch.nn.functional as F
 
 from medunlearn.unlearn.base import (
     UnlearningConfig,
-    UnlearningInputError,
     UnlearningTrainer,
     nll_loss,
     sequence_logps,
     tokenize_prompt_completion,
 )
+from medunlearn.unlearn.errors import UnlearningInputError
 
 IDK_ANSWERS_PATH = Path(__file__).with_name("idk_answers.txt")
 IDK_PREFIX = "idk_"

@@ -48,12 +48,12 @@ from transformers import TrainerCallback
 
 from medunlearn.unlearn.base import (
     UnlearningConfig,
-    UnlearningInputError,
     UnlearningTrainer,
     masked_sequence_mean,
     nll_loss,
     shift_for_next_token,
 )
+from medunlearn.unlearn.errors import UnlearningInputError
 
 
 @dataclass
