@@ -30,6 +30,14 @@ FIXTURE_TEXTS = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def isolated_datasets_cache(tmp_path_factory, monkeypatch):
+    """Each test reads local dataset folders through its own `datasets` cache (see HF_DATASETS_CACHE above)."""
+    import datasets
+
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path_factory.mktemp("datasets-cache"))
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not SHARED_DATA.is_dir():

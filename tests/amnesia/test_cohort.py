@@ -103,3 +103,24 @@ def test_disease_keywords_come_from_the_note(cohort):
 def test_generator_rejects_an_empty_cohort():
     with pytest.raises(ValueError, match="patients"):
         generate_cohort(patients=0)
+
+
+def test_shipped_icd_terms_are_what_icd10cm_gives():
+    from importlib import resources
+
+    from medunlearn.amnesia.vocabulary import ICD_TERMS_FILE, derive_icd10cm_terms, render_icd_terms_file
+
+    shipped = resources.files("medunlearn.amnesia").joinpath("data").joinpath(ICD_TERMS_FILE).read_text()
+    assert shipped == render_icd_terms_file(derive_icd10cm_terms())
+
+
+def test_vocabulary_matches_on_word_boundaries_case_insensitively():
+    from medunlearn.amnesia.vocabulary import DiseaseVocabulary
+
+    vocabulary = DiseaseVocabulary({"gout": "musculoskeletal", "heart failure": "cardiovascular",
+                                    "st-elevation myocardial infarction": "cardiovascular"})
+    assert vocabulary.find_terms("Gouty tophi; no HEART   FAILURE. An ST elevation myocardial infarction.") == [
+        "heart failure", "st elevation myocardial infarction"]
+    assert vocabulary.find_terms("gout, then gout again") == ["gout"]
+    assert vocabulary.classify("Heart failure", "gout") == "cardiovascular"  # title weighs 3, note 1
+    assert vocabulary.classify("A case", "nothing medical here") is None

@@ -16,7 +16,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from tqdm.auto import tqdm
@@ -227,7 +226,7 @@ def write_folder(contents: FolderContents, out_dir: str | os.PathLike, overwrite
         for config, split, table in tqdm(config_tables(contents), total=n_files, desc="Writing parquet", unit="file",
                                          disable=not progress):
             _write_parquet(table, staging / data_path(config, split))
-            patients = len(np.unique(np.asarray(table["patient_id"].to_pylist(), dtype=object).astype(str)))
+            patients = pc.count_distinct(table["patient_id"]).as_py()
             sizes.setdefault(config, {})[split] = (table.num_rows, patients)
         configs = list(sizes)
         (staging / "README.md").write_text(render_card(contents, configs, sizes), encoding="utf-8")

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from medunlearn.amnesia.schema import DISEASE_LEVEL_DEFAULT, QA_TYPES
 
@@ -70,22 +71,21 @@ def retain_config_name(forget_name: str) -> str:
     return f"{prefix}retain_{100 - int(percentage)}"
 
 
-def select_holdout(qa_patient_ids: np.ndarray, qa_types: np.ndarray, qa_ids: np.ndarray, per_type: int,
+def select_holdout(group_codes: np.ndarray, canonical_order: np.ndarray, per_type: int,
                    rng: np.random.Generator) -> np.ndarray:
-    """Boolean mask: ``per_type`` random QA of each (patient, type) group.
+    """Boolean mask: ``per_type`` random rows of each group (a group = one patient's QA of one type).
 
-    The draw depends only on the seed and the set of QA ids, not on the row order of the input.
+    ``canonical_order`` sorts the rows by QA id, so the draw depends on the seed and the set of QA ids, not on
+    the row order of the input.
     """
-    order = np.argsort(qa_ids, kind="stable")  # canonical order → reproducible whatever the input order
-    keys = np.empty(len(qa_ids))
-    keys[order] = rng.random(len(qa_ids))
-    group = np.char.add(np.char.add(qa_patient_ids.astype(str), "\x00"), qa_types.astype(str))
-    by_group_then_key = np.lexsort((keys, group))
-    sorted_group = group[by_group_then_key]
-    starts = np.r_[True, sorted_group[1:] != sorted_group[:-1]]
+    keys = np.empty(len(group_codes))
+    keys[canonical_order] = rng.random(len(group_codes))
+    by_group_then_key = np.lexsort((keys, group_codes))
+    sorted_groups = group_codes[by_group_then_key]
+    starts = np.r_[True, sorted_groups[1:] != sorted_groups[:-1]]
     start_index = np.maximum.accumulate(np.where(starts, np.arange(len(starts)), 0))
     rank_in_group = np.arange(len(starts)) - start_index
-    mask = np.zeros(len(qa_ids), dtype=bool)
+    mask = np.zeros(len(group_codes), dtype=bool)
     mask[by_group_then_key[rank_in_group < per_type]] = True
     return mask
 
@@ -93,16 +93,18 @@ def select_holdout(qa_patient_ids: np.ndarray, qa_types: np.ndarray, qa_ids: np.
 def build_splits(notes: pa.Table, qa: pa.Table, config: SplitConfig = SplitConfig()) -> AmnesiaSplits:
     """Compute every split of SPEC §2 from validated ``notes`` and ``qa`` tables."""
     holdout_seed, forget_seed = np.random.SeedSequence(config.seed).spawn(2)
-    patient_ids = np.asarray(notes["patient_id"].to_pylist(), dtype=object)
-    diseases = np.asarray(notes["disease"].to_pylist(), dtype=object)
-    order = np.argsort(patient_ids.astype(str), kind="stable")
+    patient_ids = notes["patient_id"].to_numpy(zero_copy_only=False).astype(str)
+    diseases = notes["disease"].to_numpy(zero_copy_only=False).astype(str)
+    order = np.argsort(patient_ids, kind="stable")
     patient_ids, diseases = patient_ids[order], diseases[order]
     n = len(patient_ids)
 
+    # Integer group codes (patient index × type index) instead of string keys: sorting ints is fast.
+    patient_codes = pc.index_in(qa["patient_id"], value_set=pa.array(patient_ids)).to_numpy(zero_copy_only=False)
+    type_codes = pc.index_in(qa["qa_type"], value_set=pa.array(QA_TYPES)).to_numpy(zero_copy_only=False)
     is_holdout = select_holdout(
-        np.asarray(qa["patient_id"].to_pylist(), dtype=object),
-        np.asarray(qa["qa_type"].to_pylist(), dtype=object),
-        np.asarray(qa["qa_id"].to_pylist(), dtype=object).astype(str),
+        patient_codes.astype(np.int64) * len(QA_TYPES) + type_codes,
+        pc.sort_indices(qa["qa_id"]).to_numpy(),
         config.holdout_per_type,
         np.random.default_rng(holdout_seed),
     )

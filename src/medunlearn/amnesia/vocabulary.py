@@ -67,7 +67,11 @@ class DiseaseVocabulary:
             canonical = " ".join(key)
             self._by_words[key] = canonical
             self.term_categories[canonical] = category
-        self._max_len = max((len(k) for k in self._by_words), default=1)
+        # Lengths of the terms that start with each word: most words start no term and cost one lookup.
+        lengths: dict[str, set[int]] = {}
+        for key in self._by_words:
+            lengths.setdefault(key[0], set()).add(len(key))
+        self._lengths_by_first_word = {word: tuple(sorted(n)) for word, n in lengths.items()}
 
     def __len__(self) -> int:
         return len(self.term_categories)
@@ -84,9 +88,9 @@ class DiseaseVocabulary:
         """
         tokens = words(text)
         found: dict[str, None] = {}
-        by_words = self._by_words
-        for start in range(len(tokens)):
-            for length in range(1, min(self._max_len, len(tokens) - start) + 1):
+        by_words, lengths_by_first_word = self._by_words, self._lengths_by_first_word
+        for start, token in enumerate(tokens):
+            for length in lengths_by_first_word.get(token, ()):
                 term = by_words.get(tuple(tokens[start : start + length]))
                 if term is not None:
                     found.setdefault(term)
@@ -139,8 +143,15 @@ def curated_terms() -> dict[str, str]:
     return terms
 
 
-def icd10cm_terms(chapter_categories: Mapping[str, str] = ICD_CHAPTER_CATEGORIES) -> dict[str, str]:
-    """Short ICD-10-CM category descriptions and inclusion terms, mapped to our categories."""
+ICD_TERMS_FILE = "icd10cm_terms.tsv"
+
+
+def derive_icd10cm_terms(chapter_categories: Mapping[str, str] = ICD_CHAPTER_CATEGORIES) -> dict[str, str]:
+    """Short ICD-10-CM category descriptions and inclusion terms, mapped to our categories.
+
+    This walks all of ICD-10-CM (seconds), so its result ships as ``data/icd10cm_terms.tsv``; regenerate it with
+    ``python -m medunlearn.amnesia.vocabulary`` (a test checks the shipped file is current).
+    """
     import simple_icd_10_cm as cm
 
     terms: dict[str, str] = {}
@@ -170,6 +181,16 @@ def condition_terms() -> dict[str, str]:
     }
 
 
+def render_icd_terms_file(terms: Mapping[str, str]) -> str:
+    return "term\tcategory\n" + "".join(f"{term}\t{category}\n" for term, category in sorted(terms.items()))
+
+
+def icd10cm_terms() -> dict[str, str]:
+    """The shipped ICD-10-CM derived terms (see :func:`derive_icd10cm_terms`)."""
+    text = resources.files("medunlearn.amnesia").joinpath("data").joinpath(ICD_TERMS_FILE).read_text()
+    return dict(line.split("\t") for line in text.splitlines()[1:])
+
+
 @lru_cache(maxsize=1)
 def default_vocabulary() -> DiseaseVocabulary:
     merged: dict[str, str] = {}
@@ -178,3 +199,11 @@ def default_vocabulary() -> DiseaseVocabulary:
     merged.update(curated_terms())  # curated last: it wins
     return DiseaseVocabulary(merged)
 
+
+
+if __name__ == "__main__":
+    from pathlib import Path
+
+    target = Path(__file__).parent / "data" / ICD_TERMS_FILE
+    target.write_text(render_icd_terms_file(derive_icd10cm_terms()))
+    print(f"wrote {target}")
