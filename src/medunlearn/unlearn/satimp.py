@@ -2,8 +2,8 @@ r"""SatImp — token reweighting by Saturation and Importance.
 
 SatImp keeps WGA's idea of weighting each forget token's log-likelihood, but multiplies two detached weights:
 a *saturation* weight :math:`p^{\beta_1}` (tokens the model still predicts well are not yet unlearned, so they
-weigh more) and an *importance* weight :math:`(1-p)^{\beta_2}` (tokens the model is near-certain of, often
-template words, weigh less):
+weigh more) and an *importance* weight :math:`(1-p)^{\beta_2}`, which does the opposite and damps the tokens the
+model is near-certain of. The paper finds saturation matters more and the product better than either:
 
 .. math::
 
