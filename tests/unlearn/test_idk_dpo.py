@@ -10,6 +10,7 @@ from datasets import concatenate_datasets
 
 from medunlearn.models import build_tiny_llama
 from medunlearn.unlearn.base import collate_examples, nll_loss, sequence_logps, tokenize_prompt_completion
+from medunlearn.unlearn.errors import UnlearningInputError
 from medunlearn.unlearn.idk_dpo import (
     IdkDPOConfig,
     IdkDPOTrainer,
@@ -172,3 +173,10 @@ def test_idk_dpo_live_reference_matches_precomputed(tiny_tokenizer, forget_qa, r
         actual = live.unlearning_loss(model, live_batch["forget"], live_batch["retain"])
     torch.testing.assert_close(actual["forget_loss"], expected["forget_loss"], atol=1e-4, rtol=0)
     assert abs(expected["preference_margin"].item()) < 1e-3
+
+
+def test_idk_dpo_trainer_reports_a_missing_refusals_file(tiny_tokenizer, tiny_model, forget_qa, retain_qa, unlearning_args, tmp_path):
+    missing = tmp_path / "no_such_refusals.txt"
+    args = unlearning_args(IdkDPOConfig, idk_answers_file=str(missing))
+    with pytest.raises(UnlearningInputError, match="no_such_refusals.txt"):
+        IdkDPOTrainer(tiny_model, args, forget_qa, retain_qa, processing_class=tiny_tokenizer)

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from medunlearn.models import build_tiny_llama
 from medunlearn.unlearn.base import collate_examples, nll_loss, tokenize_prompt_completion
+from medunlearn.unlearn.errors import UnlearningInputError
 from medunlearn.unlearn.pdu import (
     PDUConfig,
     PDUTrainer,
@@ -192,3 +193,10 @@ def test_flattening_splits_over_processes_like_one_batch(batch):
     padded_logits = torch.cat([logits, garbage], dim=1)
     padded_labels = torch.cat([labels, torch.full((len(labels), 2), -100)], dim=1)
     torch.testing.assert_close(logit_margin_flattening_loss(padded_logits, padded_labels), whole, atol=1e-5, rtol=1e-5)
+
+
+def test_pdu_config_rejects_negative_bounds(tmp_path):
+    with pytest.raises(UnlearningInputError, match="retain_loss_eps"):
+        PDUConfig(output_dir=str(tmp_path), retain_loss_eps=-0.1)
+    with pytest.raises(UnlearningInputError, match="dual_step_size"):
+        PDUConfig(output_dir=str(tmp_path), dual_step_size=-1.0)
