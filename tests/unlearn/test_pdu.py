@@ -200,3 +200,31 @@ def test_pdu_config_rejects_negative_bounds(tmp_path):
         PDUConfig(output_dir=str(tmp_path), retain_loss_eps=-0.1)
     with pytest.raises(UnlearningInputError, match="dual_step_size"):
         PDUConfig(output_dir=str(tmp_path), dual_step_size=-1.0)
+
+
+def test_pdu_checkpoint_carries_the_dual_variable(tiny_tokenizer, forget_qa, retain_qa, unlearning_args, tmp_path):
+    """Resuming from a checkpoint continues with the saved lambda and epsilon, not lambda_0."""
+    settings = dict(
+        dual_warmup_epochs=0, retain_weight=1.0, dual_step_size=0.5, learning_rate=1e-4, per_device_train_batch_size=1
+    )
+    first = PDUTrainer(
+        build_tiny_llama(tiny_tokenizer),
+        unlearning_args(PDUConfig, max_steps=2, save_strategy="steps", save_steps=2, **settings),
+        forget_qa,
+        retain_qa,
+        processing_class=tiny_tokenizer,
+    )
+    first.train()
+    saved_dual, saved_eps = first.dual, first.retain_loss_eps
+    assert saved_dual != 1.0
+    resumed = PDUTrainer(
+        build_tiny_llama(tiny_tokenizer),
+        unlearning_args(PDUConfig, max_steps=3, **settings),
+        forget_qa,
+        retain_qa,
+        processing_class=tiny_tokenizer,
+    )
+    resumed.train(resume_from_checkpoint=str(tmp_path / "out" / "checkpoint-2"))
+    resumed_steps = [entry for entry in resumed.state.log_history if "dual" in entry and entry.get("step") == 3]
+    assert resumed_steps and resumed_steps[0]["dual"] == pytest.approx(saved_dual, rel=1e-5)
+    assert resumed_steps[0]["retain_loss_eps"] == pytest.approx(saved_eps, rel=1e-5)

@@ -29,9 +29,8 @@ library's reduction); the reference averages over every position of the batch, p
 padding changes its loss. (2) When ``retain_loss_eps`` is unset, :math:`\varepsilon = \kappa \cdot
 \mathrm{NLL}_{\theta_0}(\text{retain})`, the starting model's retain loss on the first step times
 ``retain_loss_eps_factor`` :math:`\kappa`, after the authors' advice to pick a value somewhat above the
-starting retain loss. Limitation: :math:`\lambda` and :math:`\varepsilon` live in the trainer, not in
-checkpoints; a run resumed from a checkpoint starts again from :math:`\lambda_0` (set ``retain_weight`` and
-``retain_loss_eps`` to the logged ``dual`` and ``retain_loss_eps`` to continue).
+starting retain loss. :math:`\lambda` and :math:`\varepsilon` are saved in each checkpoint's trainer state
+(``stateful_callbacks["PDUDualState"]``), so ``train(resume_from_checkpoint=...)`` continues with them.
 Defaults: the authors' TOFU recipe (gamma = 1, lambda_0 = 100, eta = 5, 5 warm-up epochs, lr 1e-5, 10 epochs;
 epsilon = 0.3 there).
 
@@ -150,11 +149,26 @@ class PDUTrainer(UnlearningTrainer):
             )
 
 
+DUAL_STATE_KEY = "PDUDualState"
+"""Entry of ``TrainerState.stateful_callbacks`` holding λ and ε, so that checkpoints carry them."""
+
+
 class _DualAscentCallback(TrainerCallback):
-    """Takes the dual step after every optimiser step (all micro-batches of the step have been seen by then)."""
+    """Takes the dual step after every optimiser step (all micro-batches of the step have been seen by then),
+    records λ and ε in the trainer state (saved with every checkpoint) and restores them on resume."""
 
     def __init__(self, trainer: PDUTrainer):
         self.trainer = trainer
 
+    def on_train_begin(self, args, state, control, **kwargs):
+        saved = (state.stateful_callbacks or {}).get(DUAL_STATE_KEY)
+        if saved:  # resumed from a checkpoint: continue with its λ and ε
+            self.trainer.dual = float(saved["attributes"]["dual"])
+            self.trainer.retain_loss_eps = saved["attributes"]["retain_loss_eps"]
+
     def on_step_end(self, args, state, control, **kwargs):
         self.trainer.update_dual(state.epoch or 0.0)
+        state.stateful_callbacks[DUAL_STATE_KEY] = {
+            "args": {},
+            "attributes": {"dual": self.trainer.dual, "retain_loss_eps": self.trainer.retain_loss_eps},
+        }
