@@ -34,11 +34,16 @@ def test_evaluate_writes_summary_and_rescore_reproduces_it(amnesia_folder, saved
     out = tmp_path / "eval"
     common = ["--model", saved_model, "--data", amnesia_folder, "--forget", "forget_10", "--out", out,
               "--batch-size", 8, "--max-new-tokens", 4, "--max-retain-patients", 3, "--no-progress"]
-    assert _run(*common, "--before", saved_model) == 0
+    assert _run(*common, "--before", saved_model, "--retain-model", saved_model) == 0
     assert "AFE" in capsys.readouterr().out
     summary = json.loads((out / "summary.json").read_text())
     run_info = json.loads((out / "run.json").read_text())
-    assert run_info["complete"] and run_info["models"] == {"model": str(saved_model), "before": str(saved_model)}
+    assert run_info["complete"]
+    assert run_info["models"] == {"model": str(saved_model), "before": str(saved_model), "retain": str(saved_model)}
+    # The retain model is the model itself: its membership signal is the same, so privleak is 0.
+    mia = summary["membership_inference"]
+    assert mia["auc"] == mia["auc_retain_model"]
+    assert all(value in (0.0, None) for value in mia["privleak"].values())
     examples = pd.read_parquet(out / "examples.parquet")
     assert set(summary["populations"]) == set(examples["population"])
     for population, cells in summary["populations"].items():
@@ -55,7 +60,7 @@ def test_evaluate_writes_summary_and_rescore_reproduces_it(amnesia_folder, saved
     assert json.loads((out / "summary.json").read_text()) == summary
     # Rerunning finds every batch done and changes nothing.
     manifest = (out / "outputs" / "model" / "manifest.json").read_text()
-    assert _run(*common, "--before", saved_model) == 0
+    assert _run(*common, "--before", saved_model, "--retain-model", saved_model) == 0
     assert (out / "outputs" / "model" / "manifest.json").read_text() == manifest
 
 

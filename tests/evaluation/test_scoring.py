@@ -122,3 +122,15 @@ def test_misaligned_outputs_are_refused():
     examples = _examples(["forget_seen"] * 2, ["factual"] * 2, ["a", "b"])
     with pytest.raises(ValueError, match="not aligned"):
         per_example_metrics(examples, _fake_outputs(["a", "b"]).iloc[::-1])
+
+
+def test_degeneration_rates_per_cell():
+    # Per DegenerationConfig(): an empty answer and a 3-gram-repeating one are degenerate, a plain one is not.
+    texts = ["", "no no no no no no no no no", "The right coronary artery was occluded."]
+    examples = _examples(["retain_out_of_disease"] * 3, ["factual", "factual", "reasoning"], ["x y", "x y", "x y"])
+    cells = summarise(per_example_metrics(examples, _fake_outputs(texts)))["populations"]["retain_out_of_disease"]
+    assert cells["factual"]["degeneration_score"] == pytest.approx(1.0)
+    assert cells["factual"]["ds_empty_rate"] == pytest.approx(0.5)
+    assert cells["factual"]["ds_repetition_rate"] == pytest.approx(0.5)
+    assert cells["reasoning"]["degeneration_score"] == pytest.approx(0.0)
+    assert cells["all"]["degeneration_score"] == pytest.approx(2 / 3)
