@@ -131,3 +131,18 @@ def test_batch_plan_covers_every_example_once(sort_by_length):
     if sort_by_length:
         flat = [lengths[i] for i in np.concatenate(batches)]
         assert flat == sorted(lengths, reverse=True)
+
+
+def test_answer_spans_by_hand():
+    from medunlearn.evaluation.runner import locate_answers
+
+    eos = {9}
+    prompts = [[1, 2], [1], [5, 5, 5]]
+    full = [[1, 2, 7, 9, 3], [1, 4, 4], [5, 5, 5, 9, 9]]
+    starts, ends = locate_answers(prompts, full, eos)
+    # Row 0: answer 7 + EOS, the trailing 3 (a template newline) not scored; row 1: no EOS, to the end;
+    # row 2: an empty answer is just its EOS.
+    assert starts.tolist() == [2, 1, 3]
+    assert ends.tolist() == [4, 3, 4]
+    with pytest.raises(ValueError, match="example 1: the chat template renders the question differently"):
+        locate_answers([[1, 2], [1, 3]], [[1, 2, 9], [1, 4, 9]], eos)

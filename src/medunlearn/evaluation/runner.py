@@ -85,19 +85,45 @@ def encode_examples(tokenizer, questions: Sequence[str], answers: Sequence[str])
     full_text = tokenizer.apply_chat_template(conversations, tokenize=False)
     prompt_ids = tokenizer(list(prompt_text), add_special_tokens=False)["input_ids"]
     full_ids = tokenizer(list(full_text), add_special_tokens=False)["input_ids"]
-    eos_ids = _eos_ids(tokenizer)
-    starts = np.empty(len(full_ids), dtype=np.int64)
-    ends = np.empty(len(full_ids), dtype=np.int64)
-    for i, (prompt, full) in enumerate(zip(prompt_ids, full_ids)):
-        start = len(prompt)
-        if full[:start] != prompt:
-            raise ValueError(
-                f"example {i}: the chat template renders the question differently with and without the answer; "
-                "the answer tokens cannot be located"
-            )
-        end = next((j + 1 for j in range(start, len(full)) if full[j] in eos_ids), len(full))
-        starts[i], ends[i] = start, end
+    starts, ends = locate_answers(prompt_ids, full_ids, _eos_ids(tokenizer))
     return EncodedExamples(prompt_ids, full_ids, starts, ends)
+
+
+def locate_answers(prompt_ids: list[list[int]], full_ids: list[list[int]], eos_ids: set[int]):
+    """Answer span of every example, for all examples at once on the flattened token ids.
+
+    start = len(prompt); end = one past the first EOS at or after start (the sequence end if there is none).
+    Raises if a prompt is not a prefix of its full sequence (the template then renders the question
+    differently with an answer, and the answer tokens cannot be located).
+    """
+    full_lengths = np.fromiter((len(ids) for ids in full_ids), dtype=np.int64, count=len(full_ids))
+    starts = np.fromiter((len(ids) for ids in prompt_ids), dtype=np.int64, count=len(prompt_ids))
+    offsets = np.concatenate([[0], np.cumsum(full_lengths)[:-1]])
+    flat = np.fromiter((t for ids in full_ids for t in ids), dtype=np.int64, count=int(full_lengths.sum()))
+    flat_prompts = np.fromiter((t for ids in prompt_ids for t in ids), dtype=np.int64, count=int(starts.sum()))
+    too_long = np.flatnonzero(starts > full_lengths)
+    # Position of every prompt token inside the flat full sequences.
+    prompt_positions = np.repeat(offsets, starts) + np.arange(len(flat_prompts)) - np.repeat(np.cumsum(starts) - starts, starts)
+    mismatch = np.zeros(len(full_ids), dtype=bool)
+    if len(too_long) == 0:
+        differs = flat[prompt_positions] != flat_prompts
+        mismatch = np.bincount(np.repeat(np.arange(len(full_ids)), starts), weights=differs, minlength=len(full_ids)) > 0
+    bad = too_long if len(too_long) else np.flatnonzero(mismatch)
+    if len(bad):
+        raise ValueError(
+            f"example {int(bad[0])}: the chat template renders the question differently with and without the "
+            "answer; the answer tokens cannot be located"
+        )
+    # First EOS at or after each start: the next EOS position seen from every token, read at the start.
+    is_eos = np.isin(flat, list(eos_ids))
+    position = np.arange(len(flat))
+    next_eos = np.where(is_eos, position, len(flat))
+    next_eos = np.minimum.accumulate(next_eos[::-1])[::-1] if len(flat) else next_eos
+    sequence_end = offsets + full_lengths
+    at_start = np.minimum(offsets + starts, max(len(flat) - 1, 0))
+    first_eos = np.where(starts < full_lengths, next_eos[at_start], len(flat))
+    ends = np.where(first_eos < sequence_end, first_eos + 1, sequence_end) - offsets
+    return starts, ends
 
 
 def _eos_ids(tokenizer, model=None) -> set[int]:
@@ -120,6 +146,17 @@ def _device(model):
     return next(model.parameters()).device
 
 
+def _pad(sequences: list[list[int]], pad_token_id: int, side: str):
+    """``(input_ids, attention_mask)`` of a batch padded on ``side``."""
+    import torch
+    from torch.nn.utils.rnn import pad_sequence
+
+    tensors = [torch.tensor(s, dtype=torch.long) for s in sequences]
+    input_ids = pad_sequence(tensors, batch_first=True, padding_value=pad_token_id, padding_side=side)
+    ones = [torch.ones(len(s), dtype=torch.long) for s in sequences]
+    return input_ids, pad_sequence(ones, batch_first=True, padding_value=0, padding_side=side)
+
+
 def answer_token_statistics(model, sequences: list[list[int]], answer_start, answer_end, pad_token_id: int) -> dict:
     """Teacher-forced statistics of the answer tokens of a batch (right padding, so no position moves).
 
@@ -130,13 +167,8 @@ def answer_token_statistics(model, sequences: list[list[int]], answer_start, ans
     """
     import torch
 
-    lengths = [len(s) for s in sequences]
-    width = max(lengths)
-    input_ids = torch.full((len(sequences), width), pad_token_id, dtype=torch.long)
-    attention_mask = torch.zeros((len(sequences), width), dtype=torch.long)
-    for row, sequence in enumerate(sequences):
-        input_ids[row, : len(sequence)] = torch.tensor(sequence)
-        attention_mask[row, : len(sequence)] = 1
+    input_ids, attention_mask = _pad(sequences, pad_token_id, "right")
+    width = input_ids.shape[1]
     positions = torch.arange(width - 1)
     # Logits at position t predict token t + 1: the answer token j is scored by the logits at j - 1.
     start = torch.as_tensor(np.asarray(answer_start)) - 1
@@ -168,12 +200,8 @@ def greedy_generate(model, prompts: list[list[int]], pad_token_id: int, eos_toke
     """Greedy continuations of a batch of prompts (left padding); each cut before its first EOS."""
     import torch
 
-    width = max(len(p) for p in prompts)
-    input_ids = torch.full((len(prompts), width), pad_token_id, dtype=torch.long)
-    attention_mask = torch.zeros((len(prompts), width), dtype=torch.long)
-    for row, prompt in enumerate(prompts):
-        input_ids[row, width - len(prompt) :] = torch.tensor(prompt)
-        attention_mask[row, width - len(prompt) :] = 1
+    input_ids, attention_mask = _pad(prompts, pad_token_id, "left")
+    width = input_ids.shape[1]
     device = _device(model)
     with torch.inference_mode():
         output = model.generate(
