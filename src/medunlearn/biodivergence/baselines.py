@@ -201,16 +201,20 @@ class ZeroShotBaseline:
 BASELINES = ("majority", "lexical", "zero-shot")
 
 
-def make_baseline(name: str, *, model: str | None = None, **kwargs):
-    """A baseline by name; ``zero-shot`` loads ``model`` (a local path or a name the model loader knows)."""
+def make_baseline(name: str, *, model: str | None = None, device: str | None = None, **kwargs):
+    """A baseline by name; ``zero-shot`` loads ``model`` (a local path or a name the model loader knows) on
+    ``device`` (default: CUDA when available)."""
     if name == "majority":
         return MajorityBaseline()
     if name == "lexical":
         return LexicalBaseline(**kwargs)
     if name == "zero-shot":
+        import torch
+
         from medunlearn.models import load_model_and_tokenizer
 
         loaded_model, tokenizer = load_model_and_tokenizer(model or "smollm2-135m")
+        loaded_model.to(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         return ZeroShotBaseline(loaded_model, tokenizer, **kwargs)
     raise ValueError(f"unknown baseline {name!r}; choose one of {', '.join(BASELINES)}")
 

@@ -69,6 +69,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     evaluate.add_argument("--split", default="test", help="split to score (default test)")
     evaluate.add_argument("--model", default=None, help="zero-shot model: local path or smollm2-135m")
     evaluate.add_argument("--limit", type=int, default=None, help="score only the first N pairs")
+    evaluate.add_argument("--max-new-tokens", type=int, default=160, help="zero-shot: tokens to generate (160)")
+    evaluate.add_argument("--batch-size", type=int, default=8, help="zero-shot: prompts per generate call (8)")
+    evaluate.add_argument("--device", default=None, help="zero-shot: torch device (default: cuda if available)")
     evaluate.add_argument("--out", type=Path, default=None, help="folder for predictions.jsonl and metrics.json")
     return parser
 
@@ -190,8 +193,13 @@ def run_eval(args) -> int:
 
     splits, gold = _gold_split(args)
     if args.baseline:
-        baseline = make_baseline(args.baseline, model=args.model) if args.baseline == "zero-shot" \
-            else make_baseline(args.baseline)
+        if args.baseline == "zero-shot":
+            from medunlearn.biodivergence.baselines import ZeroShotConfig
+
+            config = ZeroShotConfig(max_new_tokens=args.max_new_tokens, batch_size=args.batch_size)
+            baseline = make_baseline(args.baseline, model=args.model, config=config, device=args.device)
+        else:
+            baseline = make_baseline(args.baseline)
         predictions = baseline.fit(splits["train"]).predict(gold)
         name = args.baseline
     else:
