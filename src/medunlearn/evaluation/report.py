@@ -86,7 +86,7 @@ def render_table(rows: list[dict]):
     for header in ("method", "population", "QA type", "n"):
         table.add_column(header, no_wrap=True)
     for header, _ in TABLE_COLUMNS:
-        table.add_column(header, justify="right")
+        table.add_column(header, justify="right", no_wrap=True, min_width=5)
     previous = None
     for row in rows:
         if previous is not None and row["method"] != previous:

@@ -31,6 +31,8 @@ def run(args) -> int:
     from medunlearn.evaluation.report import ReportError, write_report
 
     console = Console()
+    if not console.is_terminal:  # piped or logged: rich would assume 80 columns and squeeze the numbers away
+        console = Console(width=160)
     try:
         payload = write_report(args.eval_dirs, args.out, console=console)
     except ReportError as error:
