@@ -500,7 +500,7 @@ class UnlearningTrainer(Trainer):
         self._logged_sums: dict[str, float] = defaultdict(float)
         self._logged_count = 0
         if self.ref_model is not None:
-            self.ref_model.to(self.args.device)
+            self.ref_model = self._prepare_reference_copy(self.ref_model)
         if self.reference_source == "precomputed":
             self.pairs.forget = self.pairs.forget.add_column(
                 "reference_logps", self.compute_sequence_logps(self.pairs.forget).tolist()
@@ -634,6 +634,18 @@ class UnlearningTrainer(Trainer):
                 "reference_mode='adapter' needs a PEFT model (pass --lora / peft_config)"
             )
         return mode
+
+    def _prepare_reference_copy(self, ref_model):
+        """Shard the frozen copy like the policy under DeepSpeed ZeRO-3 / FSDP (TRL's helpers); else move it."""
+        if self.is_deepspeed_enabled:
+            from trl.models import prepare_deepspeed
+
+            return prepare_deepspeed(ref_model, self.accelerator)
+        if self.is_fsdp_enabled:
+            from trl.models import prepare_fsdp
+
+            return prepare_fsdp(ref_model, self.accelerator)
+        return ref_model.to(self.args.device)
 
     def _wrap_peft(self, model, peft_config):
         from peft import get_peft_model, prepare_model_for_kbit_training

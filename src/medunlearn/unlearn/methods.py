@@ -116,7 +116,7 @@ METHODS: dict[str, MethodSpec] = {
             "SatImpConfig",
             "SatImpTrainer",
             ("SatImp",),
-            "saturation/importance token-weighted ascent",
+            "token-weighted ascent, weights p^β1 (1−p)^β2 (saturation × importance)",
         ),
         MethodSpec(
             "ce_u",
@@ -124,7 +124,7 @@ METHODS: dict[str, MethodSpec] = {
             "CEUConfig",
             "CEUTrainer",
             ("CE-U", "CEU", "ce-u"),
-            "cross-entropy unlearning: CE with the true token's logit masked",
+            "cross-entropy to the model's own distribution with the answer token removed",
         ),
         MethodSpec(
             "pdu",
@@ -132,7 +132,7 @@ METHODS: dict[str, MethodSpec] = {
             "PDUConfig",
             "PDUTrainer",
             ("PDU",),
-            "primal-dual unlearning: retain loss under a constraint on the forget loss",
+            "primal-dual: forget loss under a bound on the retain loss (dual ascent on λ)",
         ),
     ]
 }
