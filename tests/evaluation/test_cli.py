@@ -34,7 +34,8 @@ def test_evaluate_writes_summary_and_rescore_reproduces_it(amnesia_folder, saved
     out = tmp_path / "eval"
     common = ["--model", saved_model, "--data", amnesia_folder, "--forget", "forget_10", "--out", out,
               "--batch-size", 8, "--max-new-tokens", 4, "--max-retain-patients", 3, "--no-progress"]
-    assert _run(*common, "--before", saved_model, "--retain-model", saved_model) == 0
+    shared_before = tmp_path / "before_forget_10"
+    assert _run(*common, "--before", saved_model, "--retain-model", saved_model, "--before-outputs", shared_before) == 0
     assert "AFE" in capsys.readouterr().out
     summary = json.loads((out / "summary.json").read_text())
     run_info = json.loads((out / "run.json").read_text())
@@ -60,8 +61,15 @@ def test_evaluate_writes_summary_and_rescore_reproduces_it(amnesia_folder, saved
     assert json.loads((out / "summary.json").read_text()) == summary
     # Rerunning finds every batch done and changes nothing.
     manifest = (out / "outputs" / "model" / "manifest.json").read_text()
-    assert _run(*common, "--before", saved_model, "--retain-model", saved_model) == 0
+    before_manifest = (shared_before / "manifest.json").read_text()
+    assert _run(*common, "--before", saved_model, "--retain-model", saved_model, "--before-outputs", shared_before) == 0
     assert (out / "outputs" / "model" / "manifest.json").read_text() == manifest
+    # A second evaluation sharing the before model's outputs reuses them (nothing is appended to its manifest).
+    other = [a if a != out else tmp_path / "eval2" for a in common]
+    assert _run(*other, "--before", saved_model, "--before-outputs", shared_before) == 0
+    assert (shared_before / "manifest.json").read_text() == before_manifest
+    second = json.loads((tmp_path / "eval2" / "summary.json").read_text())
+    assert second["populations"]["forget_seen"]["all"]["similarity_before"] == forget_all["similarity_before"]
 
 
 def test_unknown_forget_config_is_reported_without_traceback(saved_model, tmp_path, capsys):

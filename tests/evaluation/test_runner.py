@@ -146,3 +146,13 @@ def test_answer_spans_by_hand():
     assert ends.tolist() == [4, 3, 4]
     with pytest.raises(ValueError, match="example 1: the chat template renders the question differently"):
         locate_answers([[1, 2], [1, 3]], [[1, 2, 9], [1, 4, 9]], eos)
+
+
+def test_a_changed_model_does_not_reuse_outputs(tiny_model, tiny_tokenizer, make_examples, tmp_path):
+    examples = make_examples()
+    config = RunnerConfig(batch_size=4, max_new_tokens=2, **QUIET)
+    run_model(tiny_model, tiny_tokenizer, examples, tmp_path, config, model_id="ckpt")
+    with torch.no_grad():
+        tiny_model.model.norm.weight.mul_(1.01)  # "retrained in place", same name
+    with pytest.raises(StaleOutputsError):
+        run_model(tiny_model, tiny_tokenizer, examples, tmp_path, config, model_id="ckpt")

@@ -10,9 +10,10 @@ EPILOG = """example (a fictitious cohort, a fine-tuned model, then its evaluatio
   medunlearn finetune --model tiny-llama --data amnesia --out ckpt/finetuned
   medunlearn evaluate --model ckpt/finetuned --data amnesia --forget forget_10 --out evals/finetuned
 
-after unlearning, pass the starting model as --before so AFE compares against it:
+after unlearning, pass the starting model as --before so AFE compares against it (--before-outputs lets
+several methods share one run of the before model):
   medunlearn evaluate --model ckpt/grad_diff --before ckpt/finetuned --data amnesia --forget forget_10 \\
-      --out evals/grad_diff
+      --out evals/grad_diff --before-outputs evals/before_forget_10
 
 The folder holds per-example outputs (parquet), summary.json and run.json. An interrupted run resumes
 when rerun with the same arguments; --rescore recomputes summary.json from the stored outputs, no model needed."""
@@ -34,6 +35,11 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--out", required=True, help="evaluation folder to write (EVALDIR)")
     parser.add_argument("--before", help="the model before unlearning: AFE compares against its answers")
     parser.add_argument("--retain-model", help="a model never trained on the forget patients: MIA privleak")
+    parser.add_argument(
+        "--before-outputs",
+        help="folder for the --before model's outputs (default EVALDIR/outputs/before); share it between "
+        "evaluations with the same --before, data and settings so the before model runs once",
+    )
     parser.add_argument("--name", help="method name shown in reports (default: the model folder's name)")
     parser.add_argument("--batch-size", type=int, default=16, help="sequences per batch (default 16)")
     parser.add_argument("--max-new-tokens", type=int, default=64, help="generation length limit (default 64)")
@@ -92,6 +98,7 @@ def _evaluate(args) -> dict:
         args.out,
         before=args.before,
         retain_model=args.retain_model,
+        before_outputs=args.before_outputs,
         name=args.name,
         runner_config=RunnerConfig(
             batch_size=args.batch_size, max_new_tokens=args.max_new_tokens, progress=not args.no_progress

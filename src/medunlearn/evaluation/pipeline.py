@@ -59,13 +59,16 @@ def evaluate_unlearning(
     runner_config: RunnerConfig | None = None,
     population_config: PopulationConfig | None = None,
     examples: pd.DataFrame | None = None,
+    before_outputs: str | Path | None = None,
     overwrite: bool = False,
 ) -> dict:
     """Evaluate ``model`` (a path, or an object with ``tokenizer=``) on an AMNESIA forget config.
 
     ``before`` and ``retain_model`` are paths or ``(model, tokenizer)`` pairs. ``examples`` replaces the
     populations read from ``data_dir`` (a table shaped like ``build_populations``' output). Finished batches in
-    ``out_dir`` are reused, so rerunning an interrupted evaluation resumes it. Returns the summary.
+    ``out_dir`` are reused, so rerunning an interrupted evaluation resumes it. ``before_outputs`` is where the
+    before model's outputs live (default ``out_dir/outputs/before``): give several evaluations that share a
+    before model, data and settings the same folder and the before model runs once. Returns the summary.
     """
     runner_config = runner_config or RunnerConfig()
     population_config = population_config or PopulationConfig()
@@ -76,6 +79,9 @@ def evaluate_unlearning(
     examples.to_parquet(out_dir / "examples.parquet", index=False)
     forget_examples = examples[examples["population"].isin(FORGET_POPULATIONS)].reset_index(drop=True)
 
+    outputs = {role: out_dir / "outputs" / role for role in ROLES}
+    if before_outputs is not None:
+        outputs["before"] = Path(before_outputs)
     jobs = [("model", model, tokenizer, examples, PASSES)]
     if before is not None:
         jobs.append(("before", *_pair(before), forget_examples, PASSES))
@@ -88,6 +94,7 @@ def evaluate_unlearning(
         "runner": asdict(runner_config),
         "populations": asdict(population_config),
         "models": {},
+        "outputs": {role: str(outputs[role]) for role, *_ in jobs},
         "complete": False,
     }
     finished = True
@@ -96,7 +103,7 @@ def evaluate_unlearning(
         model_id = path or str(getattr(loaded.config, "name_or_path", "") or f"in-memory model ({role})")
         run_info["models"][role] = model_id
         finished &= run_model(
-            loaded, loaded_tokenizer, role_examples, out_dir / "outputs" / role, runner_config,
+            loaded, loaded_tokenizer, role_examples, outputs[role], runner_config,
             model_id=model_id, passes=passes, overwrite=overwrite,
         )
     run_info["complete"] = finished
@@ -121,8 +128,9 @@ def score_evaluation(eval_dir: str | Path) -> dict:
     run_info = json.loads((eval_dir / "run.json").read_text())
     examples = pd.read_parquet(eval_dir / "examples.parquet")
     tables = {}
+    recorded = run_info.get("outputs", {})
     for role in ROLES:
-        folder = eval_dir / "outputs" / role
+        folder = Path(recorded[role]) if role in recorded else eval_dir / "outputs" / role
         if not folder.is_dir():
             continue
         role_examples = examples if role == "model" else examples[examples["population"].isin(FORGET_POPULATIONS)]

@@ -219,11 +219,28 @@ def greedy_generate(model, prompts: list[list[int]], pad_token_id: int, eos_toke
     return [row[:stop].tolist() for row, stop in zip(new_tokens, stops)]
 
 
-def outputs_fingerprint(model_id: str, examples: pd.DataFrame, config: RunnerConfig) -> str:
+def weights_checksum(model) -> str:
+    """A cheap checksum of the weights: a strided sample of every parameter (about 4k values each), summed.
+
+    Two different checkpoints saved to the same folder, or a model trained in place, get different checksums,
+    so their outputs are never mixed; reading a sample instead of every weight keeps it fast for large models.
+    """
+    import torch
+
+    values = []
+    with torch.no_grad():
+        for name, parameter in sorted(model.named_parameters()):
+            flat = parameter.detach().reshape(-1)
+            stride = max(1, flat.numel() // 4096)
+            values.append(f"{name}:{tuple(parameter.shape)}:{flat[::stride].double().sum().item():.12e}")
+    return hashlib.sha256("|".join(values).encode()).hexdigest()[:16]
+
+
+def outputs_fingerprint(model_id: str, examples: pd.DataFrame, config: RunnerConfig, weights: str = "") -> str:
     """Hash of what the outputs depend on. Batch plan settings are included because shards are per batch."""
     digest = hashlib.sha256()
     settings = {k: v for k, v in asdict(config).items() if k not in ("stop_after_batches", "progress")}
-    digest.update(json.dumps({"model": model_id, "settings": settings}, sort_keys=True).encode())
+    digest.update(json.dumps({"model": model_id, "weights": weights, "settings": settings}, sort_keys=True).encode())
     for column in ("example_id", "question", "answer"):
         digest.update("\x1f".join(examples[column].astype(str)).encode())
     return digest.hexdigest()
@@ -274,7 +291,7 @@ def run_model(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     model_id = model_id or str(getattr(getattr(model, "config", None), "name_or_path", "") or "in-memory model")
-    fingerprint = outputs_fingerprint(model_id, examples, config)
+    fingerprint = outputs_fingerprint(model_id, examples, config, weights_checksum(model))
     manifest = _read_manifest(out_dir, fingerprint, model_id, overwrite)
 
     encoded = encode_examples(tokenizer, examples["question"].tolist(), examples["answer"].tolist())
