@@ -1,0 +1,30 @@
+"""``medunlearn publish`` checks the folder before any upload (dry run, offline)."""
+
+from __future__ import annotations
+
+from medunlearn.cli import main
+
+
+def make_folder(tmp_path, *names):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    for name in names:
+        (folder / name).write_text("x")
+    return folder
+
+
+def test_dry_run_lists_the_files(tmp_path, capsys):
+    folder = make_folder(tmp_path, "README.md", "model.safetensors", "config.json")
+    assert main(["publish", "--model", str(folder), "--repo-id", "me/model", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "model.safetensors" in out and "3 files would be uploaded to me/model" in out
+
+
+def test_pickled_weights_and_missing_card_are_refused(tmp_path, capsys):
+    folder = make_folder(tmp_path, "README.md", "model.safetensors", "training_args.bin")
+    assert main(["publish", "--model", str(folder), "--repo-id", "me/model", "--dry-run"]) == 2
+    assert "training_args.bin" in capsys.readouterr().err
+    (folder / "training_args.bin").unlink()
+    (folder / "README.md").unlink()
+    assert main(["publish", "--model", str(folder), "--repo-id", "me/model", "--dry-run"]) == 2
+    assert "model card" in capsys.readouterr().err
