@@ -108,6 +108,9 @@ def run_build(args) -> int:
     write_hub_folder(configs, stats, args.out, params)
     print(f"wrote {args.out}: v1.0 {stats.split_sizes}, v1.0-pairlevel {stats.pairlevel_split_sizes}; "
           f"bridging pairs dropped: {stats.bridging_pairs_dropped}")
+    if stats.split_sizes["dev"] + stats.split_sizes["test"] == 0:
+        print("note: no LLM-labelled pair survived cleaning, so dev and test are empty "
+              "(v1.0 admits heuristic labels to train only)")
     return 0
 
 
