@@ -7,7 +7,7 @@ import sys
 
 EPILOG = """example (a fictitious cohort, a fine-tuned model, then its evaluation on forget_10):
   medunlearn amnesia build --out amnesia --patients 40 --seed 0
-  medunlearn finetune --model tiny-llama --data amnesia --out ckpt/finetuned
+  medunlearn finetune --model tiny-llama --data amnesia --out ckpt/finetuned --notes-epochs 1 --qa-epochs 2
   medunlearn evaluate --model ckpt/finetuned --data amnesia --forget forget_10 --out evals/finetuned
 
 after unlearning, pass the starting model as --before so AFE compares against it (--before-outputs lets
