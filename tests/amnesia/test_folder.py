@@ -10,11 +10,17 @@ import datasets
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from medunlearn.amnesia import build_amnesia_folder
 from medunlearn.amnesia import hub as hub_module
 from medunlearn.amnesia.audit import AuditFailure, audit_folder
 from medunlearn.amnesia.builder import AmnesiaBuilder
+from medunlearn.amnesia.cohort import generate_cohort
+from medunlearn.amnesia.hub import FolderContents, write_folder
+from medunlearn.amnesia.schema import DISEASE_LEVEL_DEFAULT, DISEASES
+from medunlearn.amnesia.splits import SplitConfig, build_splits
 from medunlearn.cli import main as cli_main
 
 
@@ -167,3 +173,22 @@ def test_cli_build_audit_publish_dry_run(tmp_path, capsys):
     os.remove(out / "data/forget_10/train-00000-of-00001.parquet")
     assert cli_main(["amnesia", "audit", str(out)]) == 1
     assert "FAIL" in capsys.readouterr().err
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(patients=st.integers(1, 60), seed=st.integers(0, 10_000),
+       weights=st.lists(st.floats(0.0, 1.0), min_size=len(DISEASES), max_size=len(DISEASES)).filter(
+           lambda w: sum(w) > 0))
+def test_any_cohort_mix_writes_a_folder_that_passes_the_audit(tmp_path_factory, patients, seed, weights):
+    """Random sizes and disease mixes (diseases that cannot fill a percentage included) through the real writer."""
+    notes, qa = generate_cohort(patients=patients, seed=seed, disease_shares=dict(zip(DISEASES, weights)))
+    splits = build_splits(notes, qa, SplitConfig(seed=seed))
+    parameters = {"source": "synthetic", "patients": patients, "seed": seed, "qa_per_type": 4, "holdout_per_type": 1,
+                  "forget_percentages": [5, 10, 15, 20, 25], "disease_level": list(DISEASE_LEVEL_DEFAULT)}
+    contents = FolderContents(notes=notes, qa=qa, splits=splits, source="synthetic", build_parameters=parameters)
+    folder = write_folder(contents, tmp_path_factory.mktemp("mix") / "amnesia", progress=False)
+    audit_folder(folder)
+    manifest = json.loads((folder / "amnesia_build.json").read_text())
+    assert set(manifest["omitted"]) | {c for c in manifest["configs"] if "forget_" in c} == {
+        f"{prefix}forget_{p}" for prefix in ["", *(f"disease_{d}_" for d in DISEASE_LEVEL_DEFAULT)]
+        for p in (5, 10, 15, 20, 25)}
