@@ -148,7 +148,15 @@ def smollm2_checkpoint() -> Path:
         return target
     gguf = smollm2_gguf_path()
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    # The GGUF-loaded model still carries its GGUF quantizer and refuses to serialise: copy its (dequantised)
+    # weights into a plain model built from the same config.
+    config = loaded.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    model = AutoModelForCausalLM.from_config(config)
+    model.load_state_dict(loaded.state_dict())
+    model.generation_config = loaded.generation_config
     partial = target.with_name(target.name + ".partial")
     model.save_pretrained(partial)
     tokenizer.save_pretrained(partial)

@@ -19,8 +19,25 @@ def amnesia_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def finetuned_dir(amnesia_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("ft") / "model"
-    rc = main(["finetune", "--model", "tiny-llama", "--data", str(amnesia_dir), "--out", str(out),
-               "--notes-epochs", "1", "--qa-epochs", "1", "--tiny-vocab-size", "600", "--disable_tqdm", "true"])
+    rc = main(
+        [
+            "finetune",
+            "--model",
+            "tiny-llama",
+            "--data",
+            str(amnesia_dir),
+            "--out",
+            str(out),
+            "--notes-epochs",
+            "1",
+            "--qa-epochs",
+            "1",
+            "--tiny-vocab-size",
+            "600",
+            "--disable_tqdm",
+            "true",
+        ]
+    )
     assert rc == 0
     return out
 
@@ -34,8 +51,21 @@ def test_list_prints_every_core_method_with_a_summary(capsys):
 
 
 def test_unknown_method_is_a_clear_error(tmp_path, capsys):
-    rc = main(["unlearn", "--method", "forget-everything", "--model", "x", "--data", str(tmp_path),
-               "--forget", "forget_10", "--out", str(tmp_path / "o")])
+    rc = main(
+        [
+            "unlearn",
+            "--method",
+            "forget-everything",
+            "--model",
+            "x",
+            "--data",
+            str(tmp_path),
+            "--forget",
+            "forget_10",
+            "--out",
+            str(tmp_path / "o"),
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and "unknown unlearning method 'forget-everything'" in err and "Traceback" not in err
 
@@ -43,8 +73,21 @@ def test_unknown_method_is_a_clear_error(tmp_path, capsys):
 def test_unknown_recipe_field_names_the_file_and_field(tmp_path, capsys):
     recipe = tmp_path / "bad.yaml"
     recipe.write_text("method: npo\nbetta: 0.2\n")
-    rc = main(["unlearn", "--config", str(recipe), "--model", "x", "--data", str(tmp_path), "--forget", "forget_10",
-               "--out", str(tmp_path / "o")])
+    rc = main(
+        [
+            "unlearn",
+            "--config",
+            str(recipe),
+            "--model",
+            "x",
+            "--data",
+            str(tmp_path),
+            "--forget",
+            "forget_10",
+            "--out",
+            str(tmp_path / "o"),
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and "bad.yaml" in err and "betta" in err
 
@@ -62,9 +105,29 @@ def test_finetune_then_unlearn_with_recipe_and_override(finetuned_dir, amnesia_d
 
     assert (finetuned_dir / "model.safetensors").is_file()
     out = tmp_path / "unlearned"
-    rc = main(["unlearn", "--config", "recipes/npo.yaml", "--model", str(finetuned_dir), "--data", str(amnesia_dir),
-               "--forget", "forget_10", "--out", str(out), "--max_steps", "2", "--beta", "0.3",
-               "--retain_sampling", "same_disease", "--disable_tqdm", "true"])
+    rc = main(
+        [
+            "unlearn",
+            "--config",
+            "recipes/npo.yaml",
+            "--model",
+            str(finetuned_dir),
+            "--data",
+            str(amnesia_dir),
+            "--forget",
+            "forget_10",
+            "--out",
+            str(out),
+            "--max_steps",
+            "2",
+            "--beta",
+            "0.3",
+            "--retain_sampling",
+            "same_disease",
+            "--disable_tqdm",
+            "true",
+        ]
+    )
     assert rc == 0
     saved = json.loads((out / "unlearning_config.json").read_text())
     assert saved["beta"] == 0.3 and saved["retain_sampling"] == "same_disease"
@@ -86,8 +149,21 @@ def test_model_without_chat_template_is_a_clear_error(finetuned_dir, amnesia_dir
     config = json.loads((bare / "tokenizer_config.json").read_text())
     config.pop("chat_template", None)
     (bare / "tokenizer_config.json").write_text(json.dumps(config))
-    rc = main(["unlearn", "--method", "grad_diff", "--model", str(bare), "--data", str(amnesia_dir),
-               "--forget", "forget_10", "--out", str(tmp_path / "o")])
+    rc = main(
+        [
+            "unlearn",
+            "--method",
+            "grad_diff",
+            "--model",
+            str(bare),
+            "--data",
+            str(amnesia_dir),
+            "--forget",
+            "forget_10",
+            "--out",
+            str(tmp_path / "o"),
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and "chat template" in err
 
@@ -95,9 +171,70 @@ def test_model_without_chat_template_is_a_clear_error(finetuned_dir, amnesia_dir
 @pytest.mark.slow
 def test_nan_loss_is_a_clear_error_and_checkpoints_are_kept(finetuned_dir, amnesia_dir, tmp_path, capsys):
     out = tmp_path / "o"
-    rc = main(["unlearn", "--method", "GradAscent", "--model", str(finetuned_dir), "--data", str(amnesia_dir),
-               "--forget", "forget_25", "--out", str(out), "--learning_rate", "1e12", "--per_device_train_batch_size",
-               "1", "--max_steps", "20", "--save_strategy", "steps", "--save_steps", "1", "--disable_tqdm", "true"])
+    rc = main(
+        [
+            "unlearn",
+            "--method",
+            "GradAscent",
+            "--model",
+            str(finetuned_dir),
+            "--data",
+            str(amnesia_dir),
+            "--forget",
+            "forget_25",
+            "--out",
+            str(out),
+            "--learning_rate",
+            "1e12",
+            "--per_device_train_batch_size",
+            "1",
+            "--max_steps",
+            "20",
+            "--save_strategy",
+            "steps",
+            "--save_steps",
+            "1",
+            "--disable_tqdm",
+            "true",
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and "loss is" in err and "kept" in err
     assert (out / "checkpoint-1" / "model.safetensors").is_file()
+
+
+@pytest.mark.slow
+def test_unlearn_with_lora_saves_only_the_adapter_and_says_so(finetuned_dir, amnesia_dir, tmp_path):
+    out = tmp_path / "lora"
+    rc = main(
+        [
+            "unlearn",
+            "--method",
+            "kl-min",
+            "--lora",
+            "--lora-r",
+            "4",
+            "--model",
+            str(finetuned_dir),
+            "--data",
+            str(amnesia_dir),
+            "--forget",
+            "forget_10",
+            "--out",
+            str(out),
+            "--max_steps",
+            "2",
+            "--learning_rate",
+            "1e-3",
+            "--disable_tqdm",
+            "true",
+        ]
+    )
+    assert rc == 0
+    assert (out / "adapter_model.safetensors").is_file() and not (out / "model.safetensors").exists()
+    card = (out / "README.md").read_text()
+    assert "library_name: peft" in card and "LoRA adapter" in card and "`kl_min`" in card
+    from medunlearn.models import load_model_and_tokenizer
+
+    model, tokenizer = load_model_and_tokenizer(str(out))
+    assert type(model).__name__.startswith("Peft") and tokenizer.chat_template

@@ -201,3 +201,63 @@ def test_method_trains_and_moves_the_forget_loss_the_intended_way(
         assert last_forget_loss < first_forget_loss
     else:
         assert forget_nll(memorised_model, trainer) > nll_before + 0.05
+
+
+def test_npo_precomputed_reference_equals_the_live_reference(
+    tiny_tokenizer, forget_qa, retain_qa, unlearning_args
+):
+    """Stored log π_ref(y|x) are the values a live frozen copy gives; one training step ends in the same weights."""
+    from medunlearn.models import build_tiny_llama
+    from medunlearn.unlearn import NPOConfig, NPOTrainer
+
+    results = {}
+    for mode in ("precomputed", "copy"):
+        model = build_tiny_llama(tiny_tokenizer)
+        trainer = NPOTrainer(
+            model,
+            unlearning_args(NPOConfig, reference_mode=mode, max_steps=1),
+            forget_qa,
+            retain_qa,
+            processing_class=tiny_tokenizer,
+        )
+        assert (trainer.ref_model is None) == (mode == "precomputed")
+        trainer.train()
+        results[mode] = (
+            trainer.state.log_history[0]["loss"],
+            model.model.layers[1].mlp.up_proj.weight.detach(),
+        )
+    assert results["precomputed"][0] == pytest.approx(results["copy"][0], abs=1e-5)
+    torch.testing.assert_close(results["precomputed"][1], results["copy"][1])
+
+
+def test_rmu_under_peft_trains_the_adapter_against_the_adapter_disabled_reference(
+    tiny_model, tiny_tokenizer, forget_qa, retain_qa, unlearning_args
+):
+    from peft import LoraConfig
+
+    from medunlearn.unlearn import RMUConfig, RMUTrainer
+
+    trainer = RMUTrainer(
+        tiny_model,
+        unlearning_args(RMUConfig, layer=1, steering_coeff=2.0, max_steps=2),
+        forget_qa,
+        retain_qa,
+        processing_class=tiny_tokenizer,
+        peft_config=LoraConfig(r=4, lora_alpha=8, target_modules=["down_proj", "up_proj"], lora_dropout=0.0),
+    )
+    assert trainer.reference_source == "adapter" and trainer.ref_model is None
+    trainer.train()
+    named = dict(trainer.model.named_parameters())
+    assert any(not torch.all(p == 0) for name, p in named.items() if "lora_B" in name)
+    assert all("lora_" in name for name, p in named.items() if p.requires_grad)
+
+
+def test_rmu_layer_out_of_range_is_a_clear_error(
+    tiny_model, tiny_tokenizer, forget_qa, retain_qa, unlearning_args
+):
+    from medunlearn.unlearn import RMUConfig, RMUTrainer, UnlearningInputError
+
+    with pytest.raises(UnlearningInputError, match="layer 7 does not exist: the model has 2 decoder layers"):
+        RMUTrainer(
+            tiny_model, unlearning_args(RMUConfig), forget_qa, retain_qa, processing_class=tiny_tokenizer
+        )
