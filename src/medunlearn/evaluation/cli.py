@@ -40,6 +40,10 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         help="folder for the --before model's outputs (default EVALDIR/outputs/before); share it between "
         "evaluations with the same --before, data and settings so the before model runs once",
     )
+    parser.add_argument(
+        "--embedding-similarity", action="store_true",
+        help="answer similarity = mean of ROUGE-L F1 and the offline MiniLM embedding cosine (default: ROUGE-L F1)",
+    )
     parser.add_argument("--name", help="method name shown in reports (default: the model folder's name)")
     parser.add_argument("--batch-size", type=int, default=16, help="sequences per batch (default 16)")
     parser.add_argument("--max-new-tokens", type=int, default=64, help="generation length limit (default 64)")
@@ -99,6 +103,7 @@ def _evaluate(args) -> dict:
         before=args.before,
         retain_model=args.retain_model,
         before_outputs=args.before_outputs,
+        embedding_similarity=args.embedding_similarity,
         name=args.name,
         runner_config=RunnerConfig(
             batch_size=args.batch_size, max_new_tokens=args.max_new_tokens, progress=not args.no_progress

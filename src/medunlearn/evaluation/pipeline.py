@@ -60,6 +60,7 @@ def evaluate_unlearning(
     population_config: PopulationConfig | None = None,
     examples: pd.DataFrame | None = None,
     before_outputs: str | Path | None = None,
+    embedding_similarity: bool = False,
     overwrite: bool = False,
 ) -> dict:
     """Evaluate ``model`` (a path, or an object with ``tokenizer=``) on an AMNESIA forget config.
@@ -93,6 +94,7 @@ def evaluate_unlearning(
         "forget_config": forget_config,
         "runner": asdict(runner_config),
         "populations": asdict(population_config),
+        "similarity": {"embedding": embedding_similarity},
         "models": {},
         "outputs": {role: str(outputs[role]) for role, *_ in jobs},
         "complete": False,
@@ -129,13 +131,15 @@ def score_evaluation(eval_dir: str | Path) -> dict:
     examples = pd.read_parquet(eval_dir / "examples.parquet")
     tables = {}
     recorded = run_info.get("outputs", {})
+    use_embedding = bool(run_info.get("similarity", {}).get("embedding", False))
     for role in ROLES:
         folder = Path(recorded[role]) if role in recorded else eval_dir / "outputs" / role
         if not folder.is_dir():
             continue
         role_examples = examples if role == "model" else examples[examples["population"].isin(FORGET_POPULATIONS)]
         role_examples = role_examples.reset_index(drop=True)
-        tables[role] = per_example_metrics(role_examples, read_outputs(folder, role_examples["example_id"]))
+        outputs = read_outputs(folder, role_examples["example_id"])
+        tables[role] = per_example_metrics(role_examples, outputs, use_embedding=use_embedding)
     if "model" not in tables:
         raise FileNotFoundError(f"{eval_dir} has no outputs/model")
     model_table = tables["model"]
@@ -145,6 +149,7 @@ def score_evaluation(eval_dir: str | Path) -> dict:
         "name": run_info.get("name"),
         "forget_config": run_info.get("forget_config"),
         "models": run_info.get("models", {}),
+        "similarity": "mean of ROUGE-L F1 and MiniLM embedding cosine" if use_embedding else "ROUGE-L F1",
         **summarise(model_table, tables.get("before"), tables.get("retain")),
     }
     summary["forget_quality"] = None

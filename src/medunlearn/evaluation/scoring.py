@@ -23,6 +23,7 @@ from medunlearn.metrics.degeneration import DegenerationConfig, degeneration_com
 from medunlearn.metrics.disease_leakage import leakage_per_example
 from medunlearn.metrics.model_utility import model_utility
 from medunlearn.metrics.rouge import rouge_l
+from medunlearn.metrics.similarity import answer_similarity
 
 QA_TYPES_ALL = ("factual", "reasoning", "all")
 MIA_ATTACKS = ("loss", "zlib", "min_k", "min_k_plus_plus")
@@ -31,6 +32,7 @@ MEAN_COLUMNS = (
     "similarity",
     "rouge_l_f1",
     "rouge_l_recall",
+    "embedding_cosine",
     "prob",
     "loss",
     "exact_memorization",
@@ -76,19 +78,23 @@ def probability_statistics(outputs: pd.DataFrame, answers, min_k: float = 0.4) -
     }
 
 
-def text_statistics(examples: pd.DataFrame, predictions: list[str]) -> dict[str, np.ndarray]:
+def text_statistics(examples: pd.DataFrame, predictions: list[str], *, use_embedding: bool = False) -> dict[str, np.ndarray]:
     """Every text-based per-example statistic of the generated answers.
 
-    similarity = ROUGE-L F1 (the default of :mod:`medunlearn.metrics.similarity`); leakage is computed for
-    forget-population rows only (NaN elsewhere); the degeneration flags use ``DegenerationConfig()``.
+    similarity = :func:`medunlearn.metrics.similarity.answer_similarity` (ROUGE-L F1, and with
+    ``use_embedding`` its mean with the offline MiniLM embedding cosine); ROUGE-L recall is TOFU's ROUGE;
+    leakage is computed for forget-population rows only (NaN elsewhere); the degeneration flags are the
+    components of :func:`medunlearn.metrics.degeneration.degeneration_components` against the thresholds of
+    ``DegenerationConfig()``, so cell means are the rates ``degeneration()`` reports.
     """
-    rouge = rouge_l(predictions, examples["answer"].tolist())
+    answers = examples["answer"].tolist()
+    similarity = answer_similarity(predictions, answers, use_embedding=use_embedding)
     config = DegenerationConfig()
     parts = degeneration_components(predictions, config=config)
     columns = {
-        "rouge_l_f1": rouge["f1"],
-        "rouge_l_recall": rouge["recall"],
-        "similarity": rouge["f1"],
+        "rouge_l_f1": similarity["rouge_l"],
+        "rouge_l_recall": rouge_l(predictions, answers)["recall"],
+        "similarity": similarity["similarity"],
         "degenerate": parts["degenerate"],
         "ds_empty": parts["empty"],
         "ds_repetition": parts["repetition"] >= config.repetition_threshold,
@@ -104,11 +110,15 @@ def text_statistics(examples: pd.DataFrame, predictions: list[str]) -> dict[str,
             examples.loc[is_forget, "question"].tolist(),
         )
     columns["leakage"] = leakage
+    if use_embedding:
+        columns["embedding_cosine"] = similarity["embedding_cosine"]
     return columns
 
 
-def per_example_metrics(examples: pd.DataFrame, outputs: pd.DataFrame) -> pd.DataFrame:
+def per_example_metrics(examples: pd.DataFrame, outputs: pd.DataFrame, *, use_embedding: bool = False) -> pd.DataFrame:
     """One row per example: the example's fields plus every per-example statistic.
+
+    ``use_embedding`` adds the embedding cosine to the answer similarity (see ``text_statistics``).
 
     ``outputs`` must be ``runner.read_outputs(folder, examples["example_id"])`` (same order). Columns of a pass
     that was not run (the retain model runs no generation) are simply absent.
@@ -122,7 +132,7 @@ def per_example_metrics(examples: pd.DataFrame, outputs: pd.DataFrame) -> pd.Dat
     if "generated_text" in outputs:
         predictions = outputs["generated_text"].fillna("").tolist()
         table["generated_text"] = predictions
-        for name, values in text_statistics(table, predictions).items():
+        for name, values in text_statistics(table, predictions, use_embedding=use_embedding).items():
             table[name] = values
     return table
 
