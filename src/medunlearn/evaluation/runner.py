@@ -136,7 +136,13 @@ def _eos_ids(tokenizer, model=None) -> set[int]:
 
 
 def plan_batches(lengths: Sequence[int], batch_size: int, sort_by_length: bool) -> list[np.ndarray]:
-    """Split example indices into batches; sorted longest first so an out-of-memory shows at once."""
+    """Split example indices into batches; sorted longest first so an out-of-memory shows at once.
+
+    >>> [batch.tolist() for batch in plan_batches([3, 9, 1, 5], 2, sort_by_length=True)]
+    [[1, 3], [0, 2]]
+    >>> [batch.tolist() for batch in plan_batches([3, 9, 1, 5], 3, sort_by_length=False)]
+    [[0, 1, 2], [3]]
+    """
     lengths = np.asarray(lengths)
     order = np.argsort(-lengths, kind="stable") if sort_by_length else np.arange(len(lengths))
     return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
