@@ -64,9 +64,10 @@ def test_zero_shot_with_a_tiny_model_is_scored_not_dropped(pair_factory, tiny_mo
                                    ["population"], "population")] * 3)
     baseline = ZeroShotBaseline(tiny_model, tiny_tokenizer, ZeroShotConfig(max_new_tokens=8, batch_size=2))
     prompts = baseline.prompts(frame)
-    assert prompts[0].startswith("<|im_start|>system") and prompts[0].endswith("<|im_start|>assistant\n")
+    assert prompts[0].startswith("<|im_start|>system")
+    assert prompts[0].endswith('<|im_start|>assistant\n{"conflict_type": "')  # the answer is prefilled
     outputs = baseline.fit(frame).predict(frame)
-    assert len(outputs) == 3 and all(isinstance(text, str) for text in outputs)
+    assert len(outputs) == 3 and all(text.startswith('{"conflict_type": "') for text in outputs)
     scores = contextual_contradiction(outputs, _gold(frame))
     assert scores["num_examples"] == 3 and scores["num_unparseable"] == 3 and scores["accuracy"] == 0.0
 

@@ -149,11 +149,16 @@ def zero_shot_prompt(claim_a: str, claim_b: str) -> list[dict]:
 
 @dataclass
 class ZeroShotConfig:
-    """Greedy decoding, batched with left padding (ours)."""
+    """Greedy decoding, batched with left padding (ours).
+
+    response_prefix: text placed at the start of the model's answer (assistant prefill) and prepended to
+    what it generates, so small models start the JSON object instead of echoing the claims.
+    """
 
     max_new_tokens: int = 160
     batch_size: int = 8
     max_prompt_tokens: int = 1024
+    response_prefix: str = '{"conflict_type": "'
 
 
 class ZeroShotBaseline:
@@ -170,10 +175,11 @@ class ZeroShotBaseline:
 
     def prompts(self, frame: pd.DataFrame) -> list[str]:
         conversations = [zero_shot_prompt(a, b) for a, b in zip(frame["claim_a"], frame["claim_b"])]
+        prefix = self.config.response_prefix
         if getattr(self.tokenizer, "chat_template", None):
-            return [self.tokenizer.apply_chat_template(c, tokenize=False, add_generation_prompt=True)
+            return [self.tokenizer.apply_chat_template(c, tokenize=False, add_generation_prompt=True) + prefix
                     for c in conversations]
-        return [c[0]["content"] + "\n" + c[1]["content"] for c in conversations]
+        return [c[0]["content"] + "\n" + c[1]["content"] + "\n" + prefix for c in conversations]
 
     def predict(self, frame: pd.DataFrame) -> list[str]:
         import torch
@@ -195,7 +201,7 @@ class ZeroShotBaseline:
                                                 pad_token_id=tokenizer.pad_token_id)
             new_tokens = generated[:, batch["input_ids"].shape[1]:]
             outputs += tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
-        return outputs
+        return [self.config.response_prefix + text for text in outputs]
 
 
 BASELINES = ("majority", "lexical", "zero-shot")
