@@ -238,3 +238,59 @@ def test_unlearn_with_lora_saves_only_the_adapter_and_says_so(finetuned_dir, amn
 
     model, tokenizer = load_model_and_tokenizer(str(out))
     assert type(model).__name__.startswith("Peft") and tokenizer.chat_template
+
+
+@pytest.mark.slow
+def test_finetune_with_lora_writes_a_merged_plain_model(amnesia_dir, tmp_path):
+    import json as _json
+
+    out = tmp_path / "ft-lora"
+    rc = main(
+        [
+            "finetune",
+            "--model",
+            "tiny-llama",
+            "--data",
+            str(amnesia_dir),
+            "--out",
+            str(out),
+            "--lora",
+            "--lora-r",
+            "4",
+            "--notes-epochs",
+            "0",
+            "--qa-epochs",
+            "1",
+            "--tiny-vocab-size",
+            "600",
+            "--disable_tqdm",
+            "true",
+        ]
+    )
+    assert rc == 0
+    assert (out / "model.safetensors").is_file() and not (out / "adapter_config.json").exists()
+    assert _json.loads((out / "config.json").read_text())["model_type"] == "llama"
+
+
+def test_load_in_4bit_without_cuda_is_a_clear_error(amnesia_dir, tmp_path, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    rc = main(
+        [
+            "unlearn",
+            "--method",
+            "npo",
+            "--load-in-4bit",
+            "--model",
+            "smollm2-135m",
+            "--data",
+            str(amnesia_dir),
+            "--forget",
+            "forget_10",
+            "--out",
+            str(tmp_path / "o"),
+        ]
+    )
+    assert rc == 2 and "needs a CUDA GPU" in capsys.readouterr().err

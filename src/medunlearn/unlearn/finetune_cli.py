@@ -164,6 +164,10 @@ def finetune(args) -> Path:
         model = model.merge_and_unload()
     model.save_pretrained(args.out)
     tokenizer.save_pretrained(args.out)
+    for stage in ("notes", "qa"):  # the stages' Trainer output folders stay empty unless checkpoints were asked for
+        stage_dir = args.out / stage
+        if stage_dir.is_dir() and not any(stage_dir.iterdir()):
+            stage_dir.rmdir()
     return args.out
 
 
