@@ -63,6 +63,9 @@ def test_carve_component_cuts_a_chain_with_one_bridge_per_cut():
     split, straddling = carve_component(keys, np.ones(9, bool), position, dev_need=2, test_need=2)
     assert split.tolist() == ["dev", "dev", "", "test", "test", "", "train", "train", "train"]
     assert straddling.sum() == 2
+    split, straddling = carve_component(keys, np.ones(9, bool), position, dev_need=2, test_need=2, test_at_end=True)
+    assert split.tolist() == ["dev", "dev", "", "train", "train", "train", "", "test", "test"]
+    assert straddling.sum() == 2
 
 
 def test_percolating_pool_drops_few_bridging_pairs(pair_factory):

@@ -195,29 +195,34 @@ def _best_cut(kept_before: np.ndarray, crossing: np.ndarray, need: float, low: i
 
 
 def carve_component(keys: np.ndarray, is_llm: np.ndarray, position: np.ndarray, dev_need: float,
-                    test_need: float) -> tuple[np.ndarray, np.ndarray]:
-    """Sweep-cut one component along a key order into dev [0, c1), test [c1, c2) and train [c2, end).
+                    test_need: float, test_at_end: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Sweep-cut one component along a key order into segments: dev [0, c1), test [c1, c2), train [c2, end)
+    or, with ``test_at_end``, dev [0, c1), train [c1, c2), test [c2, end).
 
     A pair stays only if all its keys fall in one segment; pairs that straddle a cut are dropped (bridging),
     and heuristic pairs in dev/test are dropped. c1 is chosen so that dev keeps about ``dev_need`` LLM pairs
-    with the fewest straddling pairs, then c2 >= c1 likewise for test among the pairs after c1. Returns the
+    with the fewest straddling pairs, then c2 likewise for test among the pairs beyond c1. Returns the
     split per pair ("" = dropped) and the mask of straddling (bridging) pairs.
     """
     low, high = position[keys].min(axis=1), position[keys].max(axis=1)
     size = int(position.max()) + 2
-    llm_ends = np.bincount(high[is_llm] + 1, minlength=size)
-    kept_before = np.cumsum(llm_ends)  # LLM pairs entirely before cut c
+    kept_before = np.cumsum(np.bincount(high[is_llm] + 1, minlength=size))  # LLM pairs entirely before cut c
     crossing = np.cumsum(np.bincount(low + 1, minlength=size) - np.bincount(high + 1, minlength=size))
     c1 = _best_cut(kept_before, crossing, dev_need)
-    # The test cut only counts pairs that start after c1: pairs straddling c1 are already lost.
-    after = low >= c1
+    after = low >= c1  # pairs straddling c1 are already lost; the second cut only counts the others
+    if test_at_end:  # sweep the remaining pairs from the other end of the order
+        low, high = int(position.max()) - high, int(position.max()) - low
+        start = 0
+    else:
+        start = c1
     kept_after = np.cumsum(np.bincount(high[after & is_llm] + 1, minlength=size))
     crossing_after = np.cumsum(np.bincount(low[after] + 1, minlength=size) - np.bincount(high[after] + 1, minlength=size))
-    c2 = _best_cut(kept_after, crossing_after, test_need, low=c1)
+    c2 = _best_cut(kept_after, crossing_after, test_need, low=start)
     split = np.full(keys.shape[0], "", dtype=object)
-    split[high < c1] = "dev"
-    split[(low >= c1) & (high < c2)] = "test"
-    split[low >= c2] = "train"
+    first_segment = position[keys].max(axis=1) < c1
+    split[first_segment] = "dev"
+    split[after & (high < c2)] = "test"  # (low, high) are mirrored when the test segment is at the end
+    split[after & (low >= c2)] = "train"
     straddling = split == ""
     split[(split != "train") & ~is_llm] = ""
     return split, straddling
@@ -330,8 +335,9 @@ def article_disjoint_split(frame: pd.DataFrame, config: SplitConfig | None = Non
         dev_need = max(0.0, dev_target - kept[chosen][unit_split[chosen] == "dev"].sum())
         test_need = max(0.0, test_target - kept[chosen][unit_split[chosen] == "test"].sum())
         # Two cutters, several settings; keep the cut that reaches the sizes with the fewest bridging pairs.
-        options = [carve_component(sub_keys, is_llm[rows], p, dev_need, test_need)
-                   for p in (position, position.max() - position)]  # spectral sweep from either end
+        options = [carve_component(sub_keys, is_llm[rows], p, dev_need, test_need, test_at_end)
+                   for p in (position, position.max() - position)  # spectral sweep from either end
+                   for test_at_end in (False, True)]
         n_hubs = 1
         while n_hubs <= max(1, len(sub_uniques) // 10):
             # Pieces may be as large as half a split: here granularity matters less than keeping pairs.
