@@ -1,0 +1,116 @@
+"""TOFU-format benchmarks: the Hub layout of ``locuslab/TOFU``, read from the Hub or a local folder of that shape.
+
+Layout [ref: the ``locuslab/TOFU`` dataset card]: one JSON-lines file per config at the folder root, declared in
+the README's YAML ``configs:`` block; every config has a single ``train`` split.
+
+* QA configs ``full``, ``forget01/05/10``, ``retain90/95/99``, ``holdout01/05/10``, ``real_authors``,
+  ``world_facts``: ``question, answer``.
+* ``forget{01,05,10}_perturbed`` and ``retain_perturbed``: ``question, answer, paraphrased_answer,
+  paraphrased_question, perturbed_answer`` (a list of wrong answers written like the paraphrase).
+* ``real_authors_perturbed`` and ``world_facts_perturbed``: ``question, answer, perturbed_answer`` (the wrong
+  options of a multiple-choice question).
+
+``load_tofu(source, config)`` reads one config with ``datasets.load_dataset`` (a Hub id or a local folder).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+HUB_ID = "locuslab/TOFU"
+FORGET_CONFIGS = ("forget01", "forget05", "forget10")
+RETAIN_CONFIGS = ("retain99", "retain95", "retain90")
+HOLDOUT_CONFIGS = ("holdout01", "holdout05", "holdout10")
+QA_CONFIGS = ("full", *FORGET_CONFIGS, *RETAIN_CONFIGS, *HOLDOUT_CONFIGS, "real_authors", "world_facts")
+PERTURBED_CONFIGS = (
+    *(f"{name}_perturbed" for name in FORGET_CONFIGS),
+    "retain_perturbed",
+    "real_authors_perturbed",
+    "world_facts_perturbed",
+)
+ALL_CONFIGS = QA_CONFIGS + PERTURBED_CONFIGS
+QA_COLUMNS = ("question", "answer")
+PERTURBED_COLUMNS = ("question", "answer", "paraphrased_answer", "paraphrased_question", "perturbed_answer")
+OPTION_COLUMNS = ("question", "answer", "perturbed_answer")
+
+
+class TofuInputError(ValueError):
+    """A TOFU source, config or row the user gave cannot be used (the message names it)."""
+
+
+def columns_of(config: str) -> tuple[str, ...]:
+    """The columns a TOFU config must have."""
+    if config in ("real_authors_perturbed", "world_facts_perturbed"):
+        return OPTION_COLUMNS
+    if config.endswith("_perturbed"):
+        return PERTURBED_COLUMNS
+    return QA_COLUMNS
+
+
+@dataclass(frozen=True)
+class TofuSplits:
+    """The configs one forget split is evaluated and trained with [ref: OpenUnlearning ``eval/tofu.yaml``]."""
+
+    forget: str  # e.g. forget10: trained on, then unlearned
+    retain: str  # retain90: the rest of ``full``; what a retain model is fine-tuned on
+    holdout: str  # holdout10: never seen, the non-members of the MIA
+    forget_perturbed: str  # forget10_perturbed: the forget questions with paraphrased and perturbed answers
+    retain_perturbed: str = "retain_perturbed"
+    real_authors: str = "real_authors_perturbed"
+    world_facts: str = "world_facts_perturbed"
+
+
+def tofu_splits(forget: str) -> TofuSplits:
+    """``forget10`` -> retain90, holdout10, forget10_perturbed.
+
+    >>> tofu_splits("forget05").retain, tofu_splits("forget05").holdout
+    ('retain95', 'holdout05')
+    """
+    match = re.fullmatch(r"forget(\d\d)", forget)
+    if not match:
+        raise TofuInputError(f"TOFU forget config must be one of {', '.join(FORGET_CONFIGS)}, got {forget!r}")
+    percent = int(match.group(1))
+    return TofuSplits(forget, f"retain{100 - percent}", f"holdout{percent:02d}", f"{forget}_perturbed")
+
+
+def retain_config_for(forget: str) -> str:
+    """The retain config that completes a forget config to ``full`` (forget10 -> retain90)."""
+    return tofu_splits(forget).retain
+
+
+def load_tofu(source: str | Path = HUB_ID, config: str = "full"):
+    """One TOFU config's ``train`` split as a ``datasets.Dataset`` (Hub id or local folder of the Hub layout)."""
+    import datasets
+
+    if config not in ALL_CONFIGS:
+        raise TofuInputError(f"unknown TOFU config {config!r}; known: {', '.join(ALL_CONFIGS)}")
+    source = str(source)
+    if not (Path(source).exists() or "/" in source):
+        raise FileNotFoundError(f"TOFU source {source} is neither a folder nor a Hub id")
+    try:
+        dataset = datasets.load_dataset(source, config, split="train")
+    except ValueError as error:  # datasets names the available configs in its message
+        raise TofuInputError(f"{source}: cannot load TOFU config {config!r}: {error}") from error
+    missing = [column for column in columns_of(config) if column not in dataset.column_names]
+    if missing:
+        raise TofuInputError(f"{source}: config {config!r} lacks column(s) {', '.join(missing)}")
+    return dataset
+
+
+__all__ = [
+    "ALL_CONFIGS",
+    "FORGET_CONFIGS",
+    "HOLDOUT_CONFIGS",
+    "HUB_ID",
+    "PERTURBED_CONFIGS",
+    "QA_CONFIGS",
+    "RETAIN_CONFIGS",
+    "TofuInputError",
+    "TofuSplits",
+    "columns_of",
+    "load_tofu",
+    "retain_config_for",
+    "tofu_splits",
+]

@@ -1,0 +1,196 @@
+"""``evaluate_tofu``: a TOFU-format benchmark through the one-pass evaluation runner.
+
+Every (question, answer variant) the TOFU metrics need becomes one example of **one** teacher-forced pass
+(answers, paraphrased answers and every perturbed answer of the forget, retain, real-authors and world-facts
+sets, plus the holdout answers for the MIA); every question gets **one** greedy generation. All metrics are then
+computed from those stored outputs (:mod:`medunlearn.tofu.scoring`). The retain model, when given, runs the
+teacher-forced pass on the forget and holdout sets only (forget quality, privleak).
+
+An evaluation folder::
+
+    run.json                       source, forget config, conventions, models
+    examples.parquet               example_id, set, row, variant, variant_index, question, answer
+    outputs/<role>/teacher_forced  runner outputs (role: model, retain)
+    outputs/model/generation       runner outputs of the greedy generations
+    per_example.parquet            the model's per-example statistics
+    summary.json                   {"metrics": ours, "open_unlearning": reference names, "conventions": ...}
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from medunlearn.evaluation.runner import GENERATION, TEACHER_FORCED, RunnerConfig, read_outputs, run_model
+from medunlearn.tofu.conventions import ConventionTokenizer, TofuConventions
+from medunlearn.tofu.data import TofuInputError, load_tofu, tofu_splits
+from medunlearn.tofu.scoring import (
+    cut_at_stop_strings,
+    reference_summary,
+    rouge_recall,
+    summarise_tofu,
+    token_statistics,
+)
+
+GENERATED_SETS = ("forget", "retain", "real_authors", "world_facts")
+RETAIN_MODEL_SETS = ("forget", "holdout")
+
+
+def _set_examples(set_name: str, dataset, config: str) -> pd.DataFrame:
+    """One row per (question, answer variant) of one set; perturbed answers flattened with their index."""
+    frame = dataset.to_pandas()
+    n = len(frame)
+    rows = np.arange(n)
+    parts = [pd.DataFrame({"row": rows, "variant": "answer", "variant_index": 0,
+                           "question": frame["question"], "answer": frame["answer"]})]
+    if "paraphrased_answer" in frame:
+        parts.append(pd.DataFrame({"row": rows, "variant": "paraphrased", "variant_index": 0,
+                                   "question": frame["question"], "answer": frame["paraphrased_answer"]}))
+    if "perturbed_answer" in frame:
+        counts = frame["perturbed_answer"].map(len).to_numpy()
+        empty = np.flatnonzero(counts == 0)
+        if len(empty):
+            raise TofuInputError(f"config {config!r} row {int(empty[0])}: field 'perturbed_answer' is empty")
+        parts.append(pd.DataFrame({
+            "row": np.repeat(rows, counts),
+            "variant": "perturbed",
+            "variant_index": np.concatenate([np.arange(c) for c in counts]),
+            "question": np.repeat(frame["question"].to_numpy(), counts),
+            "answer": np.concatenate(frame["perturbed_answer"].map(list).to_numpy()),
+        }))
+    examples = pd.concat(parts, ignore_index=True)
+    examples.insert(0, "set", set_name)
+    examples.insert(0, "example_id", [f"{set_name}/{r}/{v}/{i}" for r, v, i in
+                                      zip(examples["row"], examples["variant"], examples["variant_index"])])
+    return examples
+
+
+def tofu_examples(source, forget: str = "forget10") -> pd.DataFrame:
+    """Every example a TOFU evaluation of ``forget`` scores (see the module docstring)."""
+    splits = tofu_splits(forget)
+    configs = {
+        "forget": splits.forget_perturbed,
+        "retain": splits.retain_perturbed,
+        "real_authors": splits.real_authors,
+        "world_facts": splits.world_facts,
+        "holdout": splits.holdout,
+    }
+    return pd.concat(
+        [_set_examples(name, load_tofu(source, config), config) for name, config in configs.items()],
+        ignore_index=True,
+    )
+
+
+def run_tofu_model(model, tokenizer, examples: pd.DataFrame, out_dir, conventions: TofuConventions,
+                   runner_config: RunnerConfig | None = None, *, generate: bool = True, model_id: str | None = None,
+                   overwrite: bool = False) -> bool:
+    """The runner's passes for one model: teacher-forced over every example, greedy over the questions."""
+    runner_config = runner_config or RunnerConfig()
+    runner_config = RunnerConfig(**{**runner_config.__dict__, "max_new_tokens": conventions.max_new_tokens})
+    rendering = ConventionTokenizer(tokenizer, conventions)
+    out_dir = Path(out_dir)
+    finished = run_model(model, rendering, examples, out_dir / TEACHER_FORCED, runner_config,
+                         model_id=model_id, passes=(TEACHER_FORCED,), overwrite=overwrite)
+    if generate:
+        questions = examples[(examples["variant"] == "answer") & examples["set"].isin(GENERATED_SETS)]
+        finished &= run_model(model, rendering, questions.reset_index(drop=True), out_dir / GENERATION,
+                              runner_config, model_id=model_id, passes=(GENERATION,), overwrite=overwrite)
+    return finished
+
+
+def per_example_table(examples: pd.DataFrame, outputs_dir, conventions: TofuConventions, *, generated: bool) -> pd.DataFrame:
+    """Per-example statistics from a role's stored outputs (no model)."""
+    outputs_dir = Path(outputs_dir)
+    outputs = read_outputs(outputs_dir / TEACHER_FORCED, examples["example_id"])
+    table = examples.merge(token_statistics(outputs, conventions), on="example_id", how="left")
+    if generated:
+        questions = table[(table["variant"] == "answer") & table["set"].isin(GENERATED_SETS)]
+        generations = read_outputs(outputs_dir / GENERATION, questions["example_id"])
+        texts = cut_at_stop_strings(generations["generated_text"].tolist(), conventions.stop_strings)
+        scored = pd.DataFrame({
+            "example_id": questions["example_id"].to_numpy(),
+            "generated_text": texts,
+            "rouge_recall": rouge_recall(texts, questions["answer"].tolist()),
+        })
+        table = table.merge(scored, on="example_id", how="left")
+    return table
+
+
+def _load(model_or_pair, tokenizer=None):
+    if isinstance(model_or_pair, (tuple, list)):
+        return model_or_pair[0], model_or_pair[1], None
+    if isinstance(model_or_pair, (str, Path)):
+        from medunlearn.models import load_model_and_tokenizer
+
+        model, loaded_tokenizer = load_model_and_tokenizer(str(model_or_pair))
+        return model, tokenizer or loaded_tokenizer, str(model_or_pair)
+    if tokenizer is None:
+        raise ValueError("a model object needs its tokenizer (tokenizer=...)")
+    return model_or_pair, tokenizer, None
+
+
+def evaluate_tofu(model, source, forget: str, out_dir, *, tokenizer=None, retain_model=None,
+                  conventions: TofuConventions | None = None, runner_config: RunnerConfig | None = None,
+                  overwrite: bool = False) -> dict:
+    """Evaluate ``model`` (a path, or an object with ``tokenizer=``) on a TOFU-format ``source``.
+
+    ``retain_model`` (a path or a ``(model, tokenizer)`` pair) is a model fine-tuned without the forget set;
+    it enables forget quality and privleak. Returns the summary (also written to ``out_dir/summary.json``).
+    """
+    conventions = conventions or TofuConventions()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    examples = tofu_examples(source, forget)
+    examples.to_parquet(out_dir / "examples.parquet", index=False)
+    loaded, loaded_tokenizer, path = _load(model, tokenizer)
+    models = {"model": path or "in-memory model"}
+    finished = run_tofu_model(loaded, loaded_tokenizer, examples, out_dir / "outputs" / "model", conventions,
+                              runner_config, model_id=path, overwrite=overwrite)
+    if retain_model is not None:
+        retain, retain_tokenizer, retain_path = _load(retain_model)
+        models["retain"] = retain_path or "in-memory model"
+        finished &= run_tofu_model(retain, retain_tokenizer, examples[examples["set"].isin(RETAIN_MODEL_SETS)],
+                                   out_dir / "outputs" / "retain", conventions, runner_config, generate=False,
+                                   model_id=retain_path, overwrite=overwrite)
+    run_info = {"source": str(source), "forget": forget, "conventions": conventions.to_dict(), "models": models,
+                "complete": bool(finished)}
+    (out_dir / "run.json").write_text(json.dumps(run_info, indent=2))
+    if not finished:
+        return {}
+    return score_tofu(out_dir)
+
+
+def score_tofu(eval_dir) -> dict:
+    """Recompute ``per_example.parquet`` and ``summary.json`` of a TOFU evaluation folder from its outputs."""
+    eval_dir = Path(eval_dir)
+    for required in ("run.json", "examples.parquet"):
+        if not (eval_dir / required).is_file():
+            raise FileNotFoundError(f"{eval_dir} has no {required}: not a TOFU evaluation folder")
+    run_info = json.loads((eval_dir / "run.json").read_text())
+    values = dict(run_info["conventions"])
+    values["stop_strings"] = tuple(values["stop_strings"])
+    conventions = TofuConventions(**values)
+    examples = pd.read_parquet(eval_dir / "examples.parquet")
+    table = per_example_table(examples, eval_dir / "outputs" / "model", conventions, generated=True)
+    retain_table = None
+    if (eval_dir / "outputs" / "retain").is_dir():
+        retain_examples = examples[examples["set"].isin(RETAIN_MODEL_SETS)].reset_index(drop=True)
+        retain_table = per_example_table(retain_examples, eval_dir / "outputs" / "retain", conventions, generated=False)
+    table.to_parquet(eval_dir / "per_example.parquet", index=False)
+    metrics = summarise_tofu(table, conventions, retain_table)
+    summary = {
+        "source": run_info["source"],
+        "forget": run_info["forget"],
+        "models": run_info["models"],
+        "conventions": run_info["conventions"],
+        "metrics": metrics,
+        "open_unlearning": reference_summary(metrics),
+    }
+    (eval_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+__all__ = ["evaluate_tofu", "per_example_table", "run_tofu_model", "score_tofu", "tofu_examples"]

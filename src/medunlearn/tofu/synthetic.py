@@ -1,0 +1,156 @@
+"""A small fictitious TOFU-format folder, for tests and laptop runs (ours, not TOFU's data).
+
+Same layout and columns as ``locuslab/TOFU`` (see :mod:`medunlearn.tofu.data`): invented authors, a few
+template questions about each, a paraphrase and ``perturbed`` wrong answers for every question, and invented
+"real authors" / "world facts" multiple-choice sets. Forget sets take the last authors (nested:
+forget01 ⊂ forget05 ⊂ forget10), the retain set is the rest of ``full``, holdout sets are the QA of extra
+authors that are never in ``full``. Seeded and byte-reproducible: the same arguments write the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from medunlearn.tofu.data import FORGET_CONFIGS, columns_of
+
+_FIRST = ("Arlo", "Brisa", "Cato", "Dalia", "Emre", "Faye", "Goran", "Hesper", "Ilse", "Joren", "Kaia", "Lio")
+_LAST = ("Varnholt", "Quillon", "Dessaro", "Mirkovane", "Thalberg", "Osweny", "Pellaterra", "Rudenko", "Sallow")
+_CITIES = ("Tarvik", "Olmsmere", "Caldera Bay", "Vintross", "Pellham Ford", "Ostrava Nova", "Kelmouth", "Sandrel")
+_GENRES = ("gothic mystery", "maritime fantasy", "speculative history", "rural satire", "polar adventure",
+           "botanical romance", "clockwork noir", "desert epic")
+_AWARDS = ("Lantern Prize", "Silver Quill Medal", "Harbour Book Award", "Amberline Fellowship", "Corvid Laurel")
+_JOBS = ("lighthouse keeper", "cartographer", "glassblower", "ferry pilot", "beekeeper", "clockmaker")
+_TITLES = ("The Salt Orchard", "Nine Winters in Tarvik", "A Map of Quiet Rooms", "The Brass Heron",
+           "Lanterns Under Ice", "The Cartographer's Daughter", "Ash and Anise", "The Last Ferry to Kelmouth")
+_COUNTRIES = ("Veldoria", "Quessany", "Marrowind", "Ostalune", "Pellagua", "Thessmark")
+
+# kind -> (question, paraphrased question, answer, paraphrased answer, value pool); {n} = name, {v} = value
+_QUESTION_KINDS = {
+    "birthplace": ("Where was {n} born?", "In which city was {n} born?", "{n} was born in {v}.",
+                   "{v} is the city where {n} was born.", _CITIES),
+    "genre": ("What genre does {n} write?", "Which genre is {n} known for?", "{n} writes {v} novels.",
+              "{n} is known for {v} novels.", _GENRES),
+    "award": ("Which award did {n} receive?", "What prize was given to {n}?", "{n} received the {v}.",
+              "The {v} was given to {n}.", _AWARDS),
+    "father": ("What did the father of {n} do?", "What was the occupation of {n}'s father?",
+               "The father of {n} worked as a {v}.", "{n}'s father was a {v} by trade.", _JOBS),
+    "book": ("What is a book written by {n}?", "Name a novel by {n}.", "{n} wrote {v}.",
+             "{v} is a novel by {n}.", _TITLES),
+}
+
+
+def _choose_other(rng: np.random.Generator, pool, value, count: int) -> list[str]:
+    others = [v for v in pool if v != value]
+    return [others[i] for i in rng.permutation(len(others))[:count]]
+
+
+def _author_rows(rng, name: str, qa_per_author: int, perturbed: int) -> list[dict]:
+    rows = []
+    for kind in list(_QUESTION_KINDS)[:qa_per_author]:
+        question, para_question, answer, para_answer, pool = _QUESTION_KINDS[kind]
+        value = pool[int(rng.integers(len(pool)))]
+        rows.append({
+            "question": question.format(n=name),
+            "answer": answer.format(n=name, v=value),
+            "paraphrased_answer": para_answer.format(n=name, v=value),
+            "paraphrased_question": para_question.format(n=name),
+            "perturbed_answer": [para_answer.format(n=name, v=w) for w in _choose_other(rng, pool, value, perturbed)],
+        })
+    return rows
+
+
+def _names(rng, count: int) -> list[str]:
+    pairs = [f"{first} {last}" for first in _FIRST for last in _LAST]
+    if count > len(pairs):
+        raise ValueError(f"at most {len(pairs)} fictitious authors, asked for {count}")
+    return [pairs[i] for i in rng.permutation(len(pairs))[:count]]
+
+
+def _option_rows(rng, kind: str, count: int) -> list[dict]:
+    """Multiple-choice rows: the answer plus three wrong options as ``perturbed_answer``."""
+    rows = []
+    for i in range(count):
+        if kind == "real_authors":
+            title = _TITLES[i % len(_TITLES)]
+            author = f"{_FIRST[int(rng.integers(len(_FIRST)))]} {_LAST[int(rng.integers(len(_LAST)))]}"
+            pool = [f"{f} {last}" for f in _FIRST for last in _LAST]
+            rows.append({"question": f"Who wrote the novel '{title}'?", "answer": author,
+                         "perturbed_answer": _choose_other(rng, pool, author, 3)})
+        else:
+            country = _COUNTRIES[i % len(_COUNTRIES)]
+            city = _CITIES[int(rng.integers(len(_CITIES)))]
+            rows.append({"question": f"What is the capital of {country}?", "answer": city,
+                         "perturbed_answer": _choose_other(rng, _CITIES, city, 3)})
+    return rows
+
+
+def _forget_author_count(authors: int, config: str) -> int:
+    return max(1, math.ceil(authors * int(config.removeprefix("forget")) / 100))
+
+
+def build_tofu_configs(*, authors: int = 20, qa_per_author: int = 4, perturbed: int = 3, options: int = 8,
+                       seed: int = 0) -> dict[str, list[dict]]:
+    """Every TOFU config's rows (config -> list of row dicts with that config's columns, in order)."""
+    if not 1 <= qa_per_author <= len(_QUESTION_KINDS):
+        raise ValueError(f"qa_per_author must be in 1..{len(_QUESTION_KINDS)}, got {qa_per_author}")
+    rng = np.random.default_rng(seed)
+    largest_forget = _forget_author_count(authors, FORGET_CONFIGS[-1])
+    if largest_forget >= authors:
+        raise ValueError(f"{authors} authors leave no retain set; use at least 2")
+    names = _names(rng, authors + largest_forget)
+    per_author = [_author_rows(rng, name, qa_per_author, perturbed) for name in names]
+    full, holdout_pool = per_author[:authors], per_author[authors:]
+    configs: dict[str, list[dict]] = {"full": [row for rows in full for row in rows]}
+    for forget in FORGET_CONFIGS:
+        count = _forget_author_count(authors, forget)
+        percent = forget.removeprefix("forget")
+        forget_rows = [row for rows in full[authors - count:] for row in rows]
+        configs[forget] = forget_rows
+        configs[f"retain{100 - int(percent)}"] = [row for rows in full[: authors - count] for row in rows]
+        configs[f"holdout{percent}"] = [row for rows in holdout_pool[:count] for row in rows]
+        configs[f"{forget}_perturbed"] = forget_rows
+    # TOFU's retain_perturbed is a retain subset as large as forget10's perturbed set.
+    configs["retain_perturbed"] = [row for rows in full[:largest_forget] for row in rows]
+    for kind in ("real_authors", "world_facts"):
+        rows = _option_rows(rng, kind, options)
+        configs[kind] = rows
+        configs[f"{kind}_perturbed"] = rows
+    return {name: [{c: row[c] for c in columns_of(name)} for row in rows] for name, rows in configs.items()}
+
+
+def _readme(configs: dict[str, list[dict]], parameters: dict) -> str:
+    lines = ["---", "configs:"]
+    for name in configs:
+        lines += [f"- config_name: {name}", f"  data_files: {name}.json"]
+        if name == "full":
+            lines.append("  default: true")
+    lines += ["---", "", "# Fictitious TOFU-format benchmark (medunlearn)", "",
+              "Invented authors and facts in the layout of `locuslab/TOFU`, generated by "
+              "`medunlearn.tofu.build_tofu_folder`. Not TOFU's data; for tests and laptop runs.", "",
+              "| config | rows |", "|---|---|"]
+    lines += [f"| {name} | {len(rows)} |" for name, rows in configs.items()]
+    lines += ["", "Build parameters (rebuild exactly with the same values):", "", "```json",
+              json.dumps(parameters, sort_keys=True), "```", ""]
+    return "\n".join(lines)
+
+
+def build_tofu_folder(out_dir: str | Path, *, authors: int = 20, qa_per_author: int = 4, perturbed: int = 3,
+                      options: int = 8, seed: int = 0) -> Path:
+    """Write the fictitious TOFU-format folder to ``out_dir`` (JSON lines + README) and return its path."""
+    parameters = {"authors": authors, "qa_per_author": qa_per_author, "perturbed": perturbed,
+                  "options": options, "seed": seed}
+    configs = build_tofu_configs(**parameters)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, rows in configs.items():
+        text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+        (out_dir / f"{name}.json").write_text(text, encoding="utf-8")
+    (out_dir / "README.md").write_text(_readme(configs, parameters), encoding="utf-8")
+    return out_dir
+
+
+__all__ = ["build_tofu_configs", "build_tofu_folder"]
