@@ -106,3 +106,31 @@ def test_populations_come_from_the_folder_given_not_from_the_datasets_cache(amne
     first = load_populations(amnesia_folder, "forget_10", config)
     second = load_populations(other, "forget_10", config)
     assert first["patient_id"].nunique() == 20 and second["patient_id"].nunique() == 40
+
+
+@pytest.mark.slow  # ~20 s: torchrun starts two evaluation processes
+def test_two_processes_give_the_single_process_summary(amnesia_folder, saved_model, tmp_path):
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable))
+    if torchrun is None:
+        pytest.skip("torchrun is not installed next to this Python")
+    common = ["--model", saved_model, "--data", amnesia_folder, "--forget", "forget_10", "--batch-size", 4,
+              "--max-new-tokens", 3, "--max-retain-patients", 2, "--no-progress"]
+    assert _run(*common, "--out", tmp_path / "one") == 0
+    medunlearn = [sys.executable, "-c", "import sys; from medunlearn.evaluation import cli; "
+                  "sys.exit(cli.run(cli.build_parser('evaluate').parse_args(sys.argv[1:])))"]
+    command = [torchrun, "--nproc_per_node", "2", "--no-python", *medunlearn, *map(str, common), "--out", str(tmp_path / "two")]
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    manifests = sorted(p.name for p in (tmp_path / "two" / "outputs" / "model").glob("manifest*.json"))
+    assert manifests == ["manifest-0-of-2.json", "manifest-1-of-2.json"]
+    one = json.loads((tmp_path / "one" / "summary.json").read_text())
+    two = json.loads((tmp_path / "two" / "summary.json").read_text())
+    # Same batch plan, same kernels: the processes reproduce the single-process numbers exactly.
+    assert two["populations"] == one["populations"]
+    assert two["membership_inference"] == one["membership_inference"]

@@ -156,3 +156,38 @@ def test_a_changed_model_does_not_reuse_outputs(tiny_model, tiny_tokenizer, make
         tiny_model.model.norm.weight.mul_(1.01)  # "retrained in place", same name
     with pytest.raises(StaleOutputsError):
         run_model(tiny_model, tiny_tokenizer, examples, tmp_path, config, model_id="ckpt")
+
+
+def test_processes_share_the_batches_and_their_outputs_equal_one_process(lively_model, tiny_tokenizer, make_examples, tmp_path):
+    from medunlearn.evaluation.runner import outputs_complete
+
+    examples = make_examples()
+    config = RunnerConfig(batch_size=2, max_new_tokens=5, **QUIET)
+    run_model(lively_model, tiny_tokenizer, examples, tmp_path / "one", config)
+
+    shared = tmp_path / "two"
+    run_model(lively_model, tiny_tokenizer, examples, shared, config, process_index=1, num_processes=2)
+    assert not outputs_complete(shared)
+    run_model(lively_model, tiny_tokenizer, examples, shared, config, process_index=0, num_processes=2)
+    assert outputs_complete(shared)
+    manifests = {p.name: json.loads(p.read_text()) for p in shared.glob("manifest*.json")}
+    assert sorted(manifests) == ["manifest-0-of-2.json", "manifest-1-of-2.json"]
+    assert sorted(manifests["manifest-1-of-2.json"]["completed"]["generation"]) == [1, 3]
+
+    one, two = read_outputs(tmp_path / "one", examples["example_id"]), read_outputs(shared, examples["example_id"])
+    assert one["generated_text"].tolist() == two["generated_text"].tolist()
+    for a, b in zip(one["token_logprobs"], two["token_logprobs"]):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_run_resumes_with_another_number_of_processes(tiny_model, tiny_tokenizer, make_examples, tmp_path):
+    from medunlearn.evaluation.runner import outputs_complete
+
+    examples = make_examples()
+    config = RunnerConfig(batch_size=2, max_new_tokens=2, **QUIET)
+    run_model(tiny_model, tiny_tokenizer, examples, tmp_path, config, process_index=0, num_processes=2)
+    first = json.loads((tmp_path / "manifest-0-of-2.json").read_text())["completed"]
+    assert run_model(tiny_model, tiny_tokenizer, examples, tmp_path, config)  # one process finishes the rest
+    rest = json.loads((tmp_path / MANIFEST).read_text())["completed"]
+    assert all(not set(first[name]) & set(rest[name]) for name in first)
+    assert outputs_complete(tmp_path)

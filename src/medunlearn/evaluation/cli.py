@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 EPILOG = """example (a fictitious cohort, a fine-tuned model, then its evaluation on forget_10):
@@ -73,12 +74,14 @@ def run(args) -> int:
     except (ValueError, FileNotFoundError, OSError) as error:
         print(f"medunlearn evaluate: error: {error}", file=sys.stderr)
         return 2
-    _print_headline(summary, args.out)
+    if summary:
+        _print_headline(summary, args.out)
+    elif int(os.environ.get("RANK", "0")) == 0:
+        print(f"stopped before every batch was done; rerun the same command to resume ({args.out})")
     return 0
 
 
 def _evaluate(args) -> dict:
-    import os
     from pathlib import Path
 
     from medunlearn.evaluation.pipeline import evaluate_unlearning

@@ -16,7 +16,8 @@ An evaluation folder (EVALDIR)::
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+import os
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -27,12 +28,53 @@ from medunlearn.evaluation.runner import (
     PASSES,
     TEACHER_FORCED,
     RunnerConfig,
+    outputs_complete,
     read_outputs,
     run_model,
 )
 from medunlearn.evaluation.scoring import per_example_metrics, summarise
 
 ROLES = ("model", "before", "retain")
+
+
+@dataclass
+class _Processes:
+    """This process's place among data-parallel evaluation processes (torchrun / ``accelerate launch``)."""
+
+    index: int = 0
+    count: int = 1
+    local_index: int = 0
+
+    @property
+    def is_main(self) -> bool:
+        return self.index == 0
+
+    @property
+    def device(self):
+        import torch
+
+        return torch.device("cuda", self.local_index) if torch.cuda.is_available() else torch.device("cpu")
+
+    def wait_for_everyone(self) -> None:
+        """A barrier over the launcher's process group (gloo on CPU, nccl on GPU)."""
+        import torch
+        import torch.distributed as dist
+
+        created = not dist.is_initialized()
+        if created:
+            dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+        dist.barrier()
+        if created:
+            dist.destroy_process_group()
+
+
+def _processes() -> _Processes:
+    """Read the launcher's environment (RANK, WORLD_SIZE, LOCAL_RANK: set by torchrun and accelerate launch)."""
+    return _Processes(
+        index=int(os.environ.get("RANK", "0")),
+        count=int(os.environ.get("WORLD_SIZE", "1")),
+        local_index=int(os.environ.get("LOCAL_RANK", "0")),
+    )
 
 
 def _load(model_or_path, tokenizer=None):
@@ -73,11 +115,14 @@ def evaluate_unlearning(
     """
     runner_config = runner_config or RunnerConfig()
     population_config = population_config or PopulationConfig()
+    processes = _processes()
+    is_main = processes.is_main
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     if examples is None:
         examples = load_populations(data_dir, forget_config, population_config)
-    examples.to_parquet(out_dir / "examples.parquet", index=False)
+    if is_main:
+        examples.to_parquet(out_dir / "examples.parquet", index=False)
     forget_examples = examples[examples["population"].isin(FORGET_POPULATIONS)].reset_index(drop=True)
 
     outputs = {role: out_dir / "outputs" / role for role in ROLES}
@@ -99,18 +144,26 @@ def evaluate_unlearning(
         "outputs": {role: str(outputs[role]) for role, *_ in jobs},
         "complete": False,
     }
-    finished = True
     for role, model_or_path, role_tokenizer, role_examples, passes in jobs:
         loaded, loaded_tokenizer, path = _load(model_or_path, role_tokenizer)
+        if processes.count > 1 and path is not None:
+            loaded.to(processes.device)  # data parallel: every process holds the model and runs its share
         model_id = path or str(getattr(loaded.config, "name_or_path", "") or f"in-memory model ({role})")
         run_info["models"][role] = model_id
-        finished &= run_model(
-            loaded, loaded_tokenizer, role_examples, outputs[role], runner_config,
-            model_id=model_id, passes=passes, overwrite=overwrite,
+        run_model(
+            loaded, loaded_tokenizer, role_examples, outputs[role], runner_config, model_id=model_id, passes=passes,
+            overwrite=overwrite,
+            process_index=processes.index,
+            num_processes=processes.count,
         )
-    run_info["complete"] = finished
+        del loaded  # one model in memory at a time
+    if processes.count > 1:
+        processes.wait_for_everyone()
+    if not is_main:
+        return {}
+    run_info["complete"] = all(outputs_complete(outputs[role], passes) for role, *_, passes in jobs)
     (out_dir / "run.json").write_text(json.dumps(run_info, indent=2))
-    if not finished:
+    if not run_info["complete"]:
         return {}
     return score_evaluation(out_dir)
 

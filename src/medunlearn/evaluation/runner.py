@@ -15,6 +15,7 @@ stopped, and any metric can be recomputed later from the folder without the mode
 Layout of an output folder (one per model role: ``model``, ``before``, ``retain``)::
 
     manifest.json                        fingerprint of (model, examples, settings) + completed batches
+                                         (manifest-R-of-N.json per process when N processes share the work)
     teacher_forced-00000.parquet ...     example_id, token_logprobs, token_is_argmax, token_mean_logprob, token_std_logprob
     generation-00000.parquet ...         example_id, generated_text, generated_token_ids
 """
@@ -258,21 +259,35 @@ def _write_json_atomic(path: Path, payload: dict) -> None:
     os.replace(temporary, path)
 
 
-def _read_manifest(out_dir: Path, fingerprint: str, model_id: str, overwrite: bool) -> dict:
-    path = out_dir / MANIFEST
+def manifest_name(process_index: int = 0, num_processes: int = 1) -> str:
+    """One manifest per process, so processes sharing a folder never write the same file."""
+    return MANIFEST if num_processes == 1 else f"manifest-{process_index}-of-{num_processes}.json"
+
+
+def _manifests(out_dir: Path) -> dict[Path, dict]:
+    return {path: json.loads(path.read_text()) for path in sorted(out_dir.glob("manifest*.json"))}
+
+
+def _read_manifest(out_dir: Path, fingerprint: str, model_id: str, overwrite: bool, own: str) -> tuple[dict, dict]:
+    """This process's manifest, and the batches completed by any process (all manifests must match)."""
     fresh = {"fingerprint": fingerprint, "model": model_id, "completed": {name: [] for name in PASSES}, "batches": {}}
-    if not path.is_file() or overwrite:
-        if overwrite:
+    if overwrite:
+        # Only this process's manifest goes (with a single process, every manifest and shard goes): other
+        # processes of the same run may be writing theirs right now.
+        for path in [out_dir / own] if own != MANIFEST else list(out_dir.glob("manifest*.json")):
+            path.unlink(missing_ok=True)
+        if own == MANIFEST:
             for shard in out_dir.glob("*.parquet"):
                 shard.unlink()
-        return fresh
-    manifest = json.loads(path.read_text())
-    if manifest.get("fingerprint") != fingerprint:
-        raise StaleOutputsError(
-            f"{out_dir} holds outputs of another model, data or setting (model {manifest.get('model')!r}); "
-            "use a new output folder or overwrite=True (--overwrite)"
-        )
-    return manifest
+    manifests = _manifests(out_dir)
+    for path, manifest in manifests.items():
+        if manifest.get("fingerprint") != fingerprint:
+            raise StaleOutputsError(
+                f"{out_dir} holds outputs of another model, data or setting (model {manifest.get('model')!r}, "
+                f"{path.name}); use a new output folder or overwrite=True (--overwrite)"
+            )
+    done = {name: set().union(*(m["completed"].get(name, []) for m in manifests.values())) for name in PASSES}
+    return manifests.get(out_dir / own, fresh), done
 
 
 def run_model(
@@ -285,11 +300,17 @@ def run_model(
     model_id: str | None = None,
     passes: Sequence[str] = PASSES,
     overwrite: bool = False,
+    process_index: int = 0,
+    num_processes: int = 1,
 ) -> bool:
     """Run the teacher-forced and generation passes over ``examples`` and write them to ``out_dir``.
 
-    Resumes from ``out_dir``'s manifest if it exists (same fingerprint). Returns True when every batch of
-    every requested pass is done (False when ``config.stop_after_batches`` stopped it early).
+    Resumes from the folder's manifests if they exist (same fingerprint). With ``num_processes`` > 1 (data
+    parallel, e.g. under ``accelerate launch``), process ``process_index`` runs the batches ``k`` with
+    ``k % num_processes == process_index`` not yet done by anyone, and keeps its own manifest; the batch plan
+    does not depend on the number of processes, so a run can resume with another one.
+    Returns True when every batch of this process's share is done (False when ``config.stop_after_batches``
+    stopped it early).
     """
     from tqdm.auto import tqdm
 
@@ -298,7 +319,8 @@ def run_model(
     out_dir.mkdir(parents=True, exist_ok=True)
     model_id = model_id or str(getattr(getattr(model, "config", None), "name_or_path", "") or "in-memory model")
     fingerprint = outputs_fingerprint(model_id, examples, config, weights_checksum(model))
-    manifest = _read_manifest(out_dir, fingerprint, model_id, overwrite)
+    own = manifest_name(process_index, num_processes)
+    manifest, done_anywhere = _read_manifest(out_dir, fingerprint, model_id, overwrite, own)
 
     encoded = encode_examples(tokenizer, examples["question"].tolist(), examples["answer"].tolist())
     example_ids = examples["example_id"].to_numpy()
@@ -313,8 +335,8 @@ def run_model(
             lengths = [len(s) for s in (encoded.full_ids if pass_name == TEACHER_FORCED else encoded.prompt_ids)]
             batches = plan_batches(lengths, config.batch_size, config.sort_by_length)
             manifest["batches"][pass_name] = len(batches)
-            done = set(manifest["completed"][pass_name])
-            todo = [k for k in range(len(batches)) if k not in done]
+            done = done_anywhere[pass_name]
+            todo = [k for k in range(process_index, len(batches), num_processes) if k not in done]
             if budget is not None:
                 if len(todo) > budget:
                     todo, finished = todo[:budget], False
@@ -334,10 +356,21 @@ def run_model(
                 shard = pd.DataFrame({"example_id": example_ids[index], **columns})
                 shard.to_parquet(out_dir / f"{pass_name}-{k:05d}.parquet", index=False)
                 manifest["completed"][pass_name].append(k)
-                _write_json_atomic(out_dir / MANIFEST, manifest)
+                _write_json_atomic(out_dir / own, manifest)
     finally:
         model.train(was_training)
     return finished
+
+
+def outputs_complete(out_dir: str | Path, passes: Sequence[str] = PASSES) -> bool:
+    """Whether every batch of every pass in ``passes`` is done, by whichever process ran it."""
+    manifests = list(_manifests(Path(out_dir)).values()) if Path(out_dir).is_dir() else []
+    for pass_name in passes:
+        planned = {m["batches"].get(pass_name) for m in manifests} - {None}
+        completed = set().union(*(m["completed"].get(pass_name, []) for m in manifests))
+        if len(planned) != 1 or completed != set(range(planned.pop())):
+            return False
+    return True
 
 
 def read_outputs(out_dir: str | Path, example_ids: Sequence[str] | None = None) -> pd.DataFrame:
@@ -346,13 +379,15 @@ def read_outputs(out_dir: str | Path, example_ids: Sequence[str] | None = None) 
     With ``example_ids`` the rows come back in that order, and a missing example raises an error naming it.
     """
     out_dir = Path(out_dir)
-    manifest_path = out_dir / MANIFEST
-    if not manifest_path.is_file():
+    manifests = _manifests(out_dir) if out_dir.is_dir() else {}
+    if not manifests:
         raise FileNotFoundError(f"{out_dir} has no {MANIFEST}: not a runner output folder")
-    manifest = json.loads(manifest_path.read_text())
+    if len({m.get("fingerprint") for m in manifests.values()}) > 1:
+        raise StaleOutputsError(f"{out_dir} mixes manifests of different runs")
     tables = []
     for pass_name in PASSES:
-        shards = [out_dir / f"{pass_name}-{k:05d}.parquet" for k in sorted(manifest["completed"].get(pass_name, []))]
+        completed = set().union(*(m["completed"].get(pass_name, []) for m in manifests.values()))
+        shards = [out_dir / f"{pass_name}-{k:05d}.parquet" for k in sorted(completed)]
         if shards:
             tables.append(pd.concat([pd.read_parquet(s) for s in shards], ignore_index=True).set_index("example_id"))
     if not tables:
