@@ -11,6 +11,7 @@ An evaluation folder (EVALDIR)::
     summary.json          metrics per population × QA type, MIA / privleak
 
 ``score_evaluation(EVALDIR)`` rebuilds the last two from the stored outputs, without any model.
+Launched on several processes (``torchrun``), each runs every N-th batch and process 0 writes the summary.
 """
 
 from __future__ import annotations
@@ -111,7 +112,11 @@ def evaluate_unlearning(
     populations read from ``data_dir`` (a table shaped like ``build_populations``' output). Finished batches in
     ``out_dir`` are reused, so rerunning an interrupted evaluation resumes it. ``before_outputs`` is where the
     before model's outputs live (default ``out_dir/outputs/before``): give several evaluations that share a
-    before model, data and settings the same folder and the before model runs once. Returns the summary.
+    before model, data and settings the same folder and the before model runs once. ``embedding_similarity``
+    adds the offline MiniLM embedding cosine to the answer similarity (ROUGE-L F1 alone by default).
+
+    Under ``torchrun`` / ``accelerate launch`` every process runs its share of the batches and process 0 scores;
+    the other processes return ``{}``. Returns the summary (``{}`` while batches are left: rerun to resume).
     """
     runner_config = runner_config or RunnerConfig()
     population_config = population_config or PopulationConfig()
