@@ -1,0 +1,81 @@
+"""TOFU-format folders: the Hub layout, our fictitious generator, loading and the split relations."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from medunlearn.tofu.data import (
+    ALL_CONFIGS,
+    TofuInputError,
+    columns_of,
+    load_tofu,
+    retain_config_for,
+    tofu_splits,
+)
+from medunlearn.tofu.synthetic import build_tofu_configs, build_tofu_folder
+
+
+def _digest(folder):
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
+
+
+def test_same_arguments_write_the_same_bytes_and_another_seed_does_not(tmp_path):
+    first = build_tofu_folder(tmp_path / "a", authors=12, seed=3)
+    second = build_tofu_folder(tmp_path / "b", authors=12, seed=3)
+    other = build_tofu_folder(tmp_path / "c", authors=12, seed=4)
+    assert _digest(first) == _digest(second)
+    assert _digest(first) != _digest(other)
+
+
+def test_every_config_loads_offline_with_its_columns(tmp_path):
+    folder = build_tofu_folder(tmp_path / "tofu", authors=10, qa_per_author=2)
+    configs = build_tofu_configs(authors=10, qa_per_author=2)
+    assert set(configs) == set(ALL_CONFIGS)
+    for config in ALL_CONFIGS:
+        dataset = load_tofu(folder, config)
+        assert tuple(dataset.column_names) == columns_of(config)
+        assert dataset.to_list() == configs[config]
+
+
+@pytest.mark.parametrize("authors", [10, 20, 37])
+def test_forget_sets_are_nested_and_complete_full_with_their_retain_set(authors):
+    configs = build_tofu_configs(authors=authors, qa_per_author=3)
+    questions = {name: [row["question"] for row in rows] for name, rows in configs.items()}
+    full = questions["full"]
+    for small, large in (("forget01", "forget05"), ("forget05", "forget10")):
+        assert set(questions[small]) <= set(questions[large])
+    for forget in ("forget01", "forget05", "forget10"):
+        retain = retain_config_for(forget)
+        assert not set(questions[forget]) & set(questions[retain])
+        assert sorted(questions[forget] + questions[retain]) == sorted(full)
+        # holdout: as many QA as the forget set, about authors never in full
+        holdout = questions[tofu_splits(forget).holdout]
+        assert len(holdout) == len(questions[forget]) and not set(holdout) & set(full)
+        assert questions[f"{forget}_perturbed"] == questions[forget]
+    assert set(questions["retain_perturbed"]) <= set(questions["retain90"])
+
+
+def test_perturbed_answers_are_wrong_and_phrased_like_the_paraphrase():
+    for row in build_tofu_configs(authors=10, perturbed=3)["forget10_perturbed"]:
+        assert len(row["perturbed_answer"]) == 3
+        assert row["paraphrased_answer"] not in row["perturbed_answer"]
+        assert len(set(row["perturbed_answer"])) == 3
+    for row in build_tofu_configs(authors=10)["world_facts_perturbed"]:
+        assert row["answer"] not in row["perturbed_answer"]
+
+
+def test_split_names_follow_tofu():
+    splits = tofu_splits("forget01")
+    assert (splits.retain, splits.holdout, splits.forget_perturbed) == ("retain99", "holdout01", "forget01_perturbed")
+    with pytest.raises(TofuInputError, match="forget_10"):
+        tofu_splits("forget_10")
+
+
+def test_unknown_config_and_missing_folder_are_named(tmp_path):
+    folder = build_tofu_folder(tmp_path / "tofu", authors=10, qa_per_author=1)
+    with pytest.raises(TofuInputError, match="forget20"):
+        load_tofu(folder, "forget20")
+    with pytest.raises(FileNotFoundError, match="nowhere"):
+        load_tofu(tmp_path / "nowhere", "full")
