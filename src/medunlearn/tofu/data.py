@@ -87,8 +87,10 @@ def load_tofu(source: str | Path = HUB_ID, config: str = "full"):
     if config not in ALL_CONFIGS:
         raise TofuInputError(f"unknown TOFU config {config!r}; known: {', '.join(ALL_CONFIGS)}")
     source = str(source)
-    if not (Path(source).exists() or "/" in source):
-        raise FileNotFoundError(f"TOFU source {source} is neither a folder nor a Hub id")
+    path = Path(source)
+    looks_like_hub_id = source.count("/") == 1 and not path.is_absolute() and not source.startswith(".")
+    if not path.exists() and not looks_like_hub_id:
+        raise FileNotFoundError(f"TOFU folder {source} does not exist (and is not a Hub id such as {HUB_ID})")
     try:
         dataset = datasets.load_dataset(source, config, split="train")
     except ValueError as error:  # datasets names the available configs in its message

@@ -1,0 +1,103 @@
+"""``medunlearn tofu``: build a fictitious TOFU-format folder, evaluate a model with the TOFU metric set."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+EPILOG = """examples:
+  medunlearn tofu build --out /tmp/tofu --authors 20 --seed 0
+  medunlearn tofu evaluate --model tiny-llama --data /tmp/tofu --forget forget10 --out /tmp/tofu-eval \\
+      --preset open-unlearning --max-new-tokens 16
+
+--data is a local folder of the locuslab/TOFU layout or a Hub id (locuslab/TOFU). The summary JSON holds
+our metric names under "metrics" and OpenUnlearning's names under "open_unlearning"; --preset open-unlearning
+selects the reference's conventions (system prompt, 200 new tokens, EOS dropped from token-wise metrics, ...)."""
+
+
+def build_parser(prog: str = "medunlearn tofu") -> argparse.ArgumentParser:
+    from medunlearn.tofu.conventions import PRESETS
+    from medunlearn.tofu.data import FORGET_CONFIGS
+
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="TOFU-compatible benchmark mode: TOFU-format data and the TOFU metric set through the runner.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    build = commands.add_parser("build", help="write a small fictitious TOFU-format folder")
+    build.add_argument("--out", required=True, type=Path, help="folder to write")
+    build.add_argument("--authors", type=int, default=20, help="fictitious authors in `full` (default 20)")
+    build.add_argument("--qa-per-author", type=int, default=4, help="questions per author, 1-5 (default 4)")
+    build.add_argument("--perturbed", type=int, default=3, help="perturbed answers per question (default 3)")
+    build.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+
+    evaluate = commands.add_parser("evaluate", help="score a model with the TOFU metric set")
+    evaluate.add_argument("--model", required=True, help="model folder, Hub id, tiny-llama or smollm2-135m")
+    evaluate.add_argument("--data", required=True, help="TOFU-format folder or Hub id (locuslab/TOFU)")
+    evaluate.add_argument("--forget", default="forget10", choices=FORGET_CONFIGS, help="forget config")
+    evaluate.add_argument("--out", required=True, type=Path, help="evaluation folder to write")
+    evaluate.add_argument("--retain-model", help="model fine-tuned without the forget set: forget quality, privleak")
+    evaluate.add_argument("--preset", default="medunlearn", choices=sorted(PRESETS), help="conventions preset")
+    evaluate.add_argument("--max-new-tokens", type=int, help="override the preset's generation length")
+    evaluate.add_argument("--stop", action="append", help="stop string cutting generations (repeatable)")
+    evaluate.add_argument("--system-prompt", help="override the preset's system prompt")
+    evaluate.add_argument("--batch-size", type=int, default=16, help="sequences per forward pass (default 16)")
+    evaluate.add_argument("--overwrite", action="store_true", help="discard outputs of another run in --out")
+    return parser
+
+
+def _load_model(name: str, texts: list[str]):
+    if name == "tiny-llama":  # a fresh tiny model on a tokenizer of the benchmark's text: smoke runs only
+        from medunlearn.models import build_tiny_llama_for_texts
+
+        return build_tiny_llama_for_texts(texts)
+    from medunlearn.models import load_model_and_tokenizer
+
+    return load_model_and_tokenizer(name)
+
+
+def run(args) -> int:
+    from medunlearn.evaluation.runner import StaleOutputsError
+    from medunlearn.tofu.data import TofuInputError
+
+    try:
+        if args.action == "build":
+            from medunlearn.tofu.synthetic import build_tofu_folder
+
+            folder = build_tofu_folder(args.out, authors=args.authors, qa_per_author=args.qa_per_author,
+                                       perturbed=args.perturbed, seed=args.seed)
+            print(f"wrote TOFU-format folder {folder}")
+            return 0
+        return _evaluate(args)
+    except (TofuInputError, StaleOutputsError, FileNotFoundError, ValueError) as error:
+        print(f"medunlearn tofu: error: {error}", file=sys.stderr)
+        return 2
+
+
+def _evaluate(args) -> int:
+    from medunlearn.evaluation.runner import RunnerConfig
+    from medunlearn.tofu.conventions import preset
+    from medunlearn.tofu.evaluate import evaluate_tofu, tofu_examples
+
+    conventions = preset(args.preset).with_options(
+        max_new_tokens=args.max_new_tokens,
+        stop_strings=tuple(args.stop) if args.stop else None,
+        system_prompt=args.system_prompt,
+    )
+    examples = tofu_examples(args.data, args.forget)  # validates the data before any model loads
+    texts = examples["question"].tolist() + examples["answer"].tolist()
+    model, tokenizer = _load_model(args.model, texts)
+    retain = _load_model(args.retain_model, texts) if args.retain_model else None
+    summary = evaluate_tofu(model, args.data, args.forget, args.out, tokenizer=tokenizer, retain_model=retain,
+                            conventions=conventions, runner_config=RunnerConfig(batch_size=args.batch_size),
+                            overwrite=args.overwrite)
+    print(json.dumps(summary["open_unlearning"], indent=2))
+    print(f"summary: {args.out / 'summary.json'}")
+    return 0
+
+
+__all__ = ["build_parser", "run"]

@@ -1,0 +1,50 @@
+"""``medunlearn tofu``: build and evaluate from the command line; user errors exit 2 with a message."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from medunlearn.tofu.cli import build_parser, run
+
+
+def _run(argv) -> int:
+    return run(build_parser().parse_args(argv))
+
+
+@pytest.mark.slow
+def test_build_then_evaluate_writes_a_summary_with_reference_names(tmp_path, capsys):
+    data, out = tmp_path / "tofu", tmp_path / "eval"
+    assert _run(["build", "--out", str(data), "--authors", "10", "--qa-per-author", "1", "--perturbed", "2"]) == 0
+    assert (data / "forget10_perturbed.json").is_file()
+    assert str(data) in capsys.readouterr().out
+    code = _run(["evaluate", "--model", "tiny-llama", "--data", str(data), "--out", str(out),
+                 "--preset", "open-unlearning", "--max-new-tokens", "2", "--stop", "\n\n", "--batch-size", "64"])
+    assert code == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["conventions"]["max_new_tokens"] == 2 and summary["conventions"]["stop_strings"] == ["\n\n"]
+    assert summary["open_unlearning"]["forget_Q_A_Prob"] == summary["metrics"]["forget_prob"]
+    printed = json.loads(capsys.readouterr().out.split("\nsummary:")[0])
+    assert printed == summary["open_unlearning"]
+
+
+def test_missing_folder_and_unknown_forget_config_are_reported(tmp_path, capsys):
+    assert _run(["evaluate", "--model", "tiny-llama", "--data", str(tmp_path / "absent"), "--out", str(tmp_path / "e")]) == 2
+    assert "absent" in capsys.readouterr().err
+    data = tmp_path / "tofu"
+    _run(["build", "--out", str(data), "--authors", "10", "--qa-per-author", "1"])
+    (data / "holdout10.json").unlink()
+    assert _run(["evaluate", "--model", "tiny-llama", "--data", str(data), "--out", str(tmp_path / "e")]) == 2
+    assert "holdout10" in capsys.readouterr().err
+
+
+def test_every_example_in_the_help_parses():
+    parser = build_parser()
+    joined = parser.epilog.replace("\\\n", " ")
+    examples = [line.strip().removeprefix("medunlearn tofu ").split() for line in joined.splitlines()
+                if line.strip().startswith("medunlearn tofu ")]
+    assert [command[0] for command in examples] == ["build", "evaluate"]
+    for command in examples:
+        args = parser.parse_args(command)
+        assert args.action == command[0]
