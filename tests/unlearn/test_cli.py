@@ -294,3 +294,53 @@ def test_load_in_4bit_without_cuda_is_a_clear_error(amnesia_dir, tmp_path, capsy
         ]
     )
     assert rc == 2 and "needs a CUDA GPU" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_empty_forget_config_is_a_clear_error(finetuned_dir, amnesia_dir, tmp_path, capsys, monkeypatch):
+    from medunlearn.unlearn import cli
+
+    real = cli.load_qa_split
+
+    def empty_forget(data, config, split="train"):
+        rows = real(data, config, split)
+        return rows.select([]) if "forget" in config else rows
+
+    monkeypatch.setattr(cli, "load_qa_split", empty_forget)
+    rc = main(
+        [
+            "unlearn",
+            "--method",
+            "simnpo",
+            "--model",
+            str(finetuned_dir),
+            "--data",
+            str(amnesia_dir),
+            "--forget",
+            "forget_10",
+            "--out",
+            str(tmp_path / "o"),
+        ]
+    )
+    err = capsys.readouterr().err
+    assert rc == 2 and "forget set has no rows" in err
+
+
+def test_unknown_forget_config_names_it(amnesia_dir, tmp_path, capsys):
+    rc = main(
+        [
+            "unlearn",
+            "--method",
+            "grad_ascent",
+            "--model",
+            "smollm2-135m",
+            "--data",
+            str(amnesia_dir),
+            "--forget",
+            "forget_99",
+            "--out",
+            str(tmp_path / "o"),
+        ]
+    )
+    err = capsys.readouterr().err
+    assert rc == 2 and "forget_99" in err and "Traceback" not in err
