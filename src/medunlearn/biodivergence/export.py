@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from medunlearn.biodivergence.ontology import CONFLICT_TYPES, DIVERGENCE_AXES
-from medunlearn.biodivergence.schema import PAIR_COLUMNS, pair_features
+from medunlearn.biodivergence.schema import DOMAINS, PAIR_COLUMNS, pair_features
 from medunlearn.biodivergence.splits import SPLITS, SplitStats
 
 CONFIG_NAMES = ("v1.0", "v1.0-pairlevel")
@@ -84,6 +84,10 @@ def dataset_card(configs: dict, stats: SplitStats, audit_lines: list[str], build
             llm = int((frame["label_source"] == "llm").sum())
             split_rows.append([name, split, len(frame), llm, len(frame) - llm,
                                int((frame["conflict_type"] == "contextual_contradiction").sum())])
+    domain_counts = pd.concat(
+        [configs["v1.0"][split]["domain"].value_counts().rename(split) for split in SPLITS], axis=1
+    ).reindex(DOMAINS).fillna(0).astype(int)
+    domain_rows = [[domain, *row] for domain, row in zip(domain_counts.index, domain_counts.to_numpy().tolist())]
     ontology_rows = [["conflict type", label.id, label.definition] for label in CONFLICT_TYPES]
     ontology_rows += [["axis" + ("" if label.primary else " (provisional)"), label.id, label.definition]
                       for label in DIVERGENCE_AXES]
@@ -102,6 +106,10 @@ Source pool: {build_params.get("source", "unknown")}.
 - `v1.0-pairlevel` (legacy): de-duplicated by pair only; articles leak between its splits (see the audit).
 
 {_markdown_table(["config", "split", "pairs", "LLM labels", "heuristic labels", "contextual contradictions"], split_rows)}
+
+v1.0 pairs per domain (each domain approaches the published proportions on its own):
+
+{_markdown_table(["domain", *SPLITS], domain_rows)}
 
 ## How it was built
 

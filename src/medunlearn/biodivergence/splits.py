@@ -280,6 +280,32 @@ def peel_component(keys: np.ndarray, is_llm: np.ndarray, n_hubs: int, dev_need: 
     return split, bridging
 
 
+def _carve_largest(keys: np.ndarray, is_llm: np.ndarray, dev_need: float, test_need: float, cap: float,
+                   config: SplitConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Cut one oversized component with both cutters and several settings; keep the cut that reaches the
+    dev/test needs (within 10%) with the fewest bridging pairs, else the one that keeps the most pairs."""
+    codes, uniques = pd.factorize(keys.ravel())
+    sub_keys = codes.reshape(keys.shape)
+    position = spectral_key_order(sub_keys, len(uniques), seed=config.seed)
+    options = [carve_component(sub_keys, is_llm, p, dev_need, test_need, test_at_end)
+               for p in (position, position.max() - position)  # spectral sweep from either end
+               for test_at_end in (False, True)]
+    n_hubs = 1
+    while n_hubs <= max(1, len(uniques) // 10):
+        # Pieces may be as large as half a split: here granularity matters less than keeping pairs.
+        options.append(peel_component(sub_keys, is_llm, n_hubs, dev_need, test_need,
+                                      max(cap, 0.5 * min(dev_need, test_need)), config.max_drop_fraction, config.seed))
+        n_hubs *= 2
+    need = dev_need + test_need
+
+    def cost(option):
+        kept_in_eval = int(np.isin(option[0], ["dev", "test"]).sum())
+        enough = kept_in_eval >= 0.9 * need
+        return (not enough, int(option[1].sum()) if enough else -kept_in_eval)
+
+    return min(options, key=cost)
+
+
 def article_disjoint_split(frame: pd.DataFrame, config: SplitConfig | None = None) -> tuple[np.ndarray, dict]:
     """Split label per row of a *cleaned* pool: "train", "dev", "test" or "" (dropped), and the stats."""
     config = config or SplitConfig()
@@ -323,38 +349,29 @@ def article_disjoint_split(frame: pd.DataFrame, config: SplitConfig | None = Non
     stats["heuristic_pairs_dropped_from_eval"] = int(((split != "train") & ~is_llm).sum())
     split = np.where((split != "train") & ~is_llm, "", split).astype(object)
 
-    # Stage 3 (percolation): what small units could not supply is carved out of the largest component.
-    deficit = (dev_target + test_target) - kept[chosen].sum()
-    largest = int(np.argmax(sizes))
-    if deficit > 0.05 * (dev_target + test_target) and sizes[largest] > cap:
-        stats["percolating"] = True
+    # Stage 3 (percolation): per domain, what small units could not supply is carved out of the domain's
+    # largest component.
+    chosen_kept_by_split = {
+        name: np.bincount(unit_domain[chosen], weights=kept[chosen] * (unit_split[chosen] == name),
+                          minlength=len(DOMAINS))
+        for name in ("dev", "test")
+    }
+    for domain in range(len(DOMAINS)):
+        share = domain_pairs[domain] / n
+        dev_need = max(0.0, dev_target * share - chosen_kept_by_split["dev"][domain])
+        test_need = max(0.0, test_target * share - chosen_kept_by_split["test"][domain])
+        in_domain = np.flatnonzero(unit_domain == domain)
+        if in_domain.size == 0 or dev_need + test_need <= 0.05 * (dev_target + test_target) * share:
+            continue
+        largest = int(in_domain[np.argmax(sizes[in_domain])])
+        if sizes[largest] <= cap:
+            continue
         rows = np.flatnonzero(labels == largest)
-        sub_codes, sub_uniques = pd.factorize(keys[rows].ravel())
-        sub_keys = sub_codes.reshape(-1, keys.shape[1])
-        position = spectral_key_order(sub_keys, len(sub_uniques), seed=config.seed)
-        dev_need = max(0.0, dev_target - kept[chosen][unit_split[chosen] == "dev"].sum())
-        test_need = max(0.0, test_target - kept[chosen][unit_split[chosen] == "test"].sum())
-        # Two cutters, several settings; keep the cut that reaches the sizes with the fewest bridging pairs.
-        options = [carve_component(sub_keys, is_llm[rows], p, dev_need, test_need, test_at_end)
-                   for p in (position, position.max() - position)  # spectral sweep from either end
-                   for test_at_end in (False, True)]
-        n_hubs = 1
-        while n_hubs <= max(1, len(sub_uniques) // 10):
-            # Pieces may be as large as half a split: here granularity matters less than keeping pairs.
-            options.append(peel_component(sub_keys, is_llm[rows], n_hubs, dev_need, test_need,
-                                          max(cap, 0.5 * min(dev_need, test_need)), config.max_drop_fraction,
-                                          config.seed))
-            n_hubs *= 2
-        need = dev_need + test_need
-
-        def cost(option):
-            kept_in_eval = int(np.isin(option[0], ["dev", "test"]).sum())
-            return (kept_in_eval < 0.9 * need, int(option[1].sum()) if kept_in_eval >= 0.9 * need else -kept_in_eval)
-
-        carved, straddling = min(options, key=cost)
-        stats["bridging_pairs_dropped"] = int(straddling.sum())
+        carved, straddling = _carve_largest(keys[rows], is_llm[rows], dev_need, test_need, cap, config)
+        stats["percolating"] = True
+        stats["bridging_pairs_dropped"] += int(straddling.sum())
         stats["heuristic_pairs_dropped_from_eval"] += int(((carved == "") & ~straddling).sum())
-        stats["carved_component_pairs"] = int(rows.size)
+        stats["carved_component_pairs"] += int(rows.size)
         split[rows] = carved
     return split, stats
 
