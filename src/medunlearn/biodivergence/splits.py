@@ -11,9 +11,9 @@ How we do it [ours]:
    connected components of the pair–key graph are what union-find over "pair joins its keys" gives; we get
    them from ``scipy.sparse.csgraph.connected_components`` (linear time, no Python loop per pair). Keeping
    whole components in one split makes the splits article-, claim- and pair-disjoint at once.
-3. *Percolation.* When the small units cannot fill dev+test (within 5%), the pool percolates: a few hub
-   articles/claims join most pairs into one giant component. We then cut the largest component rather than
-   send it all to train, with two cutters and keep the cut that reaches the missing dev/test sizes with the
+3. *Percolation.* When a domain's small units cannot fill its dev+test (within 5%), the pool percolates: a
+   few hub articles/claims join most pairs into one giant component. We then cut that domain's largest
+   component rather than send it all to train, with two cutters and keep the cut that reaches the missing dev/test sizes with the
    fewest bridging pairs: (a) *hub peeling*: keep the 1, 2, 4, ... highest-degree keys in train, take the
    pieces that fall apart without them cheapest first (:func:`peel_component`); (b) *spectral sweep*: order
    the keys along the Fiedler vector of the key graph and cut the order twice (:func:`carve_component`),
