@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from medunlearn.evaluation.populations import (
@@ -55,18 +55,17 @@ def test_populations_partition_retained_patients_by_forget_diseases(make_qa):
     assert (examples.groupby("population")["qa_type"].nunique() == 2).all()
 
 
-@settings(max_examples=30, deadline=None)
+# make_qa returns a pure function, so sharing it across generated examples is safe.
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     forget_diseases=st.lists(st.sampled_from("abcd"), min_size=1, max_size=4),
     retain_diseases=st.lists(st.sampled_from("abcdef"), min_size=1, max_size=12),
     cap=st.one_of(st.none(), st.integers(1, 5)),
 )
-def test_partition_is_exact_and_capped(forget_diseases, retain_diseases, cap):
-    from tests.evaluation.conftest import qa_frame
-
+def test_partition_is_exact_and_capped(make_qa, forget_diseases, retain_diseases, cap):
     forget_pairs = [(f"f{i}", d) for i, d in enumerate(forget_diseases)]
     retain_pairs = [(f"r{i}", d) for i, d in enumerate(retain_diseases)]
-    forget, retain = _configs(qa_frame, forget_pairs, retain_pairs)
+    forget, retain = _configs(make_qa, forget_pairs, retain_pairs)
     examples = build_populations(forget, retain, None, PopulationConfig(max_retain_patients=cap, seed=3))
     retain_disease = dict(retain_pairs)
     for population, expected_same in ((RETAIN_SAME_DISEASE, True), (RETAIN_OUT_OF_DISEASE, False)):
