@@ -100,4 +100,38 @@ def _evaluate(args) -> int:
     return 0
 
 
-__all__ = ["build_parser", "run"]
+EVALUATE_DEFAULT_MAX_NEW_TOKENS = 64  # `medunlearn evaluate --max-new-tokens` default: then the preset decides
+
+
+def evaluate_from_evaluate_args(args) -> int:
+    """``medunlearn evaluate --benchmark tofu [--tofu-preset NAME]``: the TOFU evaluation with that command's flags.
+
+    Reads ``model, data, forget, out, retain_model, batch_size, max_new_tokens, overwrite, rescore`` and
+    ``tofu_preset`` from ``args``; ``--max-new-tokens`` left at its default keeps the preset's value.
+    """
+    from medunlearn.evaluation.runner import StaleOutputsError
+    from medunlearn.tofu.data import TofuInputError
+    from medunlearn.tofu.evaluate import score_tofu
+
+    try:
+        if getattr(args, "rescore", False):
+            summary = score_tofu(args.out)
+            print(json.dumps(summary["open_unlearning"], indent=2))
+            return 0
+        missing = [flag for flag, value in (("--model", args.model), ("--data", args.data)) if not value]
+        if missing:
+            raise TofuInputError(f"{', '.join(missing)} required")
+        max_new_tokens = args.max_new_tokens
+        namespace = argparse.Namespace(
+            model=args.model, data=args.data, forget=args.forget or "forget10", out=Path(args.out),
+            retain_model=args.retain_model, preset=getattr(args, "tofu_preset", None) or "medunlearn",
+            max_new_tokens=None if max_new_tokens == EVALUATE_DEFAULT_MAX_NEW_TOKENS else max_new_tokens,
+            stop=None, system_prompt=None, batch_size=args.batch_size, overwrite=getattr(args, "overwrite", False),
+        )
+        return _evaluate(namespace)
+    except (TofuInputError, StaleOutputsError, FileNotFoundError, ValueError) as error:
+        print(f"medunlearn evaluate: error: {error}", file=sys.stderr)
+        return 2
+
+
+__all__ = ["build_parser", "evaluate_from_evaluate_args", "run"]

@@ -1,0 +1,116 @@
+"""TOFU mode through the existing commands: every unlearning method on a TOFU folder, the evaluate hook, and the
+reference's tag rendering."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from medunlearn.tofu.conventions import ConventionTokenizer, preset
+from medunlearn.tofu.data import retain_config_for
+from medunlearn.tofu.synthetic import build_tofu_folder
+
+
+@pytest.fixture(scope="module")
+def tofu_model(tmp_path_factory):
+    """A TOFU folder and a tiny checkpoint saved the way `medunlearn finetune` saves one."""
+    from medunlearn.models import build_tiny_llama_for_texts
+    from medunlearn.tofu.evaluate import tofu_examples
+
+    root = tmp_path_factory.mktemp("tofu-mode")
+    folder = build_tofu_folder(root / "data", authors=10, qa_per_author=2, perturbed=2, options=3)
+    examples = tofu_examples(folder, "forget10")
+    model, tokenizer = build_tiny_llama_for_texts(examples["question"].tolist() + examples["answer"].tolist())
+    model.save_pretrained(root / "model")
+    tokenizer.save_pretrained(root / "model")
+    return folder, root / "model"
+
+
+@pytest.mark.slow
+def test_every_unlearning_method_runs_on_a_tofu_forget_config(tofu_model, tmp_path):
+    from safetensors.torch import load_file
+
+    from medunlearn.cli import main
+    from medunlearn.unlearn.methods import METHODS
+
+    folder, model_dir = tofu_model
+    before = load_file(model_dir / "model.safetensors")
+    for method in METHODS:
+        out = tmp_path / method
+        extra = ["--layer", "1"] if method == "rmu" else []  # the tiny model has two decoder layers
+        code = main(["unlearn", "--method", method, "--model", str(model_dir), "--data", str(folder),
+                     "--forget", "forget10", "--retain", retain_config_for("forget10"), "--out", str(out),
+                     "--max_steps", "1", "--disable_tqdm", "true", *extra])
+        assert code == 0, method
+        after = load_file(out / "model.safetensors")
+        assert any(not (before[k] == after[k]).all() for k in before), f"{method} changed no weight"
+
+
+def _evaluate_args(**values):
+    """The namespace `medunlearn evaluate` parses, plus the two flags its TOFU patch adds."""
+    from medunlearn.evaluation.cli import build_parser
+
+    args = build_parser("medunlearn evaluate").parse_args(
+        ["--model", values.pop("model"), "--data", values.pop("data"), "--forget", "forget10",
+         "--out", values.pop("out"), *values.pop("argv", [])])
+    args.benchmark, args.tofu_preset = "tofu", values.pop("tofu_preset", None)
+    return args
+
+
+def test_evaluate_hook_uses_the_preset_unless_max_new_tokens_is_given(tofu_model, tmp_path, capsys):
+    from medunlearn.tofu.cli import evaluate_from_evaluate_args
+
+    folder, model_dir = tofu_model
+    args = _evaluate_args(model=str(model_dir), data=str(folder), out=str(tmp_path / "a"),
+                          tofu_preset="open-unlearning", argv=["--max-new-tokens", "3", "--batch-size", "64"])
+    assert evaluate_from_evaluate_args(args) == 0
+    summary = json.loads((tmp_path / "a" / "summary.json").read_text())
+    assert summary["conventions"]["name"] == "open-unlearning" and summary["conventions"]["max_new_tokens"] == 3
+    args = _evaluate_args(model=str(model_dir), data=str(folder), out=str(tmp_path / "a"), argv=["--rescore"])
+    capsys.readouterr()
+    assert evaluate_from_evaluate_args(args) == 0
+    assert json.loads(capsys.readouterr().out) == summary["open_unlearning"]
+    bad = _evaluate_args(model=str(model_dir), data=str(folder), out=str(tmp_path / "b"), tofu_preset="tofu-v0")
+    assert evaluate_from_evaluate_args(bad) == 2
+    assert "tofu-v0" in capsys.readouterr().err
+
+
+def test_default_max_new_tokens_of_evaluate_keeps_the_presets_value():
+    from medunlearn.evaluation.cli import build_parser
+    from medunlearn.tofu.cli import EVALUATE_DEFAULT_MAX_NEW_TOKENS
+
+    parsed = build_parser("medunlearn evaluate").parse_args(["--out", "x"])
+    assert parsed.max_new_tokens == EVALUATE_DEFAULT_MAX_NEW_TOKENS
+
+
+def test_llama3_preset_renders_the_reference_tags_and_ends_the_answer_with_eos(tiny_tokenizer):
+    rendering = ConventionTokenizer(tiny_tokenizer, preset("open-unlearning-llama3"))
+    prompt = rendering.apply_chat_template([[{"role": "user", "content": "Q?"}]], add_generation_prompt=True)[0]
+    full = rendering.apply_chat_template([[{"role": "user", "content": "Q?"}, {"role": "assistant", "content": "A."}]])[0]
+    system = "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nYou are a helpful assistant.<|eot_id|>"
+    assert prompt == system + "<|start_header_id|>user<|end_header_id|>\n\nQ?<|eot_id|>" \
+        "<|start_header_id|>assistant<|end_header_id|>\n\n"
+    assert full == prompt + "A." + tiny_tokenizer.eos_token
+    assert rendering.eos_token_id == tiny_tokenizer.eos_token_id  # everything else is the wrapped tokenizer
+
+
+def test_chat_template_preset_adds_the_system_prompt(tiny_tokenizer):
+    rendering = ConventionTokenizer(tiny_tokenizer, preset("open-unlearning"))
+    prompt = rendering.apply_chat_template([{"role": "user", "content": "Q?"}], add_generation_prompt=True)
+    direct = tiny_tokenizer.apply_chat_template(
+        [{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": "Q?"}],
+        tokenize=False, add_generation_prompt=True)
+    assert prompt == direct
+    with pytest.raises(ValueError, match="text only"):
+        rendering.apply_chat_template([{"role": "user", "content": "Q?"}], tokenize=True)
+
+
+def test_missing_model_and_data_are_named(capsys):
+    from medunlearn.tofu.cli import evaluate_from_evaluate_args
+
+    args = argparse.Namespace(model=None, data=None, forget=None, out="x", retain_model=None, batch_size=1,
+                              max_new_tokens=64)
+    assert evaluate_from_evaluate_args(args) == 2
+    assert "--model, --data required" in capsys.readouterr().err
