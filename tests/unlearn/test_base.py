@@ -255,3 +255,12 @@ def test_methods_without_a_reference_never_build_one(
     )
     assert npo.reference_source == "precomputed" and npo.ref_model is None
     assert "reference_logps" in npo.pairs.forget.column_names
+
+
+def test_same_disease_pairs_share_the_disease_in_every_epoch(forget_qa, retain_qa):
+    pairs = ForgetRetainDataset(forget_qa, retain_qa, strategy="same_disease", seed=0)
+    for epoch in range(3):
+        pairs.set_epoch(epoch)
+        for i in range(len(pairs)):
+            item = pairs[i]
+            assert item["retain"]["disease"] == item["forget"]["disease"]

@@ -133,6 +133,7 @@ def test_finetune_then_unlearn_with_recipe_and_override(finetuned_dir, amnesia_d
     assert saved["beta"] == 0.3 and saved["retain_sampling"] == "same_disease"
     assert saved["per_device_train_batch_size"] == 4  # from the recipe
     card = (out / "README.md").read_text()
+    assert "source synthetic, patients 20, seed 0" in card
     assert "`npo`" in card and "forget_10" in card and "retain_90" in card and '"beta": 0.3' in card
     assert not list(out.glob("*.bin")) and not list(out.glob("*.pt"))
     before, after = load_file(finetuned_dir / "model.safetensors"), load_file(out / "model.safetensors")

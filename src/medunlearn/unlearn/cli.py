@@ -204,7 +204,7 @@ Produced by `medunlearn unlearn`.
 | method | `{method}` ({spec.summary}) |
 | forget config | `{forget}` |
 | retain config | `{retain or "-"}` |
-| data | `{data}` (version {data_version}) |
+| data | `{data}` ({data_version}) |
 | weights | {"LoRA adapter" if peft else "full model"}, safetensors |
 
 ## Method hyperparameters
@@ -227,9 +227,21 @@ The model was trained to forget the patients of `{forget}`. Evaluate it with
     return path
 
 
-def dataset_version(dataset) -> str:
+def dataset_version(data: str, dataset) -> str:
+    """The build parameters an AMNESIA folder records (``amnesia_build.json``), plus the rows' fingerprint."""
+    parts = []
+    build = Path(data) / "amnesia_build.json"
+    if build.is_file():
+        try:
+            parameters = json.loads(build.read_text()).get("parameters", {})
+        except json.JSONDecodeError:
+            parameters = {}
+        parts += [f"{key} {parameters[key]}" for key in ("source", "patients", "seed") if key in parameters]
     version = getattr(dataset.info, "version", None)
-    return f"{version or 'unversioned'}, fingerprint {dataset._fingerprint}"
+    if version and str(version) != "0.0.0":
+        parts.append(f"version {version}")
+    parts.append(f"fingerprint {dataset._fingerprint}")
+    return ", ".join(parts)
 
 
 def unlearn(args) -> Path:
@@ -289,7 +301,7 @@ def unlearn(args) -> Path:
         forget=args.forget,
         retain=retain_name,
         data=args.data,
-        data_version=dataset_version(forget),
+        data_version=dataset_version(args.data, forget),
         peft=peft_config is not None,
     )
     return args.out
