@@ -14,6 +14,9 @@ How to add a method
 3. One test ``tests/unlearn/test_<stem>.py``: the loss equals a hand computation on fixed tensors with −100
    labels and padding (to 1e-5), and a few trainer steps on the tiny model move the forget loss the intended way.
 
+Then a recipe ``recipes/<stem>.yaml`` (``method: <stem>`` + the config's defaults) and a page
+``docs/methods/<stem>.md``; ``tests/unlearn/test_recipes.py`` checks recipes against the config defaults.
+
 The batch a method sees
 -----------------------
 Every training step receives ``inputs = {"forget": ForgetBatch, "retain": RetainBatch}`` (``"retain"`` only when
@@ -64,7 +67,8 @@ import torch.nn.functional as F
 from transformers import Trainer, TrainerCallback, TrainingArguments
 from trl.trainer.utils import pad, selective_log_softmax
 
-from medunlearn.unlearn.errors import (
+# Errors live in a light module (the CLI imports them without torch); re-exported here for subclasses.
+from medunlearn.unlearn.errors import (  # noqa: F401
     EmptyForgetSetError,
     MissingChatTemplateError,
     NonFiniteLossError,
@@ -74,15 +78,6 @@ from medunlearn.unlearn.errors import (
 IGNORE_INDEX = -100
 
 ReferenceUsage = Literal["none", "sequence_logps", "model"]
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Errors the user can cause (the CLI prints their message and exits non-zero, without a traceback)
-# --------------------------------------------------------------------------------------------------------------
-
-
-# Re-exported here so subclasses find everything in one module.
-__all_errors__ = (UnlearningInputError, EmptyForgetSetError, MissingChatTemplateError, NonFiniteLossError)
 
 
 # --------------------------------------------------------------------------------------------------------------
