@@ -105,12 +105,16 @@ def normalise_claim(texts: pd.Series) -> pd.Series:
 
 def pair_keys(frame: pd.DataFrame) -> tuple[np.ndarray, int]:
     """Integer ids of each pair's four keys (article_a, article_b, claim_a, claim_b); returns (n × 4, n_keys)."""
-    keys = pd.concat([
-        "article:" + frame["article_a"], "article:" + frame["article_b"],
-        "claim:" + normalise_claim(frame["claim_a"]), "claim:" + normalise_claim(frame["claim_b"]),
-    ], ignore_index=True)
-    codes, uniques = pd.factorize(keys)
-    return codes.reshape(4, len(frame)).T.copy(), len(uniques)
+    n = len(frame)
+    article_codes, articles = pd.factorize(np.concatenate([frame["article_a"].to_numpy(object),
+                                                           frame["article_b"].to_numpy(object)]))
+    # Normalise each distinct claim text once, then merge texts that normalise alike.
+    raw_codes, raw_claims = pd.factorize(np.concatenate([frame["claim_a"].to_numpy(object),
+                                                         frame["claim_b"].to_numpy(object)]))
+    normalised_codes, _ = pd.factorize(normalise_claim(pd.Series(raw_claims, dtype=object)).to_numpy(object))
+    claim_codes = normalised_codes[raw_codes] + len(articles)
+    keys = np.stack([article_codes[:n], article_codes[n:], claim_codes[:n], claim_codes[n:]], axis=1)
+    return keys, int(keys.max()) + 1 if n else 0
 
 
 def key_components(keys: np.ndarray, n_keys: int) -> np.ndarray:
@@ -171,15 +175,22 @@ def spectral_key_order(keys: np.ndarray, n_keys: int, seed: int = 0, max_iterati
         return np.arange(n_keys)
     root = np.sqrt(degree)
     normalised = diags(1 / root) @ adjacency @ diags(1 / root)
+    if n_keys <= 500:  # small graphs: an exact dense eigendecomposition is cheap (and LOBPCG needs n >> k)
+        _, vectors = np.linalg.eigh(normalised.toarray())
+        return _rank(vectors[:, -2] / root)
     start = np.random.default_rng(seed).standard_normal((n_keys, 1))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # LOBPCG warns when it stops before full convergence; see docstring
         _, vectors = lobpcg(normalised, start, Y=(root / np.linalg.norm(root))[:, None], largest=True,
                             maxiter=max_iterations, tol=1e-5)
-    fiedler = vectors[:, 0] / root
-    order = np.lexsort((np.arange(n_keys), fiedler))
-    position = np.empty(n_keys, np.int64)
-    position[order] = np.arange(n_keys)
+    return _rank(vectors[:, 0] / root)
+
+
+def _rank(values: np.ndarray) -> np.ndarray:
+    """Position of each value in ascending order (ties by index, so the order is deterministic)."""
+    order = np.lexsort((np.arange(values.size), values))
+    position = np.empty(values.size, np.int64)
+    position[order] = np.arange(values.size)
     return position
 
 
