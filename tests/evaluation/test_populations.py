@@ -101,3 +101,13 @@ def test_missing_column_is_named(make_qa):
     forget["train"] = forget["train"].drop(columns=["qa_type"])
     with pytest.raises(PopulationError, match="forget config split 'train' lacks column.*qa_type"):
         build_populations(forget, retain)
+
+
+def test_answer_variant_columns_are_kept(make_qa):
+    forget, retain = _configs(make_qa, [("f1", "cancer")], [("r1", "cancer")])
+    for config in (forget, retain):
+        for split, frame in config.items():
+            config[split] = frame.assign(paraphrased_answer="p", perturbed_answers=[["w1", "w2"]] * len(frame))
+    examples = build_populations(forget, retain)
+    assert (examples["paraphrased_answer"] == "p").all()
+    assert examples["perturbed_answers"].map(list).tolist() == [["w1", "w2"]] * len(examples)

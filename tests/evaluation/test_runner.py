@@ -191,3 +191,32 @@ def test_a_run_resumes_with_another_number_of_processes(tiny_model, tiny_tokeniz
     rest = json.loads((tmp_path / MANIFEST).read_text())["completed"]
     assert all(not set(first[name]) & set(rest[name]) for name in first)
     assert outputs_complete(tmp_path)
+
+
+def test_answer_variants_are_scored_once_each_and_match_direct_computation(lively_model, tiny_tokenizer, make_examples, tmp_path):
+    from medunlearn.evaluation.runner import read_answer_variants
+
+    plain = make_examples()
+    examples = plain.assign(
+        paraphrased_answer=[f"It was {a.lower()}" for a in plain["answer"]],
+        perturbed_answers=[["A stent."], ["ST elevation.", "Fever."], [], ["Aspirin."], ["None."], ["Heparin."], ["x", "y", "z"]],
+    )
+    config = RunnerConfig(batch_size=3, max_new_tokens=3, **QUIET)
+    run_model(lively_model, tiny_tokenizer, examples, tmp_path / "variants", config)
+    run_model(lively_model, tiny_tokenizer, plain, tmp_path / "plain", config)
+
+    variants = read_answer_variants(tmp_path / "variants")
+    assert len(variants) == 7 + 9  # one paraphrase per example + every perturbed answer (1+2+0+1+1+1+3)
+    assert set(variants.loc[variants["example_id"] == "forget_seen/q6", "variant"]) == {
+        "paraphrased", "perturbed_0", "perturbed_1", "perturbed_2"}
+    # The main answers' outputs do not change when variants are scored alongside them.
+    with_variants = read_outputs(tmp_path / "variants", plain["example_id"])
+    without = read_outputs(tmp_path / "plain", plain["example_id"])
+    for a, b in zip(with_variants["token_logprobs"], without["token_logprobs"]):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+    assert with_variants["generated_text"].tolist() == without["generated_text"].tolist()
+    # A variant's log-probs equal the direct computation on its own conversation.
+    row = variants[(variants["example_id"] == "forget_seen/q1") & (variants["variant"] == "perturbed_1")].iloc[0]
+    encoded = encode_examples(tiny_tokenizer, [examples["question"][1]], ["Fever."])
+    token, *_ = _direct_answer_statistics(lively_model, encoded.full_ids[0], encoded.answer_start[0], encoded.answer_end[0])
+    np.testing.assert_allclose(row["token_logprobs"], token, atol=1e-5)

@@ -146,3 +146,31 @@ def test_embedding_similarity_is_averaged_with_rouge():
     np.testing.assert_allclose(table["similarity"], (table["rouge_l_f1"] + table["embedding_cosine"]) / 2)
     cell = summarise(table)["populations"]["retain_same_disease"]["all"]
     assert cell["embedding_cosine"] == pytest.approx(table["embedding_cosine"].mean())
+
+
+def test_truth_ratio_and_forget_quality_from_answer_variants():
+    from medunlearn.metrics.forget_quality import forget_quality
+
+    examples = _examples(["forget_seen"] * 3, ["factual"] * 3, ["a", "b", "c"])
+    outputs = _fake_outputs(["a", "b", "c"])
+
+    def variants(paraphrased, perturbed):
+        rows = []
+        for i, (p, wrong) in enumerate(zip(paraphrased, perturbed)):
+            rows.append({"example_id": f"e{i}", "variant": "paraphrased", "token_logprobs": np.full(2, p)})
+            rows += [{"example_id": f"e{i}", "variant": f"perturbed_{j}", "token_logprobs": np.full(3, w)}
+                     for j, w in enumerate(wrong)]
+        return pd.DataFrame(rows)
+
+    # Prob = exp(mean log p): paraphrased e^-1; perturbed e^-2 and e^-3, averaged.
+    model = per_example_metrics(examples, outputs, variants([-1.0, -1.0, -2.0], [[-2.0, -3.0], [-1.0], [-1.0]]))
+    expected = [(math.exp(-2) + math.exp(-3)) / 2 / math.exp(-1), 1.0, math.exp(-1) / math.exp(-2)]
+    np.testing.assert_allclose(model["truth_ratio"], expected)
+    cell = summarise(model)["populations"]["forget_seen"]["all"]
+    assert cell["truth_ratio"] == pytest.approx(np.mean([min(r, 1 / r) for r in expected]))  # closer to 1 better
+
+    retain = per_example_metrics(examples, outputs.drop(columns="generated_text"),
+                                 variants([-1.0, -1.0, -1.0], [[-1.5], [-0.5], [-1.0]]))
+    summary = summarise(model, retain=retain)
+    assert summary["forget_quality"] == forget_quality(model["truth_ratio"], retain["truth_ratio"])
+    assert summarise(model)["forget_quality"] is None  # no retain model, no forget quality

@@ -30,6 +30,7 @@ from medunlearn.evaluation.runner import (
     TEACHER_FORCED,
     RunnerConfig,
     outputs_complete,
+    read_answer_variants,
     read_outputs,
     run_model,
 )
@@ -197,7 +198,8 @@ def score_evaluation(eval_dir: str | Path) -> dict:
         role_examples = examples if role == "model" else examples[examples["population"].isin(FORGET_POPULATIONS)]
         role_examples = role_examples.reset_index(drop=True)
         outputs = read_outputs(folder, role_examples["example_id"])
-        tables[role] = per_example_metrics(role_examples, outputs, use_embedding=use_embedding)
+        variants = read_answer_variants(folder)
+        tables[role] = per_example_metrics(role_examples, outputs, variants, use_embedding=use_embedding)
     if "model" not in tables:
         raise FileNotFoundError(f"{eval_dir} has no outputs/model")
     model_table = tables["model"]
@@ -210,10 +212,11 @@ def score_evaluation(eval_dir: str | Path) -> dict:
         "similarity": "mean of ROUGE-L F1 and MiniLM embedding cosine" if use_embedding else "ROUGE-L F1",
         **summarise(model_table, tables.get("before"), tables.get("retain")),
     }
-    summary["forget_quality"] = None
-    summary["notes"] = [
-        "forget_quality (TOFU KS test of truth ratios) needs perturbed answers, which AMNESIA QA rows do not have",
-    ]
+    if summary["forget_quality"] is None:
+        summary["notes"] = [
+            "forget_quality (TOFU KS test of truth ratios) needs --retain-model and examples with "
+            "paraphrased_answer and perturbed_answers columns, which AMNESIA QA rows do not have",
+        ]
     summary = _finite_or_none(summary)
     (eval_dir / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False, default=_json_default))
     return summary

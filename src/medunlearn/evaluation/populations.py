@@ -36,6 +36,8 @@ RETAIN_POPULATIONS = (RETAIN_SAME_DISEASE, RETAIN_OUT_OF_DISEASE)
 
 QA_COLUMNS = ("qa_id", "patient_id", "disease", "qa_type", "question", "answer")
 EXAMPLE_COLUMNS = ("example_id", "population", *QA_COLUMNS, "disease_keywords")
+# Kept when the QA rows have them (TOFU-style answer variants, scored by the runner for the truth ratio).
+OPTIONAL_COLUMNS = ("paraphrased_answer", "perturbed_answers")
 
 _FORGET_CONFIG = re.compile(r"^(?P<prefix>(?:disease_\w+?_)?)forget_(?P<percent>\d+)$")
 
@@ -95,7 +97,7 @@ def _check_columns(frame: pd.DataFrame, source: str) -> None:
 def _as_frame(split, source: str) -> pd.DataFrame:
     frame = split.to_pandas() if hasattr(split, "to_pandas") else pd.DataFrame(split)
     _check_columns(frame, source)
-    return frame.loc[:, list(QA_COLUMNS)].copy()
+    return frame.loc[:, [*QA_COLUMNS, *[c for c in OPTIONAL_COLUMNS if c in frame.columns]]].copy()
 
 
 def build_populations(forget, retain, notes=None, config: PopulationConfig | None = None) -> pd.DataFrame:
@@ -133,7 +135,8 @@ def build_populations(forget, retain, notes=None, config: PopulationConfig | Non
         raise PopulationError(f"qa_id {duplicate.split('/', 1)[1]!r} appears twice in population {duplicate.split('/')[0]}")
     examples["disease_keywords"] = _keywords_for(examples, notes)
     examples = examples.sort_values(["population", "patient_id", "qa_id"], kind="stable", key=_population_order)
-    return examples.loc[:, list(EXAMPLE_COLUMNS)].reset_index(drop=True)
+    optional = [c for c in OPTIONAL_COLUMNS if c in examples.columns]
+    return examples.loc[:, [*EXAMPLE_COLUMNS, *optional]].reset_index(drop=True)
 
 
 def _population_order(column: pd.Series) -> pd.Series:

@@ -63,31 +63,81 @@ class RunnerConfig:
     progress: bool = True
 
 
+ANSWER = "answer"
+# Optional example columns holding more answers to score (TOFU layout): one paraphrase, a list of wrong answers.
+VARIANT_COLUMNS = {"paraphrased_answer": "paraphrased", "perturbed_answers": "perturbed"}
+
+
 @dataclass
 class EncodedExamples:
-    """Token ids of every example, made once and shared by both passes."""
+    """Token ids of every example, made once and shared by both passes.
 
-    prompt_ids: list[list[int]]  # chat(user=question) + generation prompt
-    full_ids: list[list[int]]  # chat(user=question, assistant=answer)
-    answer_start: np.ndarray  # index in full_ids of the first answer token (== len(prompt_ids))
+    Scored sequences are the examples' answers (the first ``len(prompt_ids)``, in example order) followed by
+    the answer variants; ``sequence_example`` / ``sequence_variant`` say which example and variant each is.
+    """
+
+    prompt_ids: list[list[int]]  # per example: chat(user=question) + generation prompt
+    full_ids: list[list[int]]  # per scored sequence: chat(user=question, assistant=answer)
+    answer_start: np.ndarray  # index in full_ids of the first answer token (== len of the example's prompt)
     answer_end: np.ndarray  # one past the last answer token (the end-of-turn token included)
+    sequence_example: np.ndarray
+    sequence_variant: np.ndarray
 
 
-def encode_examples(tokenizer, questions: Sequence[str], answers: Sequence[str]) -> EncodedExamples:
+def answer_variants(examples: pd.DataFrame) -> pd.DataFrame:
+    """Extra answers to score, one row each: ``example`` (row position), ``variant``, ``answer``.
+
+    ``paraphrased_answer`` gives variant ``paraphrased``; each item j of ``perturbed_answers`` gives
+    ``perturbed_j``. Missing columns or empty values give no rows.
+    """
+    frames = []
+    positions = pd.Series(np.arange(len(examples)), index=examples.index)
+    if "paraphrased_answer" in examples:
+        texts = examples["paraphrased_answer"]
+        keep = texts.notna() & (texts.astype(str) != "")
+        frames.append(pd.DataFrame({"example": positions[keep], "variant": "paraphrased", "answer": texts[keep]}))
+    if "perturbed_answers" in examples:
+        exploded = examples["perturbed_answers"].explode().dropna()
+        exploded = exploded[exploded.astype(str) != ""]
+        rank = exploded.groupby(level=0).cumcount()
+        frames.append(pd.DataFrame({
+            "example": positions[exploded.index].to_numpy(),
+            "variant": "perturbed_" + rank.astype(str).to_numpy(),
+            "answer": exploded.astype(str).to_numpy(),
+        }))
+    if not frames:
+        return pd.DataFrame({"example": np.zeros(0, dtype=np.int64), "variant": [], "answer": []})
+    return pd.concat(frames, ignore_index=True).astype({"example": np.int64})
+
+
+def _chat_texts(tokenizer, questions, answers=None) -> list[str]:
+    if answers is None:
+        conversations = [[{"role": "user", "content": q}] for q in questions]
+        return list(tokenizer.apply_chat_template(conversations, tokenize=False, add_generation_prompt=True))
+    conversations = [[{"role": "user", "content": q}, {"role": "assistant", "content": a}] for q, a in zip(questions, answers)]
+    return list(tokenizer.apply_chat_template(conversations, tokenize=False))
+
+
+def encode_examples(tokenizer, questions: Sequence[str], answers: Sequence[str], variants: pd.DataFrame | None = None) -> EncodedExamples:
     """Render the chat template for all examples and tokenise them in one batched call per view.
 
-    The answer tokens are those after the generation prompt, up to and including the first end-of-sequence
-    token: what the model must emit when it answers. Anything the template adds after it (a newline) is
-    not scored.
+    Prompts are tokenised once per example; full sequences once per scored answer (``variants`` from
+    ``answer_variants`` add sequences). The answer tokens are those after the generation prompt, up to and
+    including the first end-of-sequence token: what the model must emit when it answers. Anything the
+    template adds after it (a newline) is not scored.
     """
-    prompts = [[{"role": "user", "content": q}] for q in questions]
-    conversations = [[{"role": "user", "content": q}, {"role": "assistant", "content": a}] for q, a in zip(questions, answers)]
-    prompt_text = tokenizer.apply_chat_template(prompts, tokenize=False, add_generation_prompt=True)
-    full_text = tokenizer.apply_chat_template(conversations, tokenize=False)
-    prompt_ids = tokenizer(list(prompt_text), add_special_tokens=False)["input_ids"]
-    full_ids = tokenizer(list(full_text), add_special_tokens=False)["input_ids"]
-    starts, ends = locate_answers(prompt_ids, full_ids, _eos_ids(tokenizer))
-    return EncodedExamples(prompt_ids, full_ids, starts, ends)
+    questions, answers = list(questions), list(answers)
+    sequence_example = np.arange(len(questions))
+    sequence_variant = np.full(len(questions), ANSWER, dtype=object)
+    if variants is not None and len(variants):
+        sequence_example = np.concatenate([sequence_example, variants["example"].to_numpy()])
+        sequence_variant = np.concatenate([sequence_variant, variants["variant"].to_numpy(dtype=object)])
+        answers = answers + variants["answer"].astype(str).tolist()
+    prompt_ids = tokenizer(_chat_texts(tokenizer, questions), add_special_tokens=False)["input_ids"]
+    sequence_questions = [questions[i] for i in sequence_example]
+    full_ids = tokenizer(_chat_texts(tokenizer, sequence_questions, answers), add_special_tokens=False)["input_ids"]
+    starts, ends = locate_answers([prompt_ids[i] for i in sequence_example], full_ids, _eos_ids(tokenizer))
+    return EncodedExamples(prompt_ids, full_ids, starts, ends, sequence_example, sequence_variant)
 
 
 def locate_answers(prompt_ids: list[list[int]], full_ids: list[list[int]], eos_ids: set[int]):
@@ -248,7 +298,7 @@ def outputs_fingerprint(model_id: str, examples: pd.DataFrame, config: RunnerCon
     digest = hashlib.sha256()
     settings = {k: v for k, v in asdict(config).items() if k not in ("stop_after_batches", "progress")}
     digest.update(json.dumps({"model": model_id, "weights": weights, "settings": settings}, sort_keys=True).encode())
-    for column in ("example_id", "question", "answer"):
+    for column in ("example_id", "question", "answer", *[c for c in VARIANT_COLUMNS if c in examples]):
         digest.update("\x1f".join(examples[column].astype(str)).encode())
     return digest.hexdigest()
 
@@ -322,8 +372,9 @@ def run_model(
     own = manifest_name(process_index, num_processes)
     manifest, done_anywhere = _read_manifest(out_dir, fingerprint, model_id, overwrite, own)
 
-    encoded = encode_examples(tokenizer, examples["question"].tolist(), examples["answer"].tolist())
+    encoded = encode_examples(tokenizer, examples["question"], examples["answer"], answer_variants(examples))
     example_ids = examples["example_id"].to_numpy()
+    sequence_ids = example_ids[encoded.sequence_example]
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     eos_ids = _eos_ids(tokenizer, model)
     was_training = model.training
@@ -344,16 +395,22 @@ def run_model(
             for k in tqdm(todo, desc=f"{out_dir.name}: {pass_name}", disable=not config.progress, unit="batch"):
                 index = batches[k]
                 if pass_name == TEACHER_FORCED:
-                    columns = answer_token_statistics(
-                        model, [encoded.full_ids[i] for i in index], encoded.answer_start[index], encoded.answer_end[index], pad_id
-                    )
+                    columns = {
+                        "example_id": sequence_ids[index],
+                        "variant": encoded.sequence_variant[index],
+                        **answer_token_statistics(
+                            model, [encoded.full_ids[i] for i in index], encoded.answer_start[index],
+                            encoded.answer_end[index], pad_id,
+                        ),
+                    }
                 else:
                     tokens = greedy_generate(model, [encoded.prompt_ids[i] for i in index], pad_id, eos_ids, config.max_new_tokens)
                     columns = {
+                        "example_id": example_ids[index],
                         "generated_text": tokenizer.batch_decode(tokens, skip_special_tokens=True),
                         "generated_token_ids": tokens,
                     }
-                shard = pd.DataFrame({"example_id": example_ids[index], **columns})
+                shard = pd.DataFrame(columns)
                 shard.to_parquet(out_dir / f"{pass_name}-{k:05d}.parquet", index=False)
                 manifest["completed"][pass_name].append(k)
                 _write_json_atomic(out_dir / own, manifest)
@@ -373,23 +430,33 @@ def outputs_complete(out_dir: str | Path, passes: Sequence[str] = PASSES) -> boo
     return True
 
 
-def read_outputs(out_dir: str | Path, example_ids: Sequence[str] | None = None) -> pd.DataFrame:
-    """All per-example outputs of a folder, one row per example (both passes joined on ``example_id``).
-
-    With ``example_ids`` the rows come back in that order, and a missing example raises an error naming it.
-    """
-    out_dir = Path(out_dir)
+def _read_pass(out_dir: Path, pass_name: str) -> pd.DataFrame | None:
+    """Every completed shard of one pass, concatenated (None when there is none)."""
     manifests = _manifests(out_dir) if out_dir.is_dir() else {}
     if not manifests:
         raise FileNotFoundError(f"{out_dir} has no {MANIFEST}: not a runner output folder")
     if len({m.get("fingerprint") for m in manifests.values()}) > 1:
         raise StaleOutputsError(f"{out_dir} mixes manifests of different runs")
+    completed = set().union(*(m["completed"].get(pass_name, []) for m in manifests.values()))
+    shards = [out_dir / f"{pass_name}-{k:05d}.parquet" for k in sorted(completed)]
+    return pd.concat([pd.read_parquet(s) for s in shards], ignore_index=True) if shards else None
+
+
+def read_outputs(out_dir: str | Path, example_ids: Sequence[str] | None = None) -> pd.DataFrame:
+    """All per-example outputs of a folder, one row per example: the teacher-forced statistics of the answer
+    and the generation, joined on ``example_id`` (answer variants: see ``read_answer_variants``).
+
+    With ``example_ids`` the rows come back in that order, and a missing example raises an error naming it.
+    """
+    out_dir = Path(out_dir)
     tables = []
     for pass_name in PASSES:
-        completed = set().union(*(m["completed"].get(pass_name, []) for m in manifests.values()))
-        shards = [out_dir / f"{pass_name}-{k:05d}.parquet" for k in sorted(completed)]
-        if shards:
-            tables.append(pd.concat([pd.read_parquet(s) for s in shards], ignore_index=True).set_index("example_id"))
+        table = _read_pass(out_dir, pass_name)
+        if table is None:
+            continue
+        if "variant" in table:
+            table = table[table["variant"] == ANSWER].drop(columns="variant")
+        tables.append(table.set_index("example_id"))
     if not tables:
         raise FileNotFoundError(f"{out_dir} holds no completed batches")
     outputs = tables[0].join(tables[1:], how="outer") if len(tables) > 1 else tables[0]
@@ -399,3 +466,11 @@ def read_outputs(out_dir: str | Path, example_ids: Sequence[str] | None = None) 
             raise FileNotFoundError(f"{out_dir} has no outputs for example {missing[0]!r} (run incomplete?)")
         outputs = outputs.loc[list(example_ids)]
     return outputs.reset_index()
+
+
+def read_answer_variants(out_dir: str | Path) -> pd.DataFrame:
+    """Teacher-forced statistics of the answer variants (paraphrased / perturbed_j), one row per variant."""
+    table = _read_pass(Path(out_dir), TEACHER_FORCED)
+    if table is None or "variant" not in table:
+        return pd.DataFrame(columns=["example_id", "variant"])
+    return table[table["variant"] != ANSWER].reset_index(drop=True)

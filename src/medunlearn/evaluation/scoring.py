@@ -21,9 +21,11 @@ from medunlearn.metrics import answer_forgetting as afe
 from medunlearn.metrics import mia, probability
 from medunlearn.metrics.degeneration import DegenerationConfig, degeneration_components
 from medunlearn.metrics.disease_leakage import leakage_per_example
+from medunlearn.metrics.forget_quality import forget_quality
 from medunlearn.metrics.model_utility import model_utility
 from medunlearn.metrics.rouge import rouge_l
 from medunlearn.metrics.similarity import answer_similarity
+from medunlearn.metrics.truth_ratio import truth_ratio, truth_ratio_score
 
 QA_TYPES_ALL = ("factual", "reasoning", "all")
 MIA_ATTACKS = ("loss", "zlib", "min_k", "min_k_plus_plus")
@@ -115,10 +117,35 @@ def text_statistics(examples: pd.DataFrame, predictions: list[str], *, use_embed
     return columns
 
 
-def per_example_metrics(examples: pd.DataFrame, outputs: pd.DataFrame, *, use_embedding: bool = False) -> pd.DataFrame:
+def truth_ratios(variant_outputs: pd.DataFrame) -> pd.Series:
+    """TOFU truth ratio per example that has a paraphrased and at least one perturbed answer (by example_id).
+
+    Each answer's probability is TOFU's length-normalised ``answer_probability``; the perturbed probabilities
+    of an example are averaged, as :func:`medunlearn.metrics.truth_ratio.truth_ratio` does.
+    """
+    if variant_outputs is None or variant_outputs.empty:
+        return pd.Series(dtype=np.float64)
+    logprobs, mask = probability.pad_token_values(variant_outputs["token_logprobs"].tolist())
+    probs = pd.Series(probability.answer_probability(logprobs, mask), index=variant_outputs.index)
+    variant = variant_outputs["variant"].astype(str)
+    paraphrased = probs[variant == "paraphrased"].groupby(variant_outputs["example_id"]).mean()
+    perturbed = probs[variant.str.startswith("perturbed_")].groupby(variant_outputs["example_id"]).mean()
+    both = paraphrased.index.intersection(perturbed.index)
+    if both.empty:
+        return pd.Series(dtype=np.float64)
+    ratios = truth_ratio(paraphrased[both].to_numpy(), perturbed[both].to_numpy()[:, None])
+    return pd.Series(ratios, index=both)
+
+
+def per_example_metrics(
+    examples: pd.DataFrame, outputs: pd.DataFrame, variant_outputs: pd.DataFrame | None = None, *,
+    use_embedding: bool = False,
+) -> pd.DataFrame:
     """One row per example: the example's fields plus every per-example statistic.
 
-    ``use_embedding`` adds the embedding cosine to the answer similarity (see ``text_statistics``).
+    ``variant_outputs`` (``runner.read_answer_variants``) adds ``truth_ratio`` where an example has a
+    paraphrased and perturbed answers. ``use_embedding`` adds the embedding cosine to the answer similarity
+    (see ``text_statistics``).
 
     ``outputs`` must be ``runner.read_outputs(folder, examples["example_id"])`` (same order). Columns of a pass
     that was not run (the retain model runs no generation) are simply absent.
@@ -129,6 +156,9 @@ def per_example_metrics(examples: pd.DataFrame, outputs: pd.DataFrame, *, use_em
     if "token_logprobs" in outputs:
         for name, values in probability_statistics(outputs, table["answer"]).items():
             table[name] = values
+    ratios = truth_ratios(variant_outputs)
+    if not ratios.empty:
+        table["truth_ratio"] = table["example_id"].map(ratios).astype(np.float64)
     if "generated_text" in outputs:
         predictions = outputs["generated_text"].fillna("").tolist()
         table["generated_text"] = predictions
@@ -175,8 +205,35 @@ def summarise(model: pd.DataFrame, before: pd.DataFrame | None = None, retain: p
             _add_forgetting(cells, rows, before)
         else:
             _add_model_utility(cells, rows)
+        _add_truth_ratio(cells, rows, population)
         populations[population] = cells
-    return {"populations": populations, "membership_inference": _membership_inference(model, retain)}
+    return {
+        "populations": populations,
+        "membership_inference": _membership_inference(model, retain),
+        "forget_quality": _forget_quality(model, retain),
+    }
+
+
+def _add_truth_ratio(cells: dict, rows: pd.DataFrame, population: str) -> None:
+    """TOFU's truth-ratio score: ``closer_to_1_better`` on forget populations, ``true_better`` on retained ones."""
+    if "truth_ratio" not in rows:
+        return
+    mode = "closer_to_1_better" if population in FORGET_POPULATIONS else "true_better"
+    for qa_type, cell in cells.items():
+        selected = rows if qa_type == "all" else rows[rows["qa_type"] == qa_type]
+        values = selected["truth_ratio"].dropna().to_numpy()
+        cell["truth_ratio"] = truth_ratio_score(values, mode) if len(values) else None
+
+
+def _forget_quality(model: pd.DataFrame, retain: pd.DataFrame | None) -> dict | None:
+    """TOFU forget quality: KS test of forget-seen truth ratios, evaluated model vs retain model (None without)."""
+    if retain is None or "truth_ratio" not in model or "truth_ratio" not in retain:
+        return None
+    ours = model.loc[model["population"] == FORGET_SEEN, "truth_ratio"].dropna()
+    theirs = retain.loc[retain["population"] == FORGET_SEEN, "truth_ratio"].dropna()
+    if ours.empty or theirs.empty:
+        return None
+    return forget_quality(ours.to_numpy(), theirs.to_numpy())
 
 
 def _add_model_utility(cells: dict, rows: pd.DataFrame) -> None:
