@@ -152,7 +152,7 @@ def _targets(total: float, proportions) -> np.ndarray:
     return total * weights / weights.sum()
 
 
-def spectral_key_order(keys: np.ndarray, n_keys: int, seed: int = 0, max_iterations: int = 200) -> np.ndarray:
+def spectral_key_order(keys: np.ndarray, n_keys: int, seed: int = 0, max_iterations: int = 100) -> np.ndarray:
     """Position of every key along the Fiedler direction of the key graph (keys joined by shared pairs).
 
     Keys that are close in this order are densely linked, so cutting the order at one point separates the
