@@ -1,42 +1,493 @@
-"""``medunlearn demo``: the AMNESIA pipeline on the embedded default, on a laptop CPU.
+"""``medunlearn demo``: the whole AMNESIA study, then a BioDivergence split comparison, on a laptop CPU.
 
-Today it builds the AMNESIA folder from the fictitious cohort, audits it and prints its split table; the
-fine-tuning, unlearning and evaluation stages join as they land.
+AMNESIA part: build the fictitious cohort's folder and audit it → fine-tune a ``tiny-llama`` sized to memorise
+the cohort (notes pretraining, then QA SFT) → unlearn the random ``forget_10`` split with the paper's four
+methods (GradDiff, KL-Min, SimNPO, RMU) and the disease-level ``disease_cancer_forget_10`` split with GradDiff
+(and SimNPO in the full run) → evaluate every model, with the fine-tuned model as ``before`` for AFE, and the
+fine-tuned model itself as the "no unlearning" row → print the comparison table, write the report folder and
+say, from the numbers, whether the paper's collateral-damage finding shows up in this run.
+
+BioDivergence part: fictitious pair pool → v1.0 (article-disjoint) and v1.0-pairlevel splits → audit →
+majority and lexical baselines → metric table with the pair-level minus article-disjoint gap.
+
+The demo settings (model size, learning rates) are ours: a 0.5M-parameter model trained from scratch needs far
+larger steps than the recipes' 1e-5, which are meant for pretrained 8B models.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+EPILOG = """examples:
+  medunlearn demo --quick --out demo-quick     # about a minute: tiny cohort, a few steps per method
+  medunlearn demo --out demo-output            # the full study, under 10 minutes on a 2-core CPU
+
+The report folder (printed at the end) holds demo_summary.json (every number shown), table.txt,
+report.json and the PNG plots of `medunlearn report`."""
+
+# The paper's four methods (method-table stems) and how they are shown.
+RANDOM_METHODS = ("grad_diff", "kl_min", "simnpo", "rmu")
+DISPLAY_NAMES = {"grad_diff": "GradDiff", "kl_min": "KL-Min", "simnpo": "SimNPO", "rmu": "RMU"}
+RANDOM_FORGET = "forget_10"
+DISEASE_FORGET = "disease_cancer_forget_10"
+BEFORE_NAME = "fine-tuned (no unlearning)"
+
+
+@dataclass
+class DemoSettings:
+    """Sizes and steps of one demo run (ours; chosen so the model memorises the cohort within the time budget)."""
+
+    patients: int = 100
+    hidden_size: int = 128
+    num_hidden_layers: int = 2
+    vocab_size: int = 2048
+    notes_epochs: float = 1.0
+    qa_epochs: float = 15.0
+    finetune_learning_rate: float = 3e-3
+    finetune_batch_size: int = 16
+    # Per method: the forget-loss methods move a memorised answer with 5e-4; SimNPO's length-normalised loss
+    # and RMU's activation steering need a larger step to move a model this small.
+    unlearn_learning_rates: dict[str, float] = field(
+        default_factory=lambda: {"grad_diff": 5e-4, "kl_min": 5e-4, "simnpo": 2e-3, "rmu": 2e-3}
+    )
+    unlearn_max_steps: int | None = None  # None: the method config's epochs (5)
+    disease_methods: tuple[str, ...] = ("grad_diff", "simnpo")
+    max_new_tokens: int = 32
+    max_retain_patients: int | None = 100
+    biodivergence_pairs: int = 2000
+
+
+FULL = DemoSettings()
+QUICK = DemoSettings(
+    patients=40,
+    hidden_size=64,
+    vocab_size=600,
+    qa_epochs=3.0,
+    unlearn_max_steps=2,
+    disease_methods=("grad_diff",),
+    max_new_tokens=8,
+    max_retain_patients=10,
+    biodivergence_pairs=400,
+)
+
+
+class DemoError(ValueError):
+    """A demo option the run cannot honour (the message says which)."""
 
 
 def build_parser(prog: str = "medunlearn demo") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
-        description="Run the AMNESIA pipeline on the embedded fictitious cohort, on CPU.",
-        epilog="example:\n  medunlearn demo --out demo-output --quick",
+        description="Run the AMNESIA study (build, fine-tune, unlearn with GradDiff / KL-Min / SimNPO / RMU, "
+        "evaluate, report) and a BioDivergence split comparison on the embedded fictitious data, on CPU.",
+        epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--out", default="demo-output", help="folder for everything the demo writes")
-    parser.add_argument("--patients", type=int, default=None, help="cohort size (default: 8820, or 200 with --quick)")
-    parser.add_argument("--seed", type=int, default=0, help="fixes the cohort and every split")
+    parser.add_argument(
+        "--patients", type=int, default=None, help=f"cohort size (default {FULL.patients}, {QUICK.patients} with --quick)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="fixes the cohort, the splits and the model")
     parser.add_argument("--quick", action="store_true", help="a one-minute version (used by the tests)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     return parser
 
 
-def run(args: argparse.Namespace) -> int:
+# ---------------------------------------------------------------------------------------------------------
+# Pure pieces (tested on hand-made numbers)
+
+
+def model_utility(summary: dict, population: str) -> float | None:
+    """MU of one retained population ("all" QA types) from an evaluation ``summary.json``."""
+    return summary.get("populations", {}).get(population, {}).get("all", {}).get("model_utility")
+
+
+def forget_cell(summary: dict, key: str) -> float | None:
+    return summary.get("populations", {}).get("forget_seen", {}).get("all", {}).get(key)
+
+
+def comparison_row(method: str, forget_config: str, summary: dict, before: dict | None) -> dict:
+    """One line of the comparison table; ΔMU = MU after unlearning − MU of the fine-tuned model (ours)."""
+    row = {
+        "method": method,
+        "forget_config": forget_config,
+        "afe": forget_cell(summary, "answer_forgetting"),
+        "leakage_score": forget_cell(summary, "leakage_score"),
+        "degeneration_score": forget_cell(summary, "degeneration_score"),
+        "mu_same_disease": model_utility(summary, "retain_same_disease"),
+        "mu_out_of_disease": model_utility(summary, "retain_out_of_disease"),
+    }
+    for key in ("mu_same_disease", "mu_out_of_disease"):
+        base = model_utility(before, "retain_" + key.removeprefix("mu_")) if before else None
+        row["delta_" + key] = None if base is None or row[key] is None else row[key] - base
+    return row
+
+
+def collateral_finding(rows: list[dict]) -> dict:
+    """Does same-disease retained MU fall more than out-of-disease MU after disease-level forgetting?
+
+    For each disease-level unlearning row (not the ``baseline`` row of the fine-tuned model) with both deltas: drop_same = −ΔMU_same, drop_out = −ΔMU_out; the finding
+    appears for that method when drop_same > drop_out. ``appears`` is True when it does for every such method,
+    False when for none, and "mixed" otherwise; None when no row can tell. Computed, never assumed.
+    """
+    per_method = []
+    for row in rows:
+        same, out = row.get("delta_mu_same_disease"), row.get("delta_mu_out_of_disease")
+        if row.get("baseline") or not row["forget_config"].startswith("disease_") or same is None or out is None:
+            continue
+        per_method.append(
+            {"method": row["method"], "forget_config": row["forget_config"], "drop_same_disease": -same,
+             "drop_out_of_disease": -out, "appears": -same > -out}
+        )
+    verdicts = {entry["appears"] for entry in per_method}
+    appears = None if not verdicts else (verdicts.pop() if len(verdicts) == 1 else "mixed")
+    return {"appears": appears, "per_method": per_method}
+
+
+def finding_sentence(finding: dict) -> str:
+    if finding["appears"] is None:
+        return "The paper's finding cannot be checked in this run: no disease-level run has both MU deltas."
+    details = "; ".join(
+        f"{e['method']}: same-disease MU fell {e['drop_same_disease']:+.3f}, out-of-disease {e['drop_out_of_disease']:+.3f}"
+        for e in finding["per_method"]
+    )
+    verdict = {
+        True: "APPEARS in this run (same-disease retained MU fell more than out-of-disease MU)",
+        False: "does NOT appear in this run (same-disease retained MU did not fall more than out-of-disease MU)",
+        "mixed": "appears for some methods only",
+    }[finding["appears"]]
+    return f"The paper's collateral-damage finding {verdict}. {details}."
+
+
+BIODIVERGENCE_METRICS = (
+    ("accuracy", "accuracy"),
+    ("macro-F1", "macro_f1"),
+    ("contextual F1", "contextual_contradiction_f1"),
+    ("axis micro-F1", "axis_micro_f1"),
+    ("confounder acc", "confounder_accuracy"),
+    ("reconciliation ROUGE-L", "reconciliation_rougeL"),
+)
+
+
+def split_gap(pairlevel: dict, article_disjoint: dict) -> dict:
+    """Per metric: pair-level score − article-disjoint score (positive: the leaky split flatters the system)."""
+    return {key: pairlevel[key] - article_disjoint[key] for _, key in BIODIVERGENCE_METRICS}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Stages
+
+
+def _stage(number: int, total: int, text: str) -> None:
+    print(f"\n[{number}/{total}] {text}", flush=True)
+
+
+def build_base_model(data_dir: Path, out: Path, settings: DemoSettings, seed: int) -> Path:
+    """A randomly initialised tiny Llama with a BPE tokenizer trained on the cohort, saved as a model folder."""
+    import datasets
+
+    from medunlearn.models import TinyLlamaConfig, build_tiny_llama_for_texts
+    from medunlearn.unlearn.finetune_cli import notes_texts
+
+    notes = datasets.load_dataset(str(data_dir), "notes", split="train")
+    qa = datasets.load_dataset(str(data_dir), "full", split="train")
+    texts = notes_texts(notes) + list(qa["question"]) + list(qa["answer"])
+    config = TinyLlamaConfig(
+        hidden_size=settings.hidden_size,
+        intermediate_size=2 * settings.hidden_size,
+        num_hidden_layers=settings.num_hidden_layers,
+        seed=seed,
+    )
+    model, tokenizer = build_tiny_llama_for_texts(texts, vocab_size=settings.vocab_size, config=config)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    parameters = sum(p.numel() for p in model.parameters())
+    print(f"  tiny-llama: {parameters / 1e6:.2f}M parameters, vocabulary {len(tokenizer)}, {config.num_hidden_layers} layers")
+    return out
+
+
+def finetune_model(base: Path, data_dir: Path, out: Path, settings: DemoSettings, seed: int, progress: bool) -> Path:
+    from medunlearn.unlearn.finetune_cli import build_parser as finetune_parser
+    from medunlearn.unlearn.finetune_cli import finetune
+
+    args = finetune_parser().parse_args(
+        [
+            "--model", str(base), "--data", str(data_dir), "--out", str(out),
+            "--notes-epochs", str(settings.notes_epochs), "--qa-epochs", str(settings.qa_epochs),
+            "--learning_rate", str(settings.finetune_learning_rate),
+            "--per_device_train_batch_size", str(settings.finetune_batch_size),
+            "--logging_steps", "100", "--seed", str(seed), "--disable_tqdm", str(not progress).lower(),
+        ]
+    )
+    return finetune(args)
+
+
+def unlearn_model(method: str, model: Path, data_dir: Path, forget: str, out: Path, settings: DemoSettings,
+                  seed: int, progress: bool) -> Path:
+    from medunlearn.unlearn.cli import build_parser as unlearn_parser
+    from medunlearn.unlearn.cli import unlearn
+
+    argv = [
+        "--method", method, "--model", str(model), "--data", str(data_dir), "--forget", forget, "--out", str(out),
+        "--learning_rate", str(settings.unlearn_learning_rates[method]), "--logging_steps", "100",
+        "--seed", str(seed), "--disable_tqdm", str(not progress).lower(),
+    ]
+    if method == "rmu":  # steer the last decoder layer of this small model (the paper's layer 7 does not exist)
+        argv += ["--layer", str(settings.num_hidden_layers - 1)]
+    if settings.unlearn_max_steps is not None:
+        argv += ["--max_steps", str(settings.unlearn_max_steps)]
+    return unlearn(unlearn_parser().parse_args(argv))
+
+
+def evaluate_model(model: Path, name: str, data_dir: Path, forget: str, out: Path, before: Path,
+                   before_outputs: Path, settings: DemoSettings, seed: int, progress: bool) -> dict:
+    from medunlearn.evaluation.pipeline import evaluate_unlearning
+    from medunlearn.evaluation.populations import PopulationConfig
+    from medunlearn.evaluation.runner import RunnerConfig
+
+    return evaluate_unlearning(
+        str(model), data_dir, forget, out, before=str(before), before_outputs=before_outputs, name=name,
+        runner_config=RunnerConfig(max_new_tokens=settings.max_new_tokens, progress=progress),
+        population_config=PopulationConfig(max_retain_patients=settings.max_retain_patients, seed=seed),
+        overwrite=True,
+    )
+
+
+def comparison_table(rows: list[dict]):
+    from rich.table import Table
+
+    def fmt(value, signed=False):
+        return "–" if value is None else (f"{value:+.3f}" if signed else f"{value:.3f}")
+
+    table = Table(title="AMNESIA demo: forget seen QA (AFE, LS, DS) and retained patients' MU")
+    for header in ("method", "forget config"):
+        table.add_column(header, no_wrap=True)
+    for header in ("AFE", "LS", "DS", "MU same-dis.", "MU out-of-dis.", "ΔMU same", "ΔMU out"):
+        table.add_column(header, justify="right", no_wrap=True)
+    previous = None
+    for row in rows:
+        if previous is not None and row["forget_config"] != previous:
+            table.add_section()
+        previous = row["forget_config"]
+        table.add_row(
+            row["method"], row["forget_config"], fmt(row["afe"]), fmt(row["leakage_score"]),
+            fmt(row["degeneration_score"]), fmt(row["mu_same_disease"]), fmt(row["mu_out_of_disease"]),
+            fmt(row["delta_mu_same_disease"], True), fmt(row["delta_mu_out_of_disease"], True),
+        )
+    return table
+
+
+def biodivergence_table(scores: dict):
+    from rich.table import Table
+
+    table = Table(title="BioDivergence demo: test split, pair-level vs article-disjoint (v1.0)")
+    table.add_column("baseline", no_wrap=True)
+    table.add_column("split", no_wrap=True)
+    table.add_column("n", justify="right")
+    for header, _ in BIODIVERGENCE_METRICS:
+        table.add_column(header, justify="right")
+    for baseline, by_config in scores.items():
+        for config in ("v1.0-pairlevel", "v1.0"):
+            cell = by_config[config]
+            table.add_row(baseline, config, str(cell["n"]), *(f"{cell['scores'][key]:.3f}" for _, key in BIODIVERGENCE_METRICS))
+        table.add_row(baseline, "gap (pair − v1.0)", "", *(f"{v:+.3f}" for v in by_config["gap"].values()))
+        table.add_section()
+    return table
+
+
+def run_biodivergence(out: Path, settings: DemoSettings, seed: int) -> dict:
+    from medunlearn.biodivergence import (
+        SplitConfig,
+        audit_folder,
+        build_splits,
+        generate_pair_pool,
+        read_hub_folder,
+        write_hub_folder,
+    )
+    from medunlearn.biodivergence.baselines import make_baseline
+    from medunlearn.metrics.contextual_contradiction import OUTPUT_KEYS, SPAN_KEYS, contextual_contradiction
+
+    pool = generate_pair_pool(n_pairs=settings.biodivergence_pairs, seed=seed)
+    configs, stats = build_splits(pool, SplitConfig(seed=seed))
+    folder = write_hub_folder(configs, stats, out, {"seed": seed, "pairs": settings.biodivergence_pairs})
+    print(f"  v1.0 (article-disjoint) {stats.split_sizes}; v1.0-pairlevel {stats.pairlevel_split_sizes}; "
+          f"bridging pairs dropped: {stats.bridging_pairs_dropped}")
+    report = audit_folder(folder)
+    for line in report.lines():
+        if line.startswith("info") or not line.startswith("ok"):
+            print("  " + line)
+    if not report.ok:
+        raise DemoError(f"BioDivergence audit failed: {report.first_violation.name}: {report.first_violation.detail}")
+    print(f"  audit passed: {sum(c.ok for c in report.checks)} checks")
+    splits = read_hub_folder(folder)
+    scores: dict = {}
+    for baseline in ("majority", "lexical"):
+        scores[baseline] = {}
+        for config in ("v1.0-pairlevel", "v1.0"):
+            gold = splits[config]["test"]
+            references = gold[list(OUTPUT_KEYS + SPAN_KEYS)].to_dict(orient="records")
+            for record in references:
+                record["axes"] = list(record["axes"])
+            predictions = make_baseline(baseline).fit(splits[config]["train"]).predict(gold)
+            scores[baseline][config] = {"n": len(gold), "scores": contextual_contradiction(predictions, references)}
+        scores[baseline]["gap"] = split_gap(scores[baseline]["v1.0-pairlevel"]["scores"], scores[baseline]["v1.0"]["scores"])
+    return {"folder": str(folder), "split_sizes": stats.split_sizes, "pairlevel_split_sizes": stats.pairlevel_split_sizes,
+            "bridging_pairs_dropped": stats.bridging_pairs_dropped, "baselines": scores}
+
+
+def gap_sentence(biodivergence: dict) -> str:
+    lexical = biodivergence["baselines"]["lexical"]["gap"]
+    key = "contextual_contradiction_f1"
+    direction = "higher" if lexical[key] > 0 else "not higher"
+    return (f"Lexical baseline: contextual-contradiction F1 is {direction} on the leaky pair-level split than on the "
+            f"article-disjoint v1.0 split (gap {lexical[key]:+.3f}; accuracy gap {lexical['accuracy']:+.3f}).")
+
+
+def run_demo(out: Path, settings: DemoSettings, seed: int, progress: bool) -> dict:
+    """Every stage; returns the demo summary (also written to ``out/report/demo_summary.json``).
+
+    ``datasets`` caches a local folder by its name and config, not its contents, so another folder called
+    "amnesia" read earlier on this machine would be served in place of ours: the demo reads through a private,
+    throw-away cache.
+    """
+    import tempfile
+
+    import datasets
+
+    previous_cache = datasets.config.HF_DATASETS_CACHE
+    with tempfile.TemporaryDirectory(prefix="medunlearn-demo-datasets-") as cache:
+        datasets.config.HF_DATASETS_CACHE = Path(cache)
+        try:
+            return _run_stages(out, settings, seed, progress)
+        finally:
+            datasets.config.HF_DATASETS_CACHE = previous_cache
+
+
+def _run_stages(out: Path, settings: DemoSettings, seed: int, progress: bool) -> dict:
+    from rich.console import Console
+
     from medunlearn.amnesia.audit import audit_folder
     from medunlearn.amnesia.build import build_amnesia_folder
     from medunlearn.amnesia.cli import print_split_table
+    from medunlearn.evaluation.report import write_report
 
-    patients = args.patients or (200 if args.quick else 8820)
-    out = Path(args.out)
-    print(f"[1/2] building the AMNESIA folder from the fictitious cohort ({patients:,} patients, seed {args.seed})")
-    folder = build_amnesia_folder(out / "amnesia", overwrite=True, source="synthetic", patients=patients,
-                                  seed=args.seed)
-    print_split_table(folder)
-    print("[2/2] auditing every split invariant")
-    for invariant, detail in audit_folder(folder).checks:
+    console = Console(width=160, record=True)
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    total = 8
+
+    def lap(name: str, since: float) -> float:
+        now = time.perf_counter()
+        timings[name] = round(now - since, 1)
+        return now
+
+    clock = started
+    _stage(1, total, f"building the AMNESIA folder from the fictitious cohort ({settings.patients:,} patients, seed {seed})")
+    data_dir = build_amnesia_folder(out / "amnesia", overwrite=True, source="synthetic", patients=settings.patients,
+                                    seed=seed)
+    print_split_table(data_dir)
+    for invariant, detail in audit_folder(data_dir).checks:
         print(f"  ok  {invariant}: {detail}")
-    print(f"AMNESIA folder: {folder.resolve()}  (load it with datasets.load_dataset({str(folder)!r}, 'forget_10'))")
+    card = (data_dir / "README.md").read_text()
+    for forget in (RANDOM_FORGET, DISEASE_FORGET):
+        if f"config_name: {forget}\n" not in card:
+            raise DemoError(f"{data_dir}: config {forget} is missing for this cohort size; use more --patients")
+    clock = lap("build", clock)
+
+    models = out / "models"
+    _stage(2, total, "fine-tuning tiny-llama on the cohort: notes pretraining, then QA SFT (the model to unlearn from)")
+    base = build_base_model(data_dir, models / "base", settings, seed)
+    finetuned = finetune_model(base, data_dir, models / "finetuned", settings, seed, progress)
+    clock = lap("finetune", clock)
+
+    runs = [(method, RANDOM_FORGET) for method in RANDOM_METHODS]
+    runs += [(method, DISEASE_FORGET) for method in settings.disease_methods]
+    _stage(3, total, f"unlearning: {', '.join(f'{DISPLAY_NAMES[m]} on {f}' for m, f in runs)}")
+    unlearned = {}
+    for method, forget in runs:
+        print(f"  {DISPLAY_NAMES[method]} on {forget}", flush=True)
+        unlearned[method, forget] = unlearn_model(method, finetuned, data_dir, forget, models / f"{method}-{forget}",
+                                                  settings, seed, progress)
+    clock = lap("unlearn", clock)
+
+    _stage(4, total, "evaluating every model (the fine-tuned model is `before` for AFE and the no-unlearning row)")
+    evals = out / "evaluations"
+    eval_dirs, rows, summaries = [], [], {}
+    for forget in (RANDOM_FORGET, DISEASE_FORGET):
+        shared_before = evals / f"before-{forget}"
+        summaries[BEFORE_NAME, forget] = evaluate_model(
+            finetuned, f"{BEFORE_NAME} [{forget}]", data_dir, forget, evals / f"finetuned-{forget}", finetuned,
+            shared_before, settings, seed, progress)
+        eval_dirs.append(evals / f"finetuned-{forget}")
+        for method, method_forget in runs:
+            if method_forget != forget:
+                continue
+            name = f"{DISPLAY_NAMES[method]} [{forget}]"
+            summaries[method, forget] = evaluate_model(
+                unlearned[method, forget], name, data_dir, forget, evals / f"{method}-{forget}", finetuned,
+                shared_before, settings, seed, progress)
+            eval_dirs.append(evals / f"{method}-{forget}")
+        before = summaries[BEFORE_NAME, forget]
+        rows.append({**comparison_row(BEFORE_NAME, forget, before, before), "baseline": True})
+        rows += [comparison_row(DISPLAY_NAMES[m], forget, summaries[m, forget], before) for m, f in runs if f == forget]
+    clock = lap("evaluate", clock)
+
+    _stage(5, total, "comparison table")
+    console.print(comparison_table(rows))
+    finding = collateral_finding(rows)
+    sentence = finding_sentence(finding)
+    console.print(sentence, highlight=False)
+    console.print("LS is shown beside DS: a low leakage score from degenerate answers is not forgetting.", highlight=False)
+
+    report_dir = out / "report"
+    _stage(6, total, f"writing the report folder ({report_dir})")
+    payload = write_report(eval_dirs, report_dir)
+    clock = lap("report", clock)
+
+    _stage(7, total, f"BioDivergence: fictitious pool ({settings.biodivergence_pairs} pairs) → v1.0 and pair-level "
+                     "splits → audit → baselines")
+    biodivergence = run_biodivergence(out / "biodivergence", settings, seed)
+    console.print(biodivergence_table(biodivergence["baselines"]))
+    gap = gap_sentence(biodivergence)
+    console.print(gap, highlight=False)
+    clock = lap("biodivergence", clock)
+
+    timings["total"] = round(time.perf_counter() - started, 1)
+    summary = {
+        "settings": asdict(settings),
+        "seed": seed,
+        "data": str(data_dir),
+        "models": {"finetuned": str(finetuned), **{f"{m}/{f}": str(p) for (m, f), p in unlearned.items()}},
+        "amnesia_rows": rows,
+        "finding": {**finding, "sentence": sentence},
+        "biodivergence": {**biodivergence, "sentence": gap},
+        "report_plots": payload["plots"],
+        "seconds": timings,
+    }
+    (report_dir / "demo_summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    (report_dir / "table.txt").write_text(console.export_text())
+    _stage(8, total, "done")
+    print(f"report folder: {report_dir.resolve()}")
+    print(f"  demo_summary.json, table.txt, report.json, {', '.join(payload['plots'])}")
+    print(f"  stages (s): {', '.join(f'{k} {v}' for k, v in timings.items())}")
+    return summary
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = QUICK if args.quick else FULL
+    if args.patients is not None:
+        if args.patients < 20:
+            print("medunlearn demo: error: --patients must be at least 20 (forget_10 needs 2 patients)", file=sys.stderr)
+            return 2
+        settings = DemoSettings(**{**asdict(settings), "patients": args.patients})
+    try:
+        run_demo(Path(args.out), settings, args.seed, progress=not args.no_progress)
+    except (DemoError, FileNotFoundError) as error:
+        print(f"medunlearn demo: error: {error}", file=sys.stderr)
+        return 2
     return 0

@@ -1,0 +1,147 @@
+"""``medunlearn demo``: the pure pieces on hand-made numbers, and one ``--quick`` run end to end."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import pytest
+
+from medunlearn.cli import main, subcommand_parser
+from medunlearn.demo import (
+    BIODIVERGENCE_METRICS,
+    DISPLAY_NAMES,
+    RANDOM_METHODS,
+    collateral_finding,
+    comparison_row,
+    finding_sentence,
+    split_gap,
+)
+
+
+def _summary(mu_same, mu_out, afe=0.5):
+    def cell(**values):
+        return {"all": values}
+
+    return {
+        "populations": {
+            "forget_seen": cell(answer_forgetting=afe, leakage_score=0.1, degeneration_score=0.0),
+            "retain_same_disease": cell(model_utility=mu_same),
+            "retain_out_of_disease": cell(model_utility=mu_out),
+        }
+    }
+
+
+def test_comparison_row_deltas_are_after_minus_before():
+    row = comparison_row("GradDiff", "disease_cancer_forget_10", _summary(0.6, 0.85), _summary(0.9, 0.95))
+    assert row["delta_mu_same_disease"] == pytest.approx(-0.3)
+    assert row["delta_mu_out_of_disease"] == pytest.approx(-0.1)
+    assert row["afe"] == 0.5 and row["leakage_score"] == 0.1
+
+
+def test_missing_population_gives_no_delta():
+    after = _summary(0.6, None)
+    row = comparison_row("RMU", "forget_10", after, _summary(0.9, 0.95))
+    assert row["mu_out_of_disease"] is None and row["delta_mu_out_of_disease"] is None
+
+
+def _row(method, forget, same, out, baseline=False):
+    return {"method": method, "forget_config": forget, "delta_mu_same_disease": same,
+            "delta_mu_out_of_disease": out, "baseline": baseline}
+
+
+def test_finding_is_computed_per_disease_level_method():
+    rows = [
+        _row("fine-tuned", "disease_cancer_forget_10", 0.0, 0.0, baseline=True),  # the reference row: ignored
+        _row("GradDiff", "forget_10", -0.5, 0.0),  # random split: not the paper's comparison
+        _row("GradDiff", "disease_cancer_forget_10", -0.20, -0.05),
+        _row("SimNPO", "disease_cancer_forget_10", -0.10, -0.02),
+    ]
+    finding = collateral_finding(rows)
+    assert finding["appears"] is True
+    assert [e["method"] for e in finding["per_method"]] == ["GradDiff", "SimNPO"]
+    assert finding["per_method"][0]["drop_same_disease"] == pytest.approx(0.20)
+    assert "APPEARS" in finding_sentence(finding)
+
+
+def test_finding_absent_mixed_and_undecidable():
+    against = [_row("GradDiff", "disease_cancer_forget_10", -0.01, -0.05)]
+    assert collateral_finding(against)["appears"] is False
+    assert "does NOT appear" in finding_sentence(collateral_finding(against))
+    mixed = against + [_row("SimNPO", "disease_cancer_forget_10", -0.3, -0.1)]
+    assert collateral_finding(mixed)["appears"] == "mixed"
+    assert collateral_finding([_row("GradDiff", "disease_cancer_forget_10", None, -0.1)])["appears"] is None
+
+
+def test_split_gap_is_pairlevel_minus_article_disjoint():
+    pair = {key: 0.5 for _, key in BIODIVERGENCE_METRICS}
+    disjoint = {key: 0.25 for _, key in BIODIVERGENCE_METRICS}
+    assert split_gap(pair, disjoint) == {key: 0.25 for _, key in BIODIVERGENCE_METRICS}
+
+
+def test_too_few_patients_is_a_clear_error(tmp_path, capsys):
+    assert main(["demo", "--quick", "--patients", "5", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "--patients" in err and "Traceback" not in err
+
+
+@pytest.fixture(scope="module")
+def quick_demo(tmp_path_factory):
+    import contextlib
+    import io
+
+    import datasets
+
+    previous = datasets.config.HF_DATASETS_CACHE
+    out = tmp_path_factory.mktemp("demo") / "demo-quick"
+    stdout = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(stdout):
+            rc = main(["demo", "--quick", "--no-progress", "--out", str(out)])
+    finally:
+        datasets.config.HF_DATASETS_CACHE = previous
+    return rc, out, stdout.getvalue()
+
+
+@pytest.mark.slow  # the whole --quick study: about a minute on a loaded 2-core machine
+def test_quick_demo_prints_table_and_report_path_and_writes_the_report(quick_demo):
+    rc, out, printed = quick_demo
+    assert rc == 0
+    report = out / "report"
+    assert f"report folder: {report.resolve()}" in printed
+    for name in ("demo_summary.json", "table.txt", "report.json", "mu_afe_tradeoff.png",
+                 "mu_same_vs_out_of_disease.png", "leakage_vs_degeneration.png"):
+        assert (report / name).is_file() and (report / name).stat().st_size > 0, name
+    summary = json.loads((report / "demo_summary.json").read_text())
+    methods_run = {(row["method"], row["forget_config"]) for row in summary["amnesia_rows"]}
+    for method in RANDOM_METHODS:
+        assert (DISPLAY_NAMES[method], "forget_10") in methods_run
+        assert DISPLAY_NAMES[method] in printed
+    assert ("GradDiff", "disease_cancer_forget_10") in methods_run
+    for header in ("AFE", "LS", "DS", "MU same-dis.", "MU out-of-dis."):
+        assert header in printed
+
+
+@pytest.mark.slow
+def test_quick_demo_finding_and_gap_follow_from_its_own_numbers(quick_demo):
+    _, out, printed = quick_demo
+    summary = json.loads((out / "report" / "demo_summary.json").read_text())
+    recomputed = collateral_finding(summary["amnesia_rows"])
+    assert summary["finding"]["appears"] == recomputed["appears"]
+    assert summary["finding"]["sentence"] == finding_sentence(recomputed)
+    assert " ".join(summary["finding"]["sentence"].split()) in " ".join(printed.split())
+    for baseline in ("majority", "lexical"):
+        scores = summary["biodivergence"]["baselines"][baseline]
+        expected = split_gap(scores["v1.0-pairlevel"]["scores"], scores["v1.0"]["scores"])
+        assert scores["gap"] == pytest.approx(expected)
+    sizes = summary["biodivergence"]["split_sizes"]
+    assert sizes["test"] == summary["biodivergence"]["baselines"]["lexical"]["v1.0"]["n"]
+
+
+def test_the_quick_example_in_the_help_is_the_one_tested():
+    epilog = subcommand_parser("demo").epilog
+    quick = next(line for line in epilog.splitlines() if "--quick" in line)
+    argv = shlex.split(quick.split("#")[0])
+    assert argv[:2] == ["medunlearn", "demo"] and "--quick" in argv
+    args = subcommand_parser("demo").parse_args(argv[2:])
+    assert args.quick and args.out == "demo-quick"
