@@ -163,3 +163,11 @@ def test_proportions_on_a_realistic_pool(small_pool):
     assert 0.04 < sizes["dev"] / total < 0.11 and 0.04 < sizes["test"] / total < 0.11
     legacy = stats.pairlevel_split_sizes
     assert abs(legacy["test"] / sum(legacy.values()) - 0.2) < 0.02  # 2,500 / 12,500
+
+
+def test_each_domain_approaches_the_proportions(small_pool):
+    configs, _ = build_splits(small_pool)
+    counts = pd.concat([frame["domain"].value_counts().rename(name) for name, frame in configs["v1.0"].items()], axis=1)
+    eval_share = (counts["dev"] + counts["test"]) / counts.sum(axis=1)
+    # published dev+test share 1,682 / 11,865 = 14.2%; every domain gets a comparable share on its own
+    assert eval_share.between(0.08, 0.22).all(), eval_share.to_dict()
