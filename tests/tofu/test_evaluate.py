@@ -67,18 +67,23 @@ def untrained_model(tofu_data):
 
 @pytest.fixture(scope="module")
 def tofu_setup(tofu_data):
-    """A model trained a little on ``full`` in chat form, and a retain model that never saw the forget set."""
+    """A model trained a little on the evaluated QA in chat form, and a retain model that never saw the forget set."""
     from medunlearn.models import build_tiny_llama
 
     folder, tokenizer = tofu_data
     torch.manual_seed(0)
     configs = build_tofu_configs(**FOLDER_ARGS)
-    seen = [
-        tokenizer.apply_chat_template([{"role": "user", "content": r["question"]}, {"role": "assistant", "content": r["answer"]}],
-                                      tokenize=False)
-        for r in configs["full"]
+    system = [{"role": "system", "content": preset("open-unlearning").system_prompt}]
+    seen = [  # rendered as both presets render (without and with the reference's system prompt)
+        tokenizer.apply_chat_template(
+            start + [{"role": "user", "content": r["question"]}, {"role": "assistant", "content": r["answer"]}],
+            tokenize=False,
+        )
+        for name in ("forget10", "retain_perturbed", "real_authors", "world_facts")  # the evaluated rows only
+        for r in configs[name]
+        for start in ([], system)
     ]
-    model = _train_briefly(build_tiny_llama(tokenizer), tokenizer, seen, steps=120, seed=0)
+    model = _train_briefly(build_tiny_llama(tokenizer), tokenizer, seen, steps=100, seed=0)
     retain = build_tiny_llama(tokenizer)  # never saw the forget set (nor anything else)
     return folder, model, retain, tokenizer
 
@@ -211,7 +216,8 @@ def test_every_metric_equals_its_direct_computation(tofu_setup, tmp_path, preset
     for name, value in expected.items():
         assert metrics[name] == pytest.approx(value, rel=1e-4, abs=1e-6), name
     # not a degenerate check: the model answers some questions and prefers some correct answers
-    assert max(metrics[f"{name}_rouge"] for name in ("forget", "retain", "real_authors", "world_facts")) > 0
+    assert min(metrics[f"{name}_rouge"] for name in ("forget", "retain", "real_authors", "world_facts")) > 0
+    assert 0 < metrics["model_utility"] < 1
     assert 0 < metrics["forget_truth_ratio"] < 1 and 0 < metrics["forget_quality"] <= 1
     for reference_name, ours in REFERENCE_NAMES.items():
         assert summary["open_unlearning"][reference_name] == metrics[ours]
