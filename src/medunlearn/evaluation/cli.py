@@ -13,6 +13,8 @@ EPILOG = """example (a fictitious cohort, a fine-tuned model, then its evaluatio
 
 after unlearning, pass the starting model as --before so AFE compares against it (--before-outputs lets
 several methods share one run of the before model):
+  medunlearn unlearn --method GradDiff --model ckpt/finetuned --data amnesia --forget forget_10 \\
+      --out ckpt/grad_diff --config recipes/grad_diff.yaml --max_steps 5
   medunlearn evaluate --model ckpt/grad_diff --before ckpt/finetuned --data amnesia --forget forget_10 \\
       --out evals/grad_diff --before-outputs evals/before_forget_10
 
@@ -30,14 +32,15 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--model", help="model folder (or Hub id) to evaluate")
-    parser.add_argument("--data", help="AMNESIA folder (as written by `medunlearn amnesia build`)")
-    parser.add_argument("--forget", help="forget config, e.g. forget_10 or disease_cancer_forget_5")
-    parser.add_argument("--out", required=True, help="evaluation folder to write (EVALDIR)")
-    parser.add_argument("--before", help="the model before unlearning: AFE compares against its answers")
-    parser.add_argument("--retain-model", help="a model never trained on the forget patients: MIA privleak")
+    parser.add_argument("--model", metavar="CKPT", help="model folder (or Hub id) to evaluate")
+    parser.add_argument("--data", metavar="DIR", help="AMNESIA folder (as written by `medunlearn amnesia build`)")
+    parser.add_argument("--forget", metavar="CONFIG", help="forget config, e.g. forget_10 or disease_cancer_forget_5")
+    parser.add_argument("--out", metavar="EVALDIR", required=True, help="evaluation folder to write (EVALDIR)")
+    parser.add_argument("--before", metavar="CKPT", help="the model before unlearning: AFE compares against its answers")
+    parser.add_argument("--retain-model", metavar="CKPT", help="a model never trained on the forget patients: MIA privleak")
     parser.add_argument(
         "--before-outputs",
+        metavar="DIR",
         help="folder for the --before model's outputs (default EVALDIR/outputs/before); share it between "
         "evaluations with the same --before, data and settings so the before model runs once",
     )
