@@ -27,6 +27,21 @@ def test_build_then_evaluate_writes_a_summary_with_reference_names(tmp_path, cap
     assert summary["open_unlearning"]["forget_Q_A_Prob"] == summary["metrics"]["forget_prob"]
     printed = json.loads(capsys.readouterr().out.split("\nsummary:")[0])
     assert printed == summary["open_unlearning"]
+    assert json.loads((out / "TOFU_SUMMARY.json").read_text()) == summary["open_unlearning"]
+    assert _run(["compare", str(out / "summary.json"), str(out / "TOFU_SUMMARY.json"), "--tolerance", "0"]) == 0
+    assert "forget_Q_A_Prob" in capsys.readouterr().out
+
+
+def test_compare_reports_differences_beyond_the_tolerance(tmp_path, capsys):
+    ours, theirs = tmp_path / "ours.json", tmp_path / "theirs.json"
+    ours.write_text(json.dumps({"open_unlearning": {"forget_Q_A_Prob": 0.5, "model_utility": 0.4}}))
+    theirs.write_text(json.dumps({"forget_Q_A_Prob": {"agg_value": 0.5}, "model_utility": {"agg_value": 0.45}}))
+    assert _run(["compare", str(ours), str(theirs), "--tolerance", "0.1"]) == 0
+    assert _run(["compare", str(ours), str(theirs), "--tolerance", "0.01"]) == 1
+    assert "0.05" in capsys.readouterr().out
+    theirs.write_text("{not json")
+    assert _run(["compare", str(ours), str(theirs)]) == 2
+    assert "theirs.json" in capsys.readouterr().err
 
 
 def test_missing_folder_and_unknown_forget_config_are_reported(tmp_path, capsys):
@@ -44,7 +59,7 @@ def test_every_example_in_the_help_parses():
     joined = parser.epilog.replace("\\\n", " ")
     examples = [line.strip().removeprefix("medunlearn tofu ").split() for line in joined.splitlines()
                 if line.strip().startswith("medunlearn tofu ")]
-    assert [command[0] for command in examples] == ["build", "evaluate"]
+    assert [command[0] for command in examples] == ["build", "evaluate", "compare"]
     for command in examples:
         args = parser.parse_args(command)
         assert args.action == command[0]

@@ -92,3 +92,15 @@ def test_conventions_validate_their_choices():
     with pytest.raises(ValueError, match="unknown conventions preset"):
         preset("tofu-2023")
     assert TofuConventions().with_options(max_new_tokens=None, stop_strings=("\n",)).stop_strings == ("\n",)
+
+
+def test_comparison_with_a_reference_summary_reads_both_of_its_shapes():
+    from medunlearn.tofu.scoring import compare_summaries
+
+    ours = {"metrics": {}, "open_unlearning": {"forget_Q_A_Prob": 0.5, "model_utility": 0.25, "privleak": None}}
+    rows = compare_summaries(ours, {"forget_Q_A_Prob": 0.75, "model_utility": {"agg_value": 0.5}, "mia_loss": 0.1})
+    by_name = {row["metric"]: row for row in rows}
+    assert by_name["forget_Q_A_Prob"]["abs_difference"] == pytest.approx(0.25)
+    assert by_name["model_utility"]["reference"] == 0.5
+    assert by_name["mia_loss"]["ours"] is None and by_name["privleak"]["abs_difference"] is None
+    assert [row["metric"] for row in rows][-1] == "mia_loss"  # reference-only metrics come last

@@ -11,6 +11,7 @@ EPILOG = """examples:
   medunlearn tofu build --out /tmp/tofu --authors 20 --seed 0
   medunlearn tofu evaluate --model tiny-llama --data /tmp/tofu --forget forget10 --out /tmp/tofu-eval \\
       --preset open-unlearning --max-new-tokens 16
+  medunlearn tofu compare /tmp/tofu-eval/summary.json /tmp/tofu-eval/TOFU_SUMMARY.json
 
 --data is a local folder of the locuslab/TOFU layout or a Hub id (locuslab/TOFU). The summary JSON holds
 our metric names under "metrics" and OpenUnlearning's names under "open_unlearning"; --preset open-unlearning
@@ -47,7 +48,42 @@ def build_parser(prog: str = "medunlearn tofu") -> argparse.ArgumentParser:
     evaluate.add_argument("--system-prompt", help="override the preset's system prompt")
     evaluate.add_argument("--batch-size", type=int, default=16, help="sequences per forward pass (default 16)")
     evaluate.add_argument("--overwrite", action="store_true", help="discard outputs of another run in --out")
+
+    compare = commands.add_parser("compare", help="our summary vs a reference TOFU_SUMMARY.json, metric by metric")
+    compare.add_argument("ours", type=Path, help="our summary.json (or TOFU_SUMMARY.json)")
+    compare.add_argument("reference", type=Path, help="OpenUnlearning's TOFU_SUMMARY.json (or TOFU_EVAL.json)")
+    compare.add_argument("--tolerance", type=float, default=None,
+                         help="exit 1 if any shared metric differs by more than this")
     return parser
+
+
+def _read_json(path: Path) -> dict:
+    from medunlearn.tofu.data import TofuInputError
+
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist")
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise TofuInputError(f"{path}: not JSON ({error})") from error
+
+
+def _compare(args) -> int:
+    from medunlearn.tofu.scoring import compare_summaries
+
+    rows = compare_summaries(_read_json(args.ours), _read_json(args.reference))
+
+    def show(value):
+        return "-" if value is None else f"{value:.6g}"
+
+    print(f"{'metric':<26}{'ours':>14}{'reference':>14}{'|diff|':>12}")
+    for row in rows:
+        print(f"{row['metric']:<26}{show(row['ours']):>14}{show(row['reference']):>14}{show(row['abs_difference']):>12}")
+    differences = [row["abs_difference"] for row in rows if row["abs_difference"] is not None]
+    if args.tolerance is not None and differences and max(differences) > args.tolerance:
+        print(f"largest difference {max(differences):.3g} exceeds --tolerance {args.tolerance}")
+        return 1
+    return 0
 
 
 def _load_model(name: str, texts: list[str]):
@@ -72,6 +108,8 @@ def run(args) -> int:
                                        perturbed=args.perturbed, seed=args.seed)
             print(f"wrote TOFU-format folder {folder}")
             return 0
+        if args.action == "compare":
+            return _compare(args)
         return _evaluate(args)
     except (TofuInputError, StaleOutputsError, FileNotFoundError, ValueError) as error:
         print(f"medunlearn tofu: error: {error}", file=sys.stderr)

@@ -14,6 +14,7 @@ An evaluation folder::
     outputs/model/generation       runner outputs of the greedy generations
     per_example.parquet            the model's per-example statistics
     summary.json                   {"metrics": ours, "open_unlearning": reference names, "conventions": ...}
+    TOFU_SUMMARY.json              the reference's names -> values only, the shape OpenUnlearning writes
 """
 
 from __future__ import annotations
@@ -190,6 +191,7 @@ def score_tofu(eval_dir) -> dict:
         "open_unlearning": reference_summary(metrics),
     }
     (eval_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    (eval_dir / "TOFU_SUMMARY.json").write_text(json.dumps(summary["open_unlearning"], indent=4))
     return summary
 
 

@@ -114,7 +114,7 @@ def truth_ratio_per_question(correct_loss, wrong_loss, question_of_wrong, epsilo
     """``exp(−mean_j L(w_j)) / (exp(−L(c)) + ε)`` per question; ``question_of_wrong`` maps each wrong answer
     to its question (0..n−1), so questions may have different numbers of wrong answers.
 
-    >>> truth_ratio_per_question(np.log([2.0, 4.0]), np.log([4.0, 16.0, 8.0]), [0, 0, 1]).tolist()
+    >>> truth_ratio_per_question(np.log([2.0, 4.0]), np.log([4.0, 16.0, 8.0]), [0, 0, 1]).round(12).tolist()
     [0.25, 0.5]
     """
     correct_loss = np.asarray(correct_loss, dtype=np.float64)
@@ -257,8 +257,33 @@ def reference_summary(metrics: dict) -> dict:
     return {reference: metrics.get(ours) for reference, ours in REFERENCE_NAMES.items()}
 
 
+def compare_summaries(ours: dict, reference: dict) -> list[dict]:
+    """Metric-by-metric comparison with a reference ``TOFU_SUMMARY.json`` (name -> value, or name ->
+    ``{"agg_value": value}``). ``ours`` is our summary (or its ``open_unlearning`` part). One row per metric
+    present in both: ``{"metric", "ours", "reference", "abs_difference"}``; metrics missing on one side are
+    listed with ``None``.
+
+    >>> compare_summaries({"forget_Q_A_Prob": 0.5}, {"forget_Q_A_Prob": {"agg_value": 0.25}, "privleak": 1.0})
+    [{'metric': 'forget_Q_A_Prob', 'ours': 0.5, 'reference': 0.25, 'abs_difference': 0.25}, \
+{'metric': 'privleak', 'ours': None, 'reference': 1.0, 'abs_difference': None}]
+    """
+    ours = ours.get("open_unlearning", ours)
+    rows = []
+    for name in list(REFERENCE_NAMES) + sorted(set(reference) - set(REFERENCE_NAMES)):
+        if name not in ours and name not in reference:
+            continue
+        theirs = reference.get(name)
+        if isinstance(theirs, dict):
+            theirs = theirs.get("agg_value")
+        mine = ours.get(name)
+        difference = abs(mine - theirs) if mine is not None and theirs is not None else None
+        rows.append({"metric": name, "ours": mine, "reference": theirs, "abs_difference": difference})
+    return rows
+
+
 __all__ = [
     "REFERENCE_NAMES",
+    "compare_summaries",
     "UTILITY_COMPONENTS",
     "aggregate_truth_ratio",
     "cut_at_stop_strings",

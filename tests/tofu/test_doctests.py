@@ -1,0 +1,14 @@
+"""The doctests of the TOFU modules run (their examples are hand-computed values)."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import pytest
+
+
+@pytest.mark.parametrize("module", ["medunlearn.tofu.data", "medunlearn.tofu.scoring"])
+def test_module_doctests_pass(module):
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0
