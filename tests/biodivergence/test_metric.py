@@ -94,3 +94,46 @@ def test_evaluate_module_matches_the_function():
     assert result == pytest.approx(expected)
     raw = [json.dumps(p) for p in pred[:1]] + ["garbage"]
     assert metric.compute(predictions=raw, references=gold)["num_unparseable"] == 1
+
+
+def _records_strategy():
+    from hypothesis import strategies as st
+
+    from medunlearn.biodivergence.ontology import AXIS_IDS, CONFLICT_TYPE_IDS
+
+    words = st.lists(st.sampled_from(["drug", "risk", "adults", "children", "lower", "higher"]), min_size=1, max_size=6)
+    record_strategy = st.builds(
+        lambda conflict, axes, text, span: {
+            "conflict_type": conflict, "axes": sorted(axes), "dominant_confounder": sorted(axes)[0] if axes else "none",
+            "reconciliation": " ".join(text), "evidence_a": " ".join(span), "evidence_b": " ".join(reversed(span)),
+        },
+        st.sampled_from(CONFLICT_TYPE_IDS), st.sets(st.sampled_from(AXIS_IDS), max_size=3), words, words,
+    )
+    return st.lists(record_strategy, min_size=1, max_size=12)
+
+
+@pytest.mark.slow  # 15 hypothesis examples, each scoring three times (ROUGE + sklearn vectoriser)
+def test_perfect_and_permuted_predictions():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=15, deadline=None)
+    @given(_records_strategy(), st.randoms(use_true_random=False))
+    def check(records, random):
+        perfect = contextual_contradiction(records, records)
+        assert perfect["accuracy"] == perfect["macro_f1"] == perfect["confounder_accuracy"] == 1.0
+        assert perfect["reconciliation_rougeL"] == pytest.approx(1.0)
+        assert perfect["evidence_f1"] == perfect["evidence_exact_match"] == 1.0
+        has_axes = any(r["axes"] for r in records)
+        assert perfect["axis_micro_f1"] == (1.0 if has_axes else 0.0)
+        # scores do not depend on the order of the pairs
+        shifted = records[1:] + records[:1]
+        predictions = [dict(r, conflict_type="no_conflict") for r in shifted]
+        order = list(range(len(records)))
+        random.shuffle(order)
+        once = contextual_contradiction(predictions, shifted)
+        again = contextual_contradiction([predictions[i] for i in order], [shifted[i] for i in order])
+        assert once.pop("per_class_f1") == pytest.approx(again.pop("per_class_f1"))
+        assert once == pytest.approx(again)
+
+    check()
