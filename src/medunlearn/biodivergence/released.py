@@ -5,6 +5,10 @@ explicit table, :data:`RELEASED_COLUMN_MAP` (released column → our column), an
 :func:`normalise_label` (display names such as "Contextual contradiction" → ``contextual_contradiction``).
 A column already named as ours passes through unchanged. When the release turns out to use other names,
 edit the table (or pass ``column_map=``) — nothing else changes.
+
+Columns the release may lack get explicit defaults [ours]: ``label_source`` "llm" and ``confidence`` 1.0 (the
+release is the silver, LLM-labelled set), ``domain`` "clinical_trials_epidemiology", empty abstracts and
+reconciliation, confounder "none", evidence = the claim (the v1.0 claim-verbatim rule).
 """
 
 from __future__ import annotations
