@@ -94,10 +94,14 @@ def _evaluate(args) -> dict:
     missing = [flag for flag, value in (("--model", args.model), ("--data", args.data), ("--forget", args.forget)) if not value]
     if missing:
         raise UsageError(f"{', '.join(missing)} required (or --rescore to rescore an existing --out)")
+    from medunlearn.models import BUILTIN_MODELS
+
     offline = os.environ.get("HF_HUB_OFFLINE") == "1"
     for flag, value in (("--model", args.model), ("--before", args.before), ("--retain-model", args.retain_model)):
+        if value == "tiny-llama":
+            raise UsageError(f"{flag} tiny-llama is an untrained model built from data: fine-tune it first")
         # Offline, a name that is not a folder can only fail later with a long Hub error: say it plainly now.
-        if value and offline and not Path(value).is_dir():
+        if value and offline and value not in BUILTIN_MODELS and not Path(value).is_dir():
             raise FileNotFoundError(f"{flag} {value}: no such model folder (HF_HUB_OFFLINE=1, so no Hub download)")
     if args.batch_size < 1 or args.max_new_tokens < 1:
         raise UsageError("--batch-size and --max-new-tokens must be at least 1")
