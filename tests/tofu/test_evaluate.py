@@ -246,7 +246,7 @@ def test_one_teacher_forced_row_per_answer_variant_and_one_generation_per_questi
     forget = load_tofu(folder, "forget10_perturbed").to_list()
     per_question = 1 + 1 + FOLDER_ARGS["perturbed"]
     assert (examples["set"] == "forget").sum() == len(forget) * per_question
-    manifest = json.loads((tmp_path / "eval" / "outputs" / "model" / "generation" / "manifest.json").read_text())
+    manifest = json.loads((tmp_path / "eval" / "outputs" / "model-questions" / "manifest.json").read_text())
     generated = sum(len(load_tofu(folder, c)) for c in
                     ("forget10_perturbed", "retain_perturbed", "real_authors_perturbed", "world_facts_perturbed"))
     assert manifest["batches"]["generation"] == int(np.ceil(generated / 64))

@@ -10,8 +10,8 @@ An evaluation folder::
 
     run.json                       source, forget config, conventions, models
     examples.parquet               example_id, set, row, variant, variant_index, question, answer
-    outputs/<role>/teacher_forced  runner outputs (role: model, retain)
-    outputs/model/generation       runner outputs of the greedy generations
+    outputs/<role>-answers/        runner outputs of the teacher-forced pass (role: model, retain)
+    outputs/model-questions/       runner outputs of the greedy generations
     per_example.parquet            the model's per-example statistics
     summary.json                   {"metrics": ours, "open_unlearning": reference names, "conventions": ...}
     TOFU_SUMMARY.json              the reference's names -> values only, the shape OpenUnlearning writes
@@ -85,31 +85,33 @@ def tofu_examples(source, forget: str = "forget10") -> pd.DataFrame:
     )
 
 
-def run_tofu_model(model, tokenizer, examples: pd.DataFrame, out_dir, conventions: TofuConventions,
+def run_tofu_model(model, tokenizer, examples: pd.DataFrame, outputs_dir, role: str, conventions: TofuConventions,
                    runner_config: RunnerConfig | None = None, *, generate: bool = True, model_id: str | None = None,
                    overwrite: bool = False) -> bool:
-    """The runner's passes for one model: teacher-forced over every example, greedy over the questions."""
+    """The runner's passes for one model (``role``): teacher-forced over every example into
+    ``outputs_dir/<role>-answers``, greedy over the questions into ``outputs_dir/<role>-questions``."""
     runner_config = runner_config or RunnerConfig()
     runner_config = RunnerConfig(**{**runner_config.__dict__, "max_new_tokens": conventions.max_new_tokens})
     rendering = ConventionTokenizer(tokenizer, conventions)
-    out_dir = Path(out_dir)
-    finished = run_model(model, rendering, examples, out_dir / TEACHER_FORCED, runner_config,
+    outputs_dir = Path(outputs_dir)
+    finished = run_model(model, rendering, examples, outputs_dir / f"{role}-answers", runner_config,
                          model_id=model_id, passes=(TEACHER_FORCED,), overwrite=overwrite)
     if generate:
         questions = examples[(examples["variant"] == "answer") & examples["set"].isin(GENERATED_SETS)]
-        finished &= run_model(model, rendering, questions.reset_index(drop=True), out_dir / GENERATION,
+        finished &= run_model(model, rendering, questions.reset_index(drop=True), outputs_dir / f"{role}-questions",
                               runner_config, model_id=model_id, passes=(GENERATION,), overwrite=overwrite)
     return finished
 
 
-def per_example_table(examples: pd.DataFrame, outputs_dir, conventions: TofuConventions, *, generated: bool) -> pd.DataFrame:
+def per_example_table(examples: pd.DataFrame, outputs_dir, role: str, conventions: TofuConventions, *,
+                      generated: bool) -> pd.DataFrame:
     """Per-example statistics from a role's stored outputs (no model)."""
     outputs_dir = Path(outputs_dir)
-    outputs = read_outputs(outputs_dir / TEACHER_FORCED, examples["example_id"])
+    outputs = read_outputs(outputs_dir / f"{role}-answers", examples["example_id"])
     table = examples.merge(token_statistics(outputs, conventions), on="example_id", how="left")
     if generated:
         questions = table[(table["variant"] == "answer") & table["set"].isin(GENERATED_SETS)]
-        generations = read_outputs(outputs_dir / GENERATION, questions["example_id"])
+        generations = read_outputs(outputs_dir / f"{role}-questions", questions["example_id"])
         texts = cut_at_stop_strings(generations["generated_text"].tolist(), conventions.stop_strings)
         scored = pd.DataFrame({
             "example_id": questions["example_id"].to_numpy(),
@@ -148,13 +150,13 @@ def evaluate_tofu(model, source, forget: str, out_dir, *, tokenizer=None, retain
     examples.to_parquet(out_dir / "examples.parquet", index=False)
     loaded, loaded_tokenizer, path = _load(model, tokenizer)
     models = {"model": path or "in-memory model"}
-    finished = run_tofu_model(loaded, loaded_tokenizer, examples, out_dir / "outputs" / "model", conventions,
+    finished = run_tofu_model(loaded, loaded_tokenizer, examples, out_dir / "outputs", "model", conventions,
                               runner_config, model_id=path, overwrite=overwrite)
     if retain_model is not None:
         retain, retain_tokenizer, retain_path = _load(retain_model)
         models["retain"] = retain_path or "in-memory model"
         finished &= run_tofu_model(retain, retain_tokenizer, examples[examples["set"].isin(RETAIN_MODEL_SETS)],
-                                   out_dir / "outputs" / "retain", conventions, runner_config, generate=False,
+                                   out_dir / "outputs", "retain", conventions, runner_config, generate=False,
                                    model_id=retain_path, overwrite=overwrite)
     run_info = {"source": str(source), "forget": forget, "conventions": conventions.to_dict(), "models": models,
                 "complete": bool(finished)}
@@ -175,11 +177,12 @@ def score_tofu(eval_dir) -> dict:
     values["stop_strings"] = tuple(values["stop_strings"])
     conventions = TofuConventions(**values)
     examples = pd.read_parquet(eval_dir / "examples.parquet")
-    table = per_example_table(examples, eval_dir / "outputs" / "model", conventions, generated=True)
+    table = per_example_table(examples, eval_dir / "outputs", "model", conventions, generated=True)
     retain_table = None
-    if (eval_dir / "outputs" / "retain").is_dir():
+    if (eval_dir / "outputs" / "retain-answers").is_dir():
         retain_examples = examples[examples["set"].isin(RETAIN_MODEL_SETS)].reset_index(drop=True)
-        retain_table = per_example_table(retain_examples, eval_dir / "outputs" / "retain", conventions, generated=False)
+        retain_table = per_example_table(retain_examples, eval_dir / "outputs", "retain", conventions,
+                                         generated=False)
     table.to_parquet(eval_dir / "per_example.parquet", index=False)
     metrics = summarise_tofu(table, conventions, retain_table)
     summary = {
