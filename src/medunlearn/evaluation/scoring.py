@@ -3,12 +3,15 @@
 ``per_example_metrics`` turns the runner's outputs into one row of numbers per example; ``summarise`` averages
 them per population × QA type. Definitions of the AMNESIA metrics are ours (SPEC §2):
 
-- similarity s(pred, gold) = ROUGE-L F1 of the greedy answer against the gold answer;
+- similarity s(pred, gold) = ROUGE-L F1 of the greedy answer against the gold answer (optionally averaged with
+  an embedding cosine, see ``text_statistics``);
 - MU (retained populations) = mean s per QA type, then the mean over QA types (the ``all`` row);
 - AFE (forget populations) = clip(1 − s_after / s_before, 0, 1) with s the population's mean similarity,
   s_before from the model before unlearning; 1 − s_after without one;
 - LS (forget populations) = mean over examples of the share of the patient's disease keywords that the answer
   contains and the question does not; DS = share of degenerate answers, with its components.
+
+The formulas live in :mod:`medunlearn.metrics`; this module only reshapes the stored outputs and aggregates.
 """
 
 from __future__ import annotations
@@ -69,11 +72,11 @@ def probability_statistics(outputs: pd.DataFrame, answers, min_k: float = 0.4) -
     return {
         "num_answer_tokens": mask.sum(axis=1),
         "loss": loss,
-        "prob": np.exp(-loss),
+        "prob": probability.answer_probability(logprobs, mask),
         "exact_memorization": probability.exact_memorization(is_argmax, mask),
         "extraction_strength": probability.extraction_strength(is_argmax, mask),
         "answer_token_entropy": probability.mean_token_entropy(np.maximum(-mean_logprob, 0.0), mask),
-        "mia_loss": loss,
+        "mia_loss": mia.loss_score(logprobs, mask),
         "mia_zlib": mia.zlib_score(logprobs, mask, list(answers)),
         "mia_min_k": mia.min_k_score(logprobs, mask, k=min_k),
         "mia_min_k_plus_plus": mia.min_k_plus_plus_score(logprobs, mask, mean_logprob, std_logprob, k=min_k),
