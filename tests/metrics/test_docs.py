@@ -9,9 +9,9 @@ import pytest
 REPOSITORY = Path(__file__).resolve().parents[2]
 OUR_MODULES = [
     "disease_leakage", "degeneration", "answer_forgetting", "model_utility", "forget_quality", "truth_ratio",
-    "memorization", "mia",
+    "memorization", "mia", "contextual_contradiction",
 ]
-OURS_DEFINITIONS = {"disease_leakage", "degeneration", "answer_forgetting", "model_utility"}
+OURS_DEFINITIONS = {"disease_leakage", "degeneration", "answer_forgetting", "model_utility", "contextual_contradiction"}
 
 
 def _card_body(card: str) -> str:
