@@ -192,6 +192,8 @@ def test_method_trains_and_moves_the_forget_loss_the_intended_way(
         first_forget_loss = trainer.unlearning_loss(memorised_model, forget, forget)["forget_loss"].item()
     trainer.train()
 
+    logged = trainer.state.log_history[0]
+    assert isinstance(logged["forget_loss"], float) and math.isfinite(logged["forget_loss"])
     changed = {k for k, v in memorised_model.named_parameters() if not torch.equal(v.detach(), before[k])}
     assert changed, "no parameter changed"
     assert {k for k, v in memorised_model.named_parameters() if v.requires_grad} >= changed

@@ -492,7 +492,7 @@ class UnlearningTrainer(Trainer):
             processing_class=processing_class,
             callbacks=[_EpochPairingCallback(self.pairs), *(callbacks or [])],
         )
-        self._logged_sums: dict[str, float] = defaultdict(float)
+        self._logged_sums: dict[str, torch.Tensor | float] = defaultdict(float)
         self._logged_count = 0
         if self.ref_model is not None:
             self.ref_model = self._prepare_reference_copy(self.ref_model)
@@ -587,17 +587,17 @@ class UnlearningTrainer(Trainer):
                 f"Checkpoints already written in {self.args.output_dir} are kept."
             )
         if model.training:
+            # Kept as tensors: no device synchronisation per step, only when logging.
             for name, value in losses.items():
-                self._logged_sums[name] += float(value.detach())
+                self._logged_sums[name] = self._logged_sums[name] + value.detach().float()
             self._logged_count += 1
         return (loss, losses) if return_outputs else loss
 
     def log(self, logs: dict[str, float], *args, **kwargs) -> None:
         if self._logged_count and "loss" in logs:
             names = sorted(name for name in self._logged_sums if name != "loss")
-            means = torch.tensor(
-                [self._logged_sums[n] / self._logged_count for n in names], device=self.args.device
-            )
+            sums = [torch.as_tensor(self._logged_sums[n], device=self.args.device).reshape(()) for n in names]
+            means = torch.stack(sums) / self._logged_count
             # Every process logs at the same step with the same components: average them like the loss.
             means = (
                 self.accelerator.reduce(means, reduction="mean")
