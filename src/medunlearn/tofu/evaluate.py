@@ -58,14 +58,14 @@ def _set_examples(set_name: str, dataset, config: str) -> pd.DataFrame:
         parts.append(pd.DataFrame({
             "row": np.repeat(rows, counts),
             "variant": "perturbed",
-            "variant_index": np.concatenate([np.arange(c) for c in counts]),
+            "variant_index": np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts),
             "question": np.repeat(frame["question"].to_numpy(), counts),
             "answer": np.concatenate(frame["perturbed_answer"].map(list).to_numpy()),
         }))
     examples = pd.concat(parts, ignore_index=True)
     examples.insert(0, "set", set_name)
-    examples.insert(0, "example_id", [f"{set_name}/{r}/{v}/{i}" for r, v, i in
-                                      zip(examples["row"], examples["variant"], examples["variant_index"])])
+    examples.insert(0, "example_id", set_name + "/" + examples["row"].astype(str) + "/" + examples["variant"]
+                    + "/" + examples["variant_index"].astype(str))
     return examples
 
 

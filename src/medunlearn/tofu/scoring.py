@@ -162,13 +162,11 @@ def cut_at_stop_strings(texts, stop_strings) -> list[str]:
     >>> cut_at_stop_strings(["Paris.\\n\\nQuestion: next", " Rome "], ["\\n\\n", "Question:"])
     ['Paris.', 'Rome']
     """
-    out = []
-    for text in texts:
-        for stop in stop_strings:
-            if stop:
-                text = text.split(stop, 1)[0]
-        out.append(text.strip())
-    return out
+    cut = pd.Series(list(texts), dtype=object).astype(str)
+    for stop in stop_strings:
+        if stop:
+            cut = cut.str.split(stop, n=1, regex=False).str[0]
+    return cut.str.strip().tolist()
 
 
 def _set_rows(table: pd.DataFrame, set_name: str, variant: str) -> pd.DataFrame:
