@@ -264,3 +264,29 @@ def test_same_disease_pairs_share_the_disease_in_every_epoch(forget_qa, retain_q
         for i in range(len(pairs)):
             item = pairs[i]
             assert item["retain"]["disease"] == item["forget"]["disease"]
+
+
+@pytest.mark.parametrize("strategy", ["random", "same_disease"])
+def test_pairing_invariants_hold_for_any_cohort(strategy):
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    diseases = st.sampled_from(["cancer", "cardio", "infection", "renal"])
+
+    @settings(max_examples=60, deadline=None)
+    @given(
+        st.lists(diseases, min_size=1, max_size=30),
+        st.lists(diseases, min_size=1, max_size=30),
+        st.integers(0, 99),
+    )
+    def check(forget, retain, seed):
+        forget, retain = np.array(forget), np.array(retain)
+        pairing = sample_retain_indices(forget, retain, len(retain), strategy, np.random.default_rng(seed))
+        assert pairing.shape == forget.shape and ((0 <= pairing) & (pairing < len(retain))).all()
+        again = sample_retain_indices(forget, retain, len(retain), strategy, np.random.default_rng(seed))
+        assert (pairing == again).all()  # deterministic given the seed: every process draws the same pairs
+        if strategy == "same_disease":
+            has_match = np.isin(forget, retain)
+            assert (retain[pairing[has_match]] == forget[has_match]).all()
+
+    check()
