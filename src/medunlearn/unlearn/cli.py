@@ -288,7 +288,9 @@ def unlearn(args) -> Path:
         model, config, forget, retain, processing_class=tokenizer, peft_config=peft_config
     )
     trainer.train()
-    trainer.save_model(str(args.out))
+    trainer.save_model(str(args.out))  # every process takes part (sharded states), the main one writes
+    if not trainer.is_world_process_zero():
+        return args.out
     tokenizer.save_pretrained(str(args.out))
     # The Trainer pickles its arguments; the output holds only safetensors and JSON (the JSON below replaces it).
     (args.out / "training_args.bin").unlink(missing_ok=True)

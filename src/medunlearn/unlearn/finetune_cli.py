@@ -159,9 +159,11 @@ def finetune(args) -> Path:
         peft_config=peft_config,
     )
     trainer.train()
-    model = trainer.model
+    model = trainer.accelerator.unwrap_model(trainer.model)
     if hasattr(model, "merge_and_unload") and not args.load_in_4bit:
         model = model.merge_and_unload()
+    if not trainer.is_world_process_zero():  # under accelerate launch, one process writes the folder
+        return args.out
     model.save_pretrained(args.out)
     tokenizer.save_pretrained(args.out)
     for stage in ("notes", "qa"):  # the stages' Trainer output folders stay empty unless checkpoints were asked for
