@@ -49,6 +49,8 @@ def test_missing_folder_and_unknown_forget_config_are_reported(tmp_path, capsys)
     assert "absent" in capsys.readouterr().err
     data = tmp_path / "tofu"
     _run(["build", "--out", str(data), "--authors", "10", "--qa-per-author", "1"])
+    assert _run(["evaluate", "--model", str(tmp_path / "no-model"), "--data", str(data), "--out", str(tmp_path / "e")]) == 2
+    assert "no-model" in capsys.readouterr().err
     (data / "holdout10.json").unlink()
     assert _run(["evaluate", "--model", "tiny-llama", "--data", str(data), "--out", str(tmp_path / "e")]) == 2
     assert "holdout10" in capsys.readouterr().err

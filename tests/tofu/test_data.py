@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from medunlearn.tofu.data import (
     ALL_CONFIGS,
@@ -79,3 +81,18 @@ def test_unknown_config_and_missing_folder_are_named(tmp_path):
         load_tofu(folder, "forget20")
     with pytest.raises(FileNotFoundError, match="nowhere"):
         load_tofu(tmp_path / "nowhere", "full")
+
+
+@settings(max_examples=25, deadline=None)
+@given(authors=st.integers(2, 60), qa_per_author=st.integers(1, 5), seed=st.integers(0, 2**16))
+def test_split_invariants_hold_for_any_size(authors, qa_per_author, seed):
+    configs = build_tofu_configs(authors=authors, qa_per_author=qa_per_author, seed=seed)
+    full = [row["question"] for row in configs["full"]]
+    assert len(full) == len(set(full)) == authors * qa_per_author  # distinct authors, distinct questions
+    previous: set[str] = set()
+    for forget in ("forget01", "forget05", "forget10"):
+        questions = {row["question"] for row in configs[forget]}
+        retain = {row["question"] for row in configs[retain_config_for(forget)]}
+        assert previous <= questions and questions and retain and not questions & retain
+        assert questions | retain == set(full)
+        previous = questions

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from medunlearn.tofu.conventions import TofuConventions, preset
 from medunlearn.tofu.scoring import (
@@ -104,3 +106,20 @@ def test_comparison_with_a_reference_summary_reads_both_of_its_shapes():
     assert by_name["model_utility"]["reference"] == 0.5
     assert by_name["mia_loss"]["ours"] is None and by_name["privleak"]["abs_difference"] is None
     assert [row["metric"] for row in rows][-1] == "mia_loss"  # reference-only metrics come last
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_vectorised_truth_ratio_and_min_k_equal_their_loop_definitions(data):
+    n = data.draw(st.integers(1, 6))
+    counts = data.draw(st.lists(st.integers(1, 4), min_size=n, max_size=n))
+    losses = st.floats(0.0, 8.0, allow_nan=False)
+    correct = np.array(data.draw(st.lists(losses, min_size=n, max_size=n)))
+    wrong = np.array(data.draw(st.lists(losses, min_size=sum(counts), max_size=sum(counts))))
+    question = np.repeat(np.arange(n), counts)
+    expected = [np.exp(-wrong[question == i].mean()) / (np.exp(-correct[i]) + 1e-10) for i in range(n)]
+    assert truth_ratio_per_question(correct, wrong, question, 1e-10) == pytest.approx(expected, rel=1e-9)
+    tokens = data.draw(st.lists(st.floats(-20.0, 0.0, allow_nan=False), min_size=1, max_size=12))
+    taken = max(1, int(len(tokens) * 0.4))
+    assert min_k_score([tokens], [[True] * len(tokens)], 0.4, "floor")[0] == pytest.approx(
+        -np.mean(sorted(tokens)[:taken]))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -91,6 +92,9 @@ def _load_model(name: str, texts: list[str]):
         from medunlearn.models import build_tiny_llama_for_texts
 
         return build_tiny_llama_for_texts(texts)
+    if os.environ.get("HF_HUB_OFFLINE") == "1" and name != "smollm2-135m" and not Path(name).is_dir():
+        # Offline, a name that is not a folder can only fail later with a long Hub error: say it plainly now.
+        raise FileNotFoundError(f"model {name}: no such model folder (HF_HUB_OFFLINE=1, so no Hub download)")
     from medunlearn.models import load_model_and_tokenizer
 
     return load_model_and_tokenizer(name)
@@ -111,7 +115,7 @@ def run(args) -> int:
         if args.action == "compare":
             return _compare(args)
         return _evaluate(args)
-    except (TofuInputError, StaleOutputsError, FileNotFoundError, ValueError) as error:
+    except (TofuInputError, StaleOutputsError, FileNotFoundError, ValueError, OSError) as error:
         print(f"medunlearn tofu: error: {error}", file=sys.stderr)
         return 2
 
@@ -133,6 +137,9 @@ def _evaluate(args) -> int:
     summary = evaluate_tofu(model, args.data, args.forget, args.out, tokenizer=tokenizer, retain_model=retain,
                             conventions=conventions, runner_config=RunnerConfig(batch_size=args.batch_size),
                             overwrite=args.overwrite)
+    if not summary:
+        print(f"stopped before every batch was done; rerun the same command to resume ({args.out})")
+        return 0
     print(json.dumps(summary["open_unlearning"], indent=2))
     print(f"summary: {args.out / 'summary.json'}")
     return 0
@@ -167,7 +174,7 @@ def evaluate_from_evaluate_args(args) -> int:
             stop=None, system_prompt=None, batch_size=args.batch_size, overwrite=getattr(args, "overwrite", False),
         )
         return _evaluate(namespace)
-    except (TofuInputError, StaleOutputsError, FileNotFoundError, ValueError) as error:
+    except (TofuInputError, StaleOutputsError, FileNotFoundError, ValueError, OSError) as error:
         print(f"medunlearn evaluate: error: {error}", file=sys.stderr)
         return 2
 
