@@ -152,8 +152,10 @@ def evaluate_unlearning(
     }
     for role, model_or_path, role_tokenizer, role_examples, passes in jobs:
         loaded, loaded_tokenizer, path = _load(model_or_path, role_tokenizer)
-        if processes.count > 1 and path is not None:
-            loaded.to(processes.device)  # data parallel: every process holds the model and runs its share
+        if path is not None:
+            # Loaded here, so placed here: the process's GPU when there is one (data parallel: every process
+            # holds the model and runs its share of the batches). Objects stay where the caller put them.
+            loaded.to(processes.device)
         model_id = path or str(getattr(loaded.config, "name_or_path", "") or f"in-memory model ({role})")
         run_info["models"][role] = model_id
         run_model(
