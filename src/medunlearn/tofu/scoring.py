@@ -238,15 +238,19 @@ def summarise_tofu(table: pd.DataFrame, conventions: TofuConventions, retain_tab
     reference_auc = 0.5
     metrics["forget_quality"] = None
     if retain_table is not None:
+        # The reference tests 1/(TR + eps) of both models; KS is rank-based and that map strictly decreasing,
+        # so the statistic and p-value are those of the TRs themselves.
         retain_forget = set_scores(retain_table, "forget", conventions, "paraphrased")
         metrics["forget_quality"] = forget_quality(truth["forget"], retain_forget["truth_ratios"])["forget_quality"]
         reference_auc = mia.mia_auc(
             _set_rows(retain_table, "forget", "answer")["min_k"], _set_rows(retain_table, "holdout", "answer")["min_k"]
         )
     metrics["retain_model_mia_min_k_auc"] = reference_auc if retain_table is not None else None
-    # privleak with the reference's epsilon: (a - r) / (r + eps) * 100 with a = 1 - AUC.
+    # privleak with the convention's epsilon: (a - r) / (r + eps) * 100 with a = 1 - AUC, r = 1 - AUC_retain;
+    # undefined (None) when the retain model's AUC is 1 and there is no epsilon.
     unlearned, retrained = 1.0 - metrics["mia_min_k_auc"], 1.0 - reference_auc
-    metrics["privleak"] = float((unlearned - retrained) / (retrained + conventions.epsilon) * 100.0) if retrained + conventions.epsilon > 0 else None
+    denominator = retrained + conventions.epsilon
+    metrics["privleak"] = float((unlearned - retrained) / denominator * 100.0) if denominator > 0 else None
     return metrics
 
 
