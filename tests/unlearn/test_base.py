@@ -14,6 +14,7 @@ from medunlearn.unlearn.base import (
     ForgetRetainDataset,
     MissingChatTemplateError,
     NonFiniteLossError,
+    UnlearningInputError,
     completion_token_logps,
     kl_to_reference,
     masked_sequence_mean,
@@ -290,3 +291,16 @@ def test_pairing_invariants_hold_for_any_cohort(strategy):
             assert (retain[pairing[has_match]] == forget[has_match]).all()
 
     check()
+
+
+def test_template_whose_prompt_is_not_a_prefix_is_a_clear_error(tiny_tokenizer):
+    import copy
+
+    odd = copy.deepcopy(tiny_tokenizer)
+    # Generation prompt says "bot" but the assistant turn says "assistant": the answer cannot be located.
+    odd.chat_template = (
+        "{% for m in messages %}{{ m['role'] + ': ' + m['content'] + '\\n' }}{% endfor %}"
+        "{% if add_generation_prompt %}{{ 'bot: ' }}{% endif %}"
+    )
+    with pytest.raises(UnlearningInputError, match="row 0"):
+        tokenize_prompt_completion(["Which artery?"], ["The right one."], odd, 64)

@@ -178,10 +178,16 @@ def tokenize_prompt_completion(
     ]
     prompt_texts = tokenizer.apply_chat_template(prompts, tokenize=False, add_generation_prompt=True)
     chat_texts = tokenizer.apply_chat_template(chats, tokenize=False)
-    completion_texts = [
-        chat[len(prompt) :] if chat.startswith(prompt) else chat
-        for prompt, chat in zip(prompt_texts, chat_texts)
+    mismatched = [
+        i for i, (prompt, chat) in enumerate(zip(prompt_texts, chat_texts)) if not chat.startswith(prompt)
     ]
+    if mismatched:
+        raise UnlearningInputError(
+            f"the chat template renders row {mismatched[0]} (question {questions[mismatched[0]]!r}) differently with "
+            "and without the answer, so the answer tokens cannot be located; use a template whose generation "
+            "prompt is a prefix of the assistant turn"
+        )
+    completion_texts = [chat[len(prompt) :] for prompt, chat in zip(prompt_texts, chat_texts)]
     prompt_ids = tokenizer(prompt_texts, add_special_tokens=False)["input_ids"]
     completion_ids = tokenizer(completion_texts, add_special_tokens=False)["input_ids"]
     input_ids = [(p + c)[:max_length] for p, c in zip(prompt_ids, completion_ids)]
