@@ -48,12 +48,18 @@ def plot_tradeoff(methods: list[dict], path: Path) -> Path:
 
 def _grouped_bars(methods: list[dict], series: list[tuple[str, str]], ylabel: str, title: str, path: Path) -> Path:
     plt = _pyplot()
-    figure, axes = plt.subplots(figsize=(max(5, 1.4 * len(methods) + 2), 4))
+    figure, axes = plt.subplots(figsize=(max(7, 1.4 * len(methods) + 2), 4))
     x = np.arange(len(methods))
     width = 0.8 / len(series)
     for offset, (key, label) in enumerate(series):
-        values = [_value(m[key]) for m in methods]
-        axes.bar(x + (offset - (len(series) - 1) / 2) * width, np.nan_to_num(values), width, label=label)
+        values = np.array([_value(m[key]) for m in methods])
+        positions = x + (offset - (len(series) - 1) / 2) * width
+        bars = axes.bar(positions, np.nan_to_num(values), width, label=label)
+        # A missing value (e.g. no out-of-disease patient in a random forget set) is marked, not drawn as 0.
+        for position, value in zip(positions, values):
+            if np.isnan(value):
+                axes.text(position, 0.02, "n/a", ha="center", va="bottom", fontsize="small",
+                          color=bars.patches[0].get_facecolor())
     axes.set_xticks(x, [m["method"] for m in methods], rotation=20, ha="right")
     axes.set_ylim(0, 1.05)
     axes.set_ylabel(ylabel)
