@@ -9,7 +9,8 @@ order), and recomputes its ``pre_compute`` metrics (truth ratio -> paraphrased a
 utility -> its nine components; forget quality -> the forget truth ratio of both models; privleak -> the
 min-k% AUC of both models). The kernels (forward pass, ``generate``) are the runner's own, so the ratio measures
 the organisation of the work. Both sides use the ``open-unlearning`` conventions; the script also prints the
-largest difference between the two sides' metric values.
+largest difference between the two sides' metric values (float32 rounding under different batch padding; an
+MIA AUC moves in steps of 1/(forget × holdout pairs) when near-tied scores swap order).
 
 Run: ``python bench/bench_tofu.py`` (under a minute on 2 CPU cores).
 """
@@ -67,7 +68,7 @@ def _baseline_outputs(model, tokenizer, source, config, column, conventions, gen
             texts += tokenizer.batch_decode(tokens, skip_special_tokens=True)
         out["generated_text"] = texts
         return pd.DataFrame(out)
-    columns = {"token_logprobs": [], "token_is_argmax": []}
+    columns = {"token_logprobs": [], "token_is_argmax": [], "token_mean_logprob": [], "token_std_logprob": []}
     for index in batches:
         stats = answer_token_statistics(model, [encoded.full_ids[i] for i in index], encoded.answer_start[index],
                                         encoded.answer_end[index], pad)
@@ -93,7 +94,7 @@ def baseline_metrics(model, retain, tokenizer, source, conventions) -> dict:
 
     def losses(m, config, column):
         outputs = _baseline_outputs(m, tokenizer, source, config, column, conventions)
-        return outputs["row"].to_numpy(), scoring.token_statistics(outputs, conventions)
+        return outputs["row"].to_numpy(), scoring.token_statistics(outputs, conventions, outputs["answer"])
 
     def prob(m, config, column):
         rows, stats = losses(m, config, column)
@@ -115,10 +116,10 @@ def baseline_metrics(model, retain, tokenizer, source, conventions) -> dict:
         rows, wrong = losses(model, config, "perturbed_answer")
         return float(scoring.normalised_probability(correct["avg_loss"], wrong["avg_loss"], rows, eps).mean())
 
-    def auc(m):
+    def auc(m, score="min_k"):
         _, forget = losses(m, splits.forget_perturbed, "answer")
         _, holdout = losses(m, splits.holdout, "answer")
-        return mia.mia_auc(forget["min_k"], holdout["min_k"])
+        return mia.mia_auc(forget[score], holdout[score])
 
     forget_tr = lambda m: truth_ratios(m, splits.forget_perturbed, "paraphrased_answer")  # noqa: E731
     sets = {"forget": splits.forget_perturbed, "retain": "retain_perturbed",
@@ -146,6 +147,9 @@ def baseline_metrics(model, retain, tokenizer, source, conventions) -> dict:
     metric_functions["exact_memorization"] = lambda: float(losses(model, splits.forget_perturbed, "answer")[1]
                                                            ["exact_memorization"].mean())
     metric_functions["mia_min_k_auc"] = lambda: auc(model)
+    metric_functions["mia_loss_auc"] = lambda: auc(model, "avg_loss")
+    metric_functions["mia_zlib_auc"] = lambda: auc(model, "zlib")
+    metric_functions["mia_min_k_plus_plus_auc"] = lambda: auc(model, "min_k_plus_plus")
 
     def privleak():
         unlearned, retrained = 1 - auc(model), 1 - auc(retain)
@@ -190,6 +194,11 @@ def main() -> None:
     print(f"per-metric (reference):   {baseline_seconds:7.1f} s")
     print(f"speed-up: {baseline_seconds / runner_seconds:.1f}x")
     print(f"largest metric difference between the two: {differences[worst]:.2e} ({worst})")
+    pairs = int(((examples["set"] == "forget") & (examples["variant"] == "answer")).sum()
+                * ((examples["set"] == "holdout") & (examples["variant"] == "answer")).sum())
+    # The two sides batch and pad differently, so float32 rounding differs; an MIA AUC moves by 1/pairs when
+    # the order of one (forget, holdout) pair of near-tied scores flips.
+    print(f"(one flipped forget/holdout pair moves an MIA AUC by 1/{pairs} = {1 / pairs:.2e})")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ reference's formulas written out (scipy's hmean and ks_2samp, sklearn's roc_auc_
 from __future__ import annotations
 
 import json
+import zlib
 
 import numpy as np
 import pytest
@@ -88,8 +89,9 @@ def tofu_setup(tofu_data):
     return folder, model, retain, tokenizer
 
 
-def _direct(model, tokenizer, conventions, question, answer):
-    """(token log-probs incl. the EOS, argmax flags) of one answer, and the prompt ids."""
+def _direct(model, tokenizer, conventions, question, answer, vocab_moments=False):
+    """(token log-probs incl. the EOS, argmax flags) of one answer, and the prompt ids; with ``vocab_moments``
+    also the mean and variance of log p under each position's next-token distribution."""
     chat = [{"role": "user", "content": question}]
     if conventions.system_prompt:
         chat = [{"role": "system", "content": conventions.system_prompt}, *chat]
@@ -103,6 +105,10 @@ def _direct(model, tokenizer, conventions, question, answer):
     logprobs = logits.log_softmax(-1)[start - 1 : len(full_ids) - 1]
     token_logprobs = logprobs.gather(1, targets[:, None]).squeeze(1).numpy()
     is_argmax = (logprobs.argmax(-1) == targets).numpy()
+    if vocab_moments:
+        mu = (logprobs.exp() * logprobs).sum(-1)
+        variance = (logprobs.exp() * logprobs.square()).sum(-1) - mu.square()
+        return token_logprobs, is_argmax, mu.numpy(), variance.numpy()
     return token_logprobs, is_argmax, prompt_ids
 
 
@@ -188,13 +194,25 @@ def _direct_metrics(model, tokenizer, retain, folder, conventions):
     stats = np.array([tokenwise(model, r["question"], r["answer"]) for r in forget_rows])
     out["extraction_strength"], out["exact_memorization"] = stats[:, 0].mean(), stats[:, 1].mean()
 
-    def auc(m):
-        forget_scores = [tokenwise(m, r["question"], r["answer"])[2] for r in forget_rows]
-        holdout_scores = [tokenwise(m, r["question"], r["answer"])[2] for r in holdout_rows]
+    def auc(m, score=lambda m, r: tokenwise(m, r["question"], r["answer"])[2]):
+        forget_scores = [score(m, r) for r in forget_rows]
+        holdout_scores = [score(m, r) for r in holdout_rows]
         labels = [0] * len(forget_scores) + [1] * len(holdout_scores)
         return roc_auc_score(labels, forget_scores + holdout_scores)
 
+    def min_k_plus_plus(m, r):
+        lp, _, mu, variance = _direct(m, tokenizer, conventions, r["question"], r["answer"], vocab_moments=True)
+        if not conventions.tokenwise_score_eos:
+            lp, mu, variance = lp[:-1], mu[:-1], variance[:-1]
+        z = (lp - mu) / np.sqrt(np.maximum(variance, conventions.variance_floor))
+        count = max(1, int(len(z) * 0.4)) if conventions.min_k_count == "floor" else int(np.ceil(len(z) * 0.4))
+        return -np.mean(np.sort(z)[:count])
+
     out["mia_min_k_auc"] = auc(model)
+    out["mia_loss_auc"] = auc(model, lambda m, r: avg_loss(m, r["question"], r["answer"]))
+    out["mia_zlib_auc"] = auc(
+        model, lambda m, r: avg_loss(m, r["question"], r["answer"]) / len(zlib.compress(r["answer"].encode())))
+    out["mia_min_k_plus_plus_auc"] = auc(model, min_k_plus_plus)
     retain_auc = auc(retain)
     out["privleak"] = ((1 - out["mia_min_k_auc"]) - (1 - retain_auc)) / ((1 - retain_auc) + eps) * 100
     retain_tr = truth_ratios(retain, forget_rows, "paraphrased_answer")

@@ -100,12 +100,12 @@ def test_comparison_with_a_reference_summary_reads_both_of_its_shapes():
     from medunlearn.tofu.scoring import compare_summaries
 
     ours = {"metrics": {}, "open_unlearning": {"forget_Q_A_Prob": 0.5, "model_utility": 0.25, "privleak": None}}
-    rows = compare_summaries(ours, {"forget_Q_A_Prob": 0.75, "model_utility": {"agg_value": 0.5}, "mia_loss": 0.1})
+    rows = compare_summaries(ours, {"forget_Q_A_Prob": 0.75, "model_utility": {"agg_value": 0.5}, "mia_gradnorm": 0.1})
     by_name = {row["metric"]: row for row in rows}
     assert by_name["forget_Q_A_Prob"]["abs_difference"] == pytest.approx(0.25)
     assert by_name["model_utility"]["reference"] == 0.5
-    assert by_name["mia_loss"]["ours"] is None and by_name["privleak"]["abs_difference"] is None
-    assert [row["metric"] for row in rows][-1] == "mia_loss"  # reference-only metrics come last
+    assert by_name["mia_gradnorm"]["ours"] is None and by_name["privleak"]["abs_difference"] is None
+    assert [row["metric"] for row in rows][-1] == "mia_gradnorm"  # reference-only metrics come last
 
 
 @settings(max_examples=40, deadline=None)

@@ -13,6 +13,7 @@ stop strings (text cut after)     none (EOS token only)        none in the TOFU 
 EOS in Prob / truth ratio labels  yes                          yes (appended when missing)
 EOS in ES / EM / min-k tokens     yes                          no (the last label token is dropped)
 min-k% token count                ceil(k·n)                    max(1, floor(k·n))
+min-k%++ variance floor           1e-24                        1e-6
 extraction strength, no suffix    0 (k = n)                    1/n (the loop stops at k = n − 1)
   of the greedy answer matches
 ratio denominators                exact                        + 1e-10
@@ -53,6 +54,7 @@ class TofuConventions:
         extraction_strength: ``"exact"`` 1 − k/n with k the shortest prefix after which the greedy
             continuation is right (0 when even the last token is wrong); ``"reference"`` caps k at n − 1.
         epsilon: added to ratio denominators (the reference uses 1e-10).
+        variance_floor: min-k%++ divides by sqrt(max(Var, variance_floor)) (the reference clamps at 1e-6).
     """
 
     name: str = "medunlearn"
@@ -69,6 +71,7 @@ class TofuConventions:
     min_k_count: str = "ceil"
     extraction_strength: str = "exact"
     epsilon: float = 0.0
+    variance_floor: float = 1e-24
 
     def __post_init__(self):
         if self.min_k_count not in ("ceil", "floor"):
@@ -94,6 +97,7 @@ _REFERENCE_SCORING = {
     "min_k_count": "floor",
     "extraction_strength": "reference",
     "epsilon": 1e-10,
+    "variance_floor": 1e-6,
     "max_new_tokens": 200,
 }
 

@@ -108,7 +108,7 @@ def per_example_table(examples: pd.DataFrame, outputs_dir, role: str, convention
     """Per-example statistics from a role's stored outputs (no model)."""
     outputs_dir = Path(outputs_dir)
     outputs = read_outputs(outputs_dir / f"{role}-answers", examples["example_id"])
-    table = examples.merge(token_statistics(outputs, conventions), on="example_id", how="left")
+    table = examples.merge(token_statistics(outputs, conventions, examples["answer"]), on="example_id", how="left")
     if generated:
         questions = table[(table["variant"] == "answer") & table["set"].isin(GENERATED_SETS)]
         generations = read_outputs(outputs_dir / f"{role}-questions", questions["example_id"])

@@ -17,6 +17,10 @@ denominator guard (1e-10 in the reference, 0 in ours) and ``L(y)`` the mean answ
 * Extraction strength and exact memorisation on the forget answers (token conventions in
   :mod:`medunlearn.tofu.conventions`); min-k% (k = 0.4) MIA AUC between forget and holdout answers, privleak
   against the retain model's AUC (0.5 when no retain model is given, the reference's ``ref_value``).
+* The other MIA AUCs of the reference's TOFU list, forget vs holdout answers, each score loss-like: LOSS
+  ``L(answer)``; zlib ``L(answer) / len(zlib(answer text))``; min-k%++ (k = 0.4) minus the mean of the lowest
+  ``(log p(y_t) − μ_t) / sqrt(max(σ_t², floor))``, μ_t and σ_t² the mean and variance of ``log p`` under the
+  model's next-token distribution (tokens as min-k%).
 """
 
 from __future__ import annotations
@@ -61,6 +65,9 @@ REFERENCE_NAMES = {
     "extraction_strength": "extraction_strength",
     "exact_memorization": "exact_memorization",
     "mia_min_k": "mia_min_k_auc",
+    "mia_min_k_plus_plus": "mia_min_k_plus_plus_auc",
+    "mia_loss": "mia_loss_auc",
+    "mia_zlib": "mia_zlib_auc",
     "privleak": "privleak",
 }
 
@@ -72,10 +79,12 @@ def _drop_last_token(mask: np.ndarray) -> np.ndarray:
     return np.arange(mask.shape[1])[None, :] < keep[:, None]
 
 
-def token_statistics(outputs: pd.DataFrame, conventions: TofuConventions) -> pd.DataFrame:
-    """Per example: ``avg_loss`` (Prob's NLL), ``extraction_strength``, ``exact_memorization``, ``min_k``.
+def token_statistics(outputs: pd.DataFrame, conventions: TofuConventions, answers=None) -> pd.DataFrame:
+    """Per example: ``avg_loss`` (Prob's NLL), ``extraction_strength``, ``exact_memorization``, ``min_k``,
+    ``min_k_plus_plus`` and, given the ``answers`` texts (same order), ``zlib``.
 
-    ``outputs`` are the runner's teacher-forced outputs (``token_logprobs``, ``token_is_argmax`` per example).
+    ``outputs`` are the runner's teacher-forced outputs (``token_logprobs``, ``token_is_argmax`` and, for
+    min-k%++, ``token_mean_logprob`` / ``token_std_logprob`` per example).
     """
     logprobs, mask = probability.pad_token_values(outputs["token_logprobs"].tolist())
     is_argmax, _ = probability.pad_token_values(outputs["token_is_argmax"].tolist(), dtype=bool)
@@ -86,13 +95,28 @@ def token_statistics(outputs: pd.DataFrame, conventions: TofuConventions) -> pd.
     if conventions.extraction_strength == "reference":
         # The reference loops k over 0..n-1 and keeps k = n - 1 when no suffix matches: ES >= 1/n.
         strength = np.maximum(strength, 1.0 / n_tokens)
-    return pd.DataFrame({
+    statistics = pd.DataFrame({
         "example_id": outputs["example_id"].to_numpy(),
         "avg_loss": probability.mean_nll(logprobs, loss_mask),
         "extraction_strength": strength,
         "exact_memorization": probability.exact_memorization(np.where(token_mask, is_argmax, False), token_mask),
         "min_k": min_k_score(logprobs, token_mask, MIN_K, conventions.min_k_count),
     })
+    if "token_mean_logprob" in outputs:
+        mean, _ = probability.pad_token_values(outputs["token_mean_logprob"].tolist())
+        std, _ = probability.pad_token_values(outputs["token_std_logprob"].tolist())
+        scale = np.sqrt(np.maximum(np.square(std), conventions.variance_floor))
+        standardised = np.where(token_mask, (logprobs - mean) / scale, 0.0)
+        statistics["min_k_plus_plus"] = min_k_score(standardised, token_mask, MIN_K, conventions.min_k_count)
+    if answers is not None:
+        statistics["zlib"] = statistics["avg_loss"].to_numpy() / _zlib_lengths(answers)
+    return statistics
+
+
+def _zlib_lengths(texts) -> np.ndarray:
+    import zlib
+
+    return np.fromiter((max(len(zlib.compress(str(t).encode("utf-8"))), 1) for t in texts), dtype=np.float64)
 
 
 def min_k_score(token_logprobs, mask, k: float = MIN_K, count: str = "ceil") -> np.ndarray:
@@ -235,6 +259,9 @@ def summarise_tofu(table: pd.DataFrame, conventions: TofuConventions, retain_tab
     metrics["exact_memorization"] = float(forget_answers["exact_memorization"].mean())
     holdout = _set_rows(table, "holdout", "answer")
     metrics["mia_min_k_auc"] = mia.mia_auc(forget_answers["min_k"], holdout["min_k"])
+    for attack, column in (("loss", "avg_loss"), ("zlib", "zlib"), ("min_k_plus_plus", "min_k_plus_plus")):
+        if column in table:
+            metrics[f"mia_{attack}_auc"] = mia.mia_auc(forget_answers[column], holdout[column])
     reference_auc = 0.5
     metrics["forget_quality"] = None
     if retain_table is not None:
