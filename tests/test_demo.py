@@ -145,3 +145,11 @@ def test_the_quick_example_in_the_help_is_the_one_tested():
     assert argv[:2] == ["medunlearn", "demo"] and "--quick" in argv
     args = subcommand_parser("demo").parse_args(argv[2:])
     assert args.quick and args.out == "demo-quick"
+
+
+def test_degenerate_method_gets_a_caution_in_the_verdict():
+    rows = [_row("GradDiff", "disease_cancer_forget_10", -0.9, -0.7) | {"degeneration_score": 1.0},
+            _row("SimNPO", "disease_cancer_forget_10", -0.3, -0.2) | {"degeneration_score": 0.0}]
+    sentence = finding_sentence(collateral_finding(rows))
+    assert "APPEARS" in sentence and "Caution: GradDiff" in sentence and "SimNPO answers" not in sentence
+    assert "ΔMU same-disease -0.900, out-of-disease -0.700 (yes)" in sentence

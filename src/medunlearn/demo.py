@@ -128,12 +128,16 @@ def comparison_row(method: str, forget_config: str, summary: dict, before: dict 
     return row
 
 
+DEGENERATE_SHARE = 0.5  # ours: above this DS, a method's MU drop says more about collapse than about collateral damage
+
+
 def collateral_finding(rows: list[dict]) -> dict:
     """Does same-disease retained MU fall more than out-of-disease MU after disease-level forgetting?
 
-    For each disease-level unlearning row (not the ``baseline`` row of the fine-tuned model) with both deltas: drop_same = −ΔMU_same, drop_out = −ΔMU_out; the finding
-    appears for that method when drop_same > drop_out. ``appears`` is True when it does for every such method,
-    False when for none, and "mixed" otherwise; None when no row can tell. Computed, never assumed.
+    For each disease-level unlearning row (not the ``baseline`` row of the fine-tuned model) with both deltas:
+    drop_same = −ΔMU_same, drop_out = −ΔMU_out; the finding appears for that method when drop_same > drop_out.
+    ``appears`` is True when it does for every such method, False when for none, and "mixed" otherwise; None
+    when no row can tell. Computed, never assumed.
     """
     per_method = []
     for row in rows:
@@ -142,7 +146,8 @@ def collateral_finding(rows: list[dict]) -> dict:
             continue
         per_method.append(
             {"method": row["method"], "forget_config": row["forget_config"], "drop_same_disease": -same,
-             "drop_out_of_disease": -out, "appears": -same > -out}
+             "drop_out_of_disease": -out, "appears": -same > -out,
+             "degeneration_score": row.get("degeneration_score")}
         )
     verdicts = {entry["appears"] for entry in per_method}
     appears = None if not verdicts else (verdicts.pop() if len(verdicts) == 1 else "mixed")
@@ -153,7 +158,8 @@ def finding_sentence(finding: dict) -> str:
     if finding["appears"] is None:
         return "The paper's finding cannot be checked in this run: no disease-level run has both MU deltas."
     details = "; ".join(
-        f"{e['method']}: same-disease MU fell {e['drop_same_disease']:+.3f}, out-of-disease {e['drop_out_of_disease']:+.3f}"
+        f"{e['method']} on {e['forget_config']}: ΔMU same-disease {-e['drop_same_disease']:+.3f}, "
+        f"out-of-disease {-e['drop_out_of_disease']:+.3f} ({'yes' if e['appears'] else 'no'})"
         for e in finding["per_method"]
     )
     verdict = {
@@ -161,7 +167,13 @@ def finding_sentence(finding: dict) -> str:
         False: "does NOT appear in this run (same-disease retained MU did not fall more than out-of-disease MU)",
         "mixed": "appears for some methods only",
     }[finding["appears"]]
-    return f"The paper's collateral-damage finding {verdict}. {details}."
+    sentence = f"The paper's collateral-damage finding {verdict}. {details}."
+    collapsed = [e["method"] for e in finding["per_method"]
+                 if e.get("degeneration_score") is not None and e["degeneration_score"] > DEGENERATE_SHARE]
+    if collapsed:
+        sentence += (f" Caution: {', '.join(collapsed)} answers the forget questions degenerately (DS > {DEGENERATE_SHARE}),"
+                     " so its MU drop reflects collapse more than targeted collateral damage.")
+    return sentence
 
 
 BIODIVERGENCE_METRICS = (
