@@ -123,7 +123,9 @@ def test_two_processes_give_the_single_process_summary(amnesia_folder, saved_mod
     assert _run(*common, "--out", tmp_path / "one") == 0
     medunlearn = [sys.executable, "-c", "import sys; from medunlearn.evaluation import cli; "
                   "sys.exit(cli.run(cli.build_parser('evaluate').parse_args(sys.argv[1:])))"]
-    command = [torchrun, "--nproc_per_node", "2", "--no-python", *medunlearn, *map(str, common), "--out", str(tmp_path / "two")]
+    # --standalone: torchrun picks a free port, so concurrent runs on one machine do not collide.
+    command = [torchrun, "--standalone", "--nproc_per_node", "2", "--no-python", *medunlearn,
+               *map(str, common), "--out", str(tmp_path / "two")]
     finished = subprocess.run(command, capture_output=True, text=True, timeout=120,
                               env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert finished.returncode == 0, finished.stderr[-3000:]
