@@ -7,6 +7,8 @@ import json
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from medunlearn.evaluation.runner import (
     MANIFEST,
@@ -220,3 +222,23 @@ def test_answer_variants_are_scored_once_each_and_match_direct_computation(livel
     encoded = encode_examples(tiny_tokenizer, [examples["question"][1]], ["Fever."])
     token, *_ = _direct_answer_statistics(lively_model, encoded.full_ids[0], encoded.answer_start[0], encoded.answer_end[0])
     np.testing.assert_allclose(row["token_logprobs"], token, atol=1e-5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(st.lists(st.integers(0, 5), max_size=6), st.lists(st.integers(0, 5), max_size=6)),
+        min_size=1, max_size=8,
+    )
+)
+def test_answer_spans_match_a_per_row_loop(rows):
+    from medunlearn.evaluation.runner import locate_answers
+
+    eos = {5}
+    prompts = [prompt for prompt, _ in rows]
+    fulls = [prompt + rest for prompt, rest in rows]
+    starts, ends = locate_answers(prompts, fulls, eos)
+    for (prompt, rest), start, end in zip(rows, starts, ends):
+        first_eos = next((j for j, token in enumerate(rest) if token in eos), None)
+        assert start == len(prompt)
+        assert end == len(prompt) + (len(rest) if first_eos is None else first_eos + 1)

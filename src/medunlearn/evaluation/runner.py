@@ -165,14 +165,14 @@ def locate_answers(prompt_ids: list[list[int]], full_ids: list[list[int]], eos_i
             f"example {int(bad[0])}: the chat template renders the question differently with and without the "
             "answer; the answer tokens cannot be located"
         )
-    # First EOS at or after each start: the next EOS position seen from every token, read at the start.
+    # First EOS at or after each start: the next EOS position seen from every token, read at the start
+    # (a sentinel past the end answers for a start at the very end). An EOS found beyond the sequence's own
+    # end belongs to the next sequence: then the answer runs to the end.
     is_eos = np.isin(flat, list(eos_ids))
-    position = np.arange(len(flat))
-    next_eos = np.where(is_eos, position, len(flat))
-    next_eos = np.minimum.accumulate(next_eos[::-1])[::-1] if len(flat) else next_eos
+    next_eos = np.where(is_eos, np.arange(len(flat)), len(flat))
+    next_eos = np.append(np.minimum.accumulate(next_eos[::-1])[::-1], len(flat))
     sequence_end = offsets + full_lengths
-    at_start = np.minimum(offsets + starts, max(len(flat) - 1, 0))
-    first_eos = np.where(starts < full_lengths, next_eos[at_start], len(flat))
+    first_eos = next_eos[offsets + starts]
     ends = np.where(first_eos < sequence_end, first_eos + 1, sequence_end) - offsets
     return starts, ends
 
