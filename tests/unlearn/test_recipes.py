@@ -14,11 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 RECIPES = sorted((ROOT / "recipes").glob("*.yaml"))
 
 
-CORE = {"grad_ascent", "grad_diff", "kl_min", "npo", "simnpo", "rmu"}
-
-
-def test_every_core_method_has_a_recipe():
-    assert CORE <= set(available_methods()) and CORE <= {path.stem for path in RECIPES}
+def test_every_method_has_a_recipe():
+    assert set(available_methods()) == set(METHODS) == {path.stem for path in RECIPES}
 
 
 @pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.stem)
