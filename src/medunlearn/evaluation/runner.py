@@ -147,6 +147,8 @@ def locate_answers(prompt_ids: list[list[int]], full_ids: list[list[int]], eos_i
     Raises if a prompt is not a prefix of its full sequence (the template then renders the question
     differently with an answer, and the answer tokens cannot be located).
     """
+    if not full_ids:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     full_lengths = np.fromiter((len(ids) for ids in full_ids), dtype=np.int64, count=len(full_ids))
     starts = np.fromiter((len(ids) for ids in prompt_ids), dtype=np.int64, count=len(prompt_ids))
     offsets = np.concatenate([[0], np.cumsum(full_lengths)[:-1]])
