@@ -77,8 +77,10 @@ def test_split_names_follow_tofu():
 
 def test_unknown_config_and_missing_folder_are_named(tmp_path):
     folder = build_tofu_folder(tmp_path / "tofu", authors=10, qa_per_author=1)
-    with pytest.raises(TofuInputError, match="forget20"):
+    with pytest.raises(TofuInputError, match="forget20"):  # a Hub config name this folder does not have
         load_tofu(folder, "forget20")
+    with pytest.raises(TofuInputError, match="unknown TOFU config 'forget_10'"):
+        load_tofu(folder, "forget_10")
     with pytest.raises(FileNotFoundError, match="nowhere"):
         load_tofu(tmp_path / "nowhere", "full")
 

@@ -268,3 +268,16 @@ def test_one_teacher_forced_row_per_answer_variant_and_one_generation_per_questi
     generated = sum(len(load_tofu(folder, c)) for c in
                     ("forget10_perturbed", "retain_perturbed", "real_authors_perturbed", "world_facts_perturbed"))
     assert manifest["batches"]["generation"] == int(np.ceil(generated / 64))
+
+
+def test_an_interrupted_evaluation_resumes_to_the_same_summary(tofu_data, untrained_model, tmp_path):
+    (folder, tokenizer), model = tofu_data, untrained_model
+    conventions = preset("medunlearn").with_options(max_new_tokens=3)
+    whole = evaluate_tofu(model, folder, "forget10", tmp_path / "whole", tokenizer=tokenizer, conventions=conventions,
+                          runner_config=RunnerConfig(batch_size=8, progress=False))
+    stopped = evaluate_tofu(model, folder, "forget10", tmp_path / "cut", tokenizer=tokenizer, conventions=conventions,
+                            runner_config=RunnerConfig(batch_size=8, progress=False, stop_after_batches=1))
+    assert stopped == {} and not json.loads((tmp_path / "cut" / "run.json").read_text())["complete"]
+    resumed = evaluate_tofu(model, folder, "forget10", tmp_path / "cut", tokenizer=tokenizer, conventions=conventions,
+                            runner_config=RunnerConfig(batch_size=8, progress=False))
+    assert resumed["metrics"] == whole["metrics"]  # same batch plan, same kernels: bit for bit

@@ -31,6 +31,8 @@ PERTURBED_CONFIGS = (
     "world_facts_perturbed",
 )
 ALL_CONFIGS = QA_CONFIGS + PERTURBED_CONFIGS
+# Further configs of the Hub dataset (larger forget splits and their complements), read when asked for by name.
+_OTHER_HUB_CONFIGS = re.compile(r"(forget|retain|holdout|full_minus_forget)\d\d(_perturbed)?")
 QA_COLUMNS = ("question", "answer")
 PERTURBED_COLUMNS = ("question", "answer", "paraphrased_answer", "paraphrased_question", "perturbed_answer")
 OPTION_COLUMNS = ("question", "answer", "perturbed_answer")
@@ -84,7 +86,7 @@ def load_tofu(source: str | Path = HUB_ID, config: str = "full"):
     """One TOFU config's ``train`` split as a ``datasets.Dataset`` (Hub id or local folder of the Hub layout)."""
     import datasets
 
-    if config not in ALL_CONFIGS:
+    if config not in ALL_CONFIGS and not _OTHER_HUB_CONFIGS.fullmatch(config):
         raise TofuInputError(f"unknown TOFU config {config!r}; known: {', '.join(ALL_CONFIGS)}")
     source = str(source)
     path = Path(source)
