@@ -2,6 +2,7 @@
 
     python bench/bench_npo_reference.py            # ~1-2 minutes on a laptop CPU
     python bench/bench_npo_reference.py --quick    # smaller model, fewer steps
+    python bench/bench_npo_reference.py --wide     # weights dominate activations (the LLM regime)
 
 Each setting runs in its own fresh process (so peak memory is that setting's alone) on the same model, data and
 seed:
@@ -67,7 +68,18 @@ def synthetic_qa(n: int, seed: int = 0):
     return Dataset.from_dict({"question": questions, "answer": answers, "disease": ["cardiovascular"] * n})
 
 
-def _train(model, tokenizer, forget, retain, reference, peft_config, steps, retain_weight, callbacks=()):
+def _train(
+    model,
+    tokenizer,
+    forget,
+    retain,
+    reference,
+    peft_config,
+    steps,
+    retain_weight,
+    callbacks=(),
+    max_length=512,
+):
     import torch
 
     from medunlearn.unlearn import NPOConfig, NPOTrainer
@@ -83,6 +95,7 @@ def _train(model, tokenizer, forget, retain, reference, peft_config, steps, reta
         save_strategy="no",
         reference_mode=reference,
         retain_weight=retain_weight,
+        max_length=max_length,
         disable_tqdm=True,
         seed=0,
     )
@@ -99,7 +112,7 @@ def _train(model, tokenizer, forget, retain, reference, peft_config, steps, reta
     return trainer
 
 
-def run_setting(mode: str, reference: str, quick: bool, retain_weight: float) -> dict:
+def run_setting(mode: str, reference: str, quick: bool, retain_weight: float, wide: bool = False) -> dict:
     import gc
 
     import torch
@@ -119,17 +132,26 @@ def run_setting(mode: str, reference: str, quick: bool, retain_weight: float) ->
     _train(build_tiny_llama(tokenizer), tokenizer, forget, retain, reference, lora, 1, retain_weight)
     gc.collect()
 
-    size = (
-        TinyLlamaConfig(hidden_size=256, intermediate_size=1024, num_hidden_layers=2)
-        if quick
-        else TinyLlamaConfig(
-            hidden_size=768,
-            intermediate_size=3072,
-            num_hidden_layers=2,
-            num_attention_heads=8,
-            num_key_value_heads=2,
+    if wide:  # weights dominate activations, as for an LLM: a wide model, answers truncated to 32 tokens
+        size = TinyLlamaConfig(
+            hidden_size=1536,
+            intermediate_size=6144,
+            num_hidden_layers=1,
+            num_attention_heads=12,
+            num_key_value_heads=4,
         )
-    )
+    else:
+        size = (
+            TinyLlamaConfig(hidden_size=256, intermediate_size=1024, num_hidden_layers=2)
+            if quick
+            else TinyLlamaConfig(
+                hidden_size=768,
+                intermediate_size=3072,
+                num_hidden_layers=2,
+                num_attention_heads=8,
+                num_key_value_heads=2,
+            )
+        )
     steps = 5 if quick else 9
     cuda = torch.cuda.is_available()
     baseline = _rss_bytes()
@@ -151,7 +173,18 @@ def run_setting(mode: str, reference: str, quick: bool, retain_weight: float) ->
                 torch.cuda.synchronize()
             step_times.append(clock() - self.start)
 
-    _train(model, tokenizer, forget, retain, reference, lora, steps, retain_weight, [StepTimer()])
+    _train(
+        model,
+        tokenizer,
+        forget,
+        retain,
+        reference,
+        lora,
+        steps,
+        retain_weight,
+        [StepTimer()],
+        max_length=32 if wide else 512,
+    )
     peak = torch.cuda.max_memory_allocated() if cuda else _peak_rss_bytes() - baseline
     return {
         "mode": mode,
@@ -169,6 +202,9 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="smaller model and fewer steps")
     parser.add_argument(
+        "--wide", action="store_true", help="a wide 1-layer model on 32-token examples: weights dominate"
+    )
+    parser.add_argument(
         "--retain-weight",
         type=float,
         default=1.0,
@@ -177,7 +213,11 @@ def main() -> None:
     parser.add_argument("--one", nargs=2, metavar=("MODE", "REFERENCE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(run_setting(*args.one, quick=args.quick, retain_weight=args.retain_weight)))
+        print(
+            json.dumps(
+                run_setting(*args.one, quick=args.quick, retain_weight=args.retain_weight, wide=args.wide)
+            )
+        )
         return
 
     env = {
@@ -191,6 +231,7 @@ def main() -> None:
     for mode, reference in SETTINGS:
         command = [sys.executable, str(Path(__file__).resolve()), "--one", mode, reference]
         command += ["--quick"] if args.quick else []
+        command += ["--wide"] if args.wide else []
         command += ["--retain-weight", str(args.retain_weight)]
         completed = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
         if completed.returncode != 0:
