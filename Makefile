@@ -3,7 +3,8 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN = $(VENV)/bin
-OFFLINE = HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+# The venv first on PATH: tests that launch `accelerate` or `medunlearn` as commands find this project's.
+OFFLINE = PATH="$(CURDIR)/$(BIN):$$PATH" HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 
 .PHONY: demo test lint bench docs clean
 
