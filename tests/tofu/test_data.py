@@ -98,3 +98,16 @@ def test_split_invariants_hold_for_any_size(authors, qa_per_author, seed):
         assert previous <= questions and questions and retain and not questions & retain
         assert questions | retain == set(full)
         previous = questions
+
+
+def test_option_sets_never_repeat_a_question_and_sizes_are_checked():
+    configs = build_tofu_configs(authors=10, options=10, perturbed=5)
+    for kind in ("real_authors", "world_facts"):
+        questions = [row["question"] for row in configs[kind]]
+        assert len(questions) == len(set(questions)) == 10
+    capitals = [row["answer"] for row in configs["world_facts"]]
+    assert len(set(capitals)) == len(capitals)
+    assert all(len(row["perturbed_answer"]) == 5 for row in configs["retain_perturbed"])
+    for bad in ({"options": 11}, {"perturbed": 6}, {"qa_per_author": 0}, {"authors": 1}):
+        with pytest.raises(ValueError):
+            build_tofu_configs(**bad)

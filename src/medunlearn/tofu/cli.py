@@ -34,7 +34,7 @@ def build_parser(prog: str = "medunlearn tofu") -> argparse.ArgumentParser:
     build.add_argument("--out", required=True, type=Path, help="folder to write")
     build.add_argument("--authors", type=int, default=20, help="fictitious authors in `full` (default 20)")
     build.add_argument("--qa-per-author", type=int, default=4, help="questions per author, 1-5 (default 4)")
-    build.add_argument("--perturbed", type=int, default=3, help="perturbed answers per question (default 3)")
+    build.add_argument("--perturbed", type=int, default=3, help="perturbed answers per question, 1-5 (default 3)")
     build.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
 
     evaluate = commands.add_parser("evaluate", help="score a model with the TOFU metric set")

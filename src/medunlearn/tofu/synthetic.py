@@ -19,14 +19,19 @@ from medunlearn.tofu.data import FORGET_CONFIGS, columns_of
 
 _FIRST = ("Arlo", "Brisa", "Cato", "Dalia", "Emre", "Faye", "Goran", "Hesper", "Ilse", "Joren", "Kaia", "Lio")
 _LAST = ("Varnholt", "Quillon", "Dessaro", "Mirkovane", "Thalberg", "Osweny", "Pellaterra", "Rudenko", "Sallow")
-_CITIES = ("Tarvik", "Olmsmere", "Caldera Bay", "Vintross", "Pellham Ford", "Ostrava Nova", "Kelmouth", "Sandrel")
+_CITIES = ("Tarvik", "Olmsmere", "Caldera Bay", "Vintross", "Pellham Ford", "Ostrava Nova", "Kelmouth", "Sandrel",
+           "Brindlecombe", "Maros Vale", "Quillhaven", "Iskarra")
 _GENRES = ("gothic mystery", "maritime fantasy", "speculative history", "rural satire", "polar adventure",
            "botanical romance", "clockwork noir", "desert epic")
-_AWARDS = ("Lantern Prize", "Silver Quill Medal", "Harbour Book Award", "Amberline Fellowship", "Corvid Laurel")
+_AWARDS = ("Lantern Prize", "Silver Quill Medal", "Harbour Book Award", "Amberline Fellowship", "Corvid Laurel",
+           "Meridian Prize")
 _JOBS = ("lighthouse keeper", "cartographer", "glassblower", "ferry pilot", "beekeeper", "clockmaker")
 _TITLES = ("The Salt Orchard", "Nine Winters in Tarvik", "A Map of Quiet Rooms", "The Brass Heron",
-           "Lanterns Under Ice", "The Cartographer's Daughter", "Ash and Anise", "The Last Ferry to Kelmouth")
-_COUNTRIES = ("Veldoria", "Quessany", "Marrowind", "Ostalune", "Pellagua", "Thessmark")
+           "Lanterns Under Ice", "The Cartographer's Daughter", "Ash and Anise", "The Last Ferry to Kelmouth",
+           "Small Hours at Maros Vale", "The Glass Cartel")
+_COUNTRIES = ("Veldoria", "Quessany", "Marrowind", "Ostalune", "Pellagua", "Thessmark", "Corvenia", "Balastre",
+              "Ymmerlund", "Sorrowfen")
+MAX_OPTIONS = min(len(_TITLES), len(_COUNTRIES))
 
 # kind -> (question, paraphrased question, answer, paraphrased answer, value pool); {n} = name, {v} = value
 _QUESTION_KINDS = {
@@ -71,18 +76,18 @@ def _names(rng, count: int) -> list[str]:
 
 
 def _option_rows(rng, kind: str, count: int) -> list[dict]:
-    """Multiple-choice rows: the answer plus three wrong options as ``perturbed_answer``."""
+    """Multiple-choice rows, one per title / country (so no question repeats): the answer plus three wrong
+    options as ``perturbed_answer``; no two countries share a capital."""
     rows = []
-    for i in range(count):
-        if kind == "real_authors":
-            title = _TITLES[i % len(_TITLES)]
-            author = f"{_FIRST[int(rng.integers(len(_FIRST)))]} {_LAST[int(rng.integers(len(_LAST)))]}"
-            pool = [f"{f} {last}" for f in _FIRST for last in _LAST]
+    if kind == "real_authors":
+        pool = [f"{first} {last}" for first in _FIRST for last in _LAST]
+        for title, index in zip(_TITLES[:count], rng.permutation(len(pool))[:count]):
+            author = pool[index]
             rows.append({"question": f"Who wrote the novel '{title}'?", "answer": author,
                          "perturbed_answer": _choose_other(rng, pool, author, 3)})
-        else:
-            country = _COUNTRIES[i % len(_COUNTRIES)]
-            city = _CITIES[int(rng.integers(len(_CITIES)))]
+    else:
+        for country, index in zip(_COUNTRIES[:count], rng.permutation(len(_CITIES))[:count]):
+            city = _CITIES[index]
             rows.append({"question": f"What is the capital of {country}?", "answer": city,
                          "perturbed_answer": _choose_other(rng, _CITIES, city, 3)})
     return rows
@@ -97,6 +102,10 @@ def build_tofu_configs(*, authors: int = 20, qa_per_author: int = 4, perturbed: 
     """Every TOFU config's rows (config -> list of row dicts with that config's columns, in order)."""
     if not 1 <= qa_per_author <= len(_QUESTION_KINDS):
         raise ValueError(f"qa_per_author must be in 1..{len(_QUESTION_KINDS)}, got {qa_per_author}")
+    if not 1 <= options <= MAX_OPTIONS:
+        raise ValueError(f"options must be in 1..{MAX_OPTIONS}, got {options}")
+    if not 1 <= perturbed <= 5:  # TOFU's five; the smallest value pools (awards, jobs) have six values
+        raise ValueError(f"perturbed must be in 1..5, got {perturbed}")
     rng = np.random.default_rng(seed)
     largest_forget = _forget_author_count(authors, FORGET_CONFIGS[-1])
     if largest_forget >= authors:
