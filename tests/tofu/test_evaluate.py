@@ -281,3 +281,21 @@ def test_an_interrupted_evaluation_resumes_to_the_same_summary(tofu_data, untrai
     resumed = evaluate_tofu(model, folder, "forget10", tmp_path / "cut", tokenizer=tokenizer, conventions=conventions,
                             runner_config=RunnerConfig(batch_size=8, progress=False))
     assert resumed["metrics"] == whole["metrics"]  # same batch plan, same kernels: bit for bit
+
+
+def test_outputs_of_another_prompt_rendering_are_never_reused(tofu_data, untrained_model, tmp_path):
+    from medunlearn.evaluation.runner import StaleOutputsError
+
+    (folder, tokenizer), model = tofu_data, untrained_model
+    quiet = RunnerConfig(batch_size=64, progress=False)
+    ours = preset("medunlearn").with_options(max_new_tokens=2)
+    evaluate_tofu(model, folder, "forget10", tmp_path / "eval", tokenizer=tokenizer, conventions=ours,
+                  runner_config=quiet)
+    reference_rendering = preset("open-unlearning").with_options(max_new_tokens=2)  # same runner settings
+    with pytest.raises(StaleOutputsError):
+        evaluate_tofu(model, folder, "forget10", tmp_path / "eval", tokenizer=tokenizer,
+                      conventions=reference_rendering, runner_config=quiet)
+    # scoring-only conventions reuse the outputs: a stop string is applied when scoring
+    again = evaluate_tofu(model, folder, "forget10", tmp_path / "eval", tokenizer=tokenizer,
+                          conventions=ours.with_options(stop_strings=("\n",)), runner_config=quiet)
+    assert again["conventions"]["stop_strings"] == ["\n"]

@@ -85,6 +85,15 @@ def tofu_examples(source, forget: str = "forget10") -> pd.DataFrame:
     )
 
 
+def rendering_key(conventions: TofuConventions) -> str:
+    """A short hash of the rendering conventions (what the stored outputs depend on besides the runner's settings)."""
+    import hashlib
+
+    fields = ("chat_template", "system_prompt", "prompt_prefix", "user_start_tag", "user_end_tag", "assistant_start_tag")
+    payload = json.dumps({name: getattr(conventions, name) for name in fields}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:12]
+
+
 def run_tofu_model(model, tokenizer, examples: pd.DataFrame, outputs_dir, role: str, conventions: TofuConventions,
                    runner_config: RunnerConfig | None = None, *, generate: bool = True, model_id: str | None = None,
                    overwrite: bool = False) -> bool:
@@ -93,6 +102,10 @@ def run_tofu_model(model, tokenizer, examples: pd.DataFrame, outputs_dir, role: 
     runner_config = runner_config or RunnerConfig()
     runner_config = RunnerConfig(**{**runner_config.__dict__, "max_new_tokens": conventions.max_new_tokens})
     rendering = ConventionTokenizer(tokenizer, conventions)
+    # The runner's fingerprint covers the model, the examples and its settings but not how prompts are rendered:
+    # the rendering goes into the model id, so outputs of another rendering are never reused.
+    model_id = model_id or str(getattr(getattr(model, "config", None), "name_or_path", "") or "in-memory model")
+    model_id = f"{model_id} | rendering {rendering_key(conventions)}"
     outputs_dir = Path(outputs_dir)
     finished = run_model(model, rendering, examples, outputs_dir / f"{role}-answers", runner_config,
                          model_id=model_id, passes=(TEACHER_FORCED,), overwrite=overwrite)
