@@ -144,7 +144,7 @@ def test_the_quick_example_in_the_help_is_the_one_tested():
     argv = shlex.split(quick.split("#")[0])
     assert argv[:2] == ["medunlearn", "demo"] and "--quick" in argv
     args = subcommand_parser("demo").parse_args(argv[2:])
-    assert args.quick and args.out == "demo-quick"
+    assert args.quick and args.out == "runs/demo-quick"
 
 
 def test_degenerate_method_gets_a_caution_in_the_verdict():

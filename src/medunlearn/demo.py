@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 EPILOG = """examples:
-  medunlearn demo --quick --out demo-quick     # about a minute: tiny cohort, a few steps per method
-  medunlearn demo --out demo-output            # the full study, under 10 minutes on a 2-core CPU
+  medunlearn demo --quick --out runs/demo-quick   # about a minute: tiny cohort, a few steps per method
+  medunlearn demo                                 # the full study into runs/demo, under 10 minutes on 2 CPU cores
 
 The report folder (printed at the end) holds demo_summary.json (every number shown), table.txt,
 report.json and the PNG plots of `medunlearn report`."""
@@ -47,7 +47,7 @@ class DemoSettings:
     num_hidden_layers: int = 2
     vocab_size: int = 2048
     notes_epochs: float = 1.0
-    qa_epochs: float = 15.0
+    qa_epochs: float = 12.0
     finetune_learning_rate: float = 3e-3
     finetune_batch_size: int = 16
     # Per method: the forget-loss methods move a memorised answer with 5e-4; SimNPO's length-normalised loss
@@ -88,7 +88,9 @@ def build_parser(prog: str = "medunlearn demo") -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--out", default="demo-output", help="folder for everything the demo writes")
+    parser.add_argument(
+        "--out", default="runs/demo", help="folder for everything the demo writes (default runs/demo)"
+    )
     parser.add_argument(
         "--patients", type=int, default=None, help=f"cohort size (default {FULL.patients}, {QUICK.patients} with --quick)"
     )
