@@ -405,7 +405,7 @@ def _run_stages(out: Path, settings: DemoSettings, seed: int, progress: bool) ->
     data_dir = build_amnesia_folder(out / "amnesia", overwrite=True, source="synthetic", patients=settings.patients,
                                     seed=seed)
     print_split_table(data_dir)
-    for invariant, detail in audit_folder(data_dir).checks:
+    for invariant, detail in audit_folder(data_dir).checks:  # raises AuditFailure naming the first violation
         print(f"  ok  {invariant}: {detail}")
     card = (data_dir / "README.md").read_text()
     for forget in (RANDOM_FORGET, DISEASE_FORGET):
@@ -499,9 +499,11 @@ def run(args: argparse.Namespace) -> int:
             print("medunlearn demo: error: --patients must be at least 20 (forget_10 needs 2 patients)", file=sys.stderr)
             return 2
         settings = DemoSettings(**{**asdict(settings), "patients": args.patients})
+    from medunlearn.amnesia.audit import AuditFailure
+
     try:
         run_demo(Path(args.out), settings, args.seed, progress=not args.no_progress)
-    except (DemoError, FileNotFoundError) as error:
+    except (DemoError, FileNotFoundError, AuditFailure) as error:
         print(f"medunlearn demo: error: {error}", file=sys.stderr)
         return 2
     return 0
