@@ -136,3 +136,19 @@ def test_two_processes_give_the_single_process_summary(amnesia_folder, saved_mod
     # Same batch plan, same kernels: the processes reproduce the single-process numbers exactly.
     assert two["populations"] == one["populations"]
     assert two["membership_inference"] == one["membership_inference"]
+
+
+def test_overwrite_keeps_a_shared_before_outputs_folder(tiny_model, tiny_tokenizer, make_examples, tmp_path):
+    from medunlearn.evaluation.pipeline import evaluate_unlearning
+    from medunlearn.evaluation.runner import RunnerConfig
+
+    examples = make_examples()
+    kwargs = {"tokenizer": tiny_tokenizer, "before": (tiny_model, tiny_tokenizer), "examples": examples,
+              "before_outputs": tmp_path / "shared_before", "overwrite": True,
+              "runner_config": RunnerConfig(batch_size=4, max_new_tokens=2, progress=False)}
+    evaluate_unlearning(tiny_model, None, "forget_10", tmp_path / "a", **kwargs)
+    shard = tmp_path / "shared_before" / "generation-00000.parquet"
+    written = shard.stat().st_mtime_ns
+    evaluate_unlearning(tiny_model, None, "forget_10", tmp_path / "b", **kwargs)
+    assert shard.stat().st_mtime_ns == written  # reused, not discarded and recomputed
+    assert json.loads((tmp_path / "b" / "summary.json").read_text())["populations"]["forget_seen"]

@@ -113,7 +113,8 @@ def evaluate_unlearning(
     populations read from ``data_dir`` (a table shaped like ``build_populations``' output). Finished batches in
     ``out_dir`` are reused, so rerunning an interrupted evaluation resumes it. ``before_outputs`` is where the
     before model's outputs live (default ``out_dir/outputs/before``): give several evaluations that share a
-    before model, data and settings the same folder and the before model runs once. ``embedding_similarity``
+    before model, data and settings the same folder and the before model runs once (``overwrite`` leaves that
+    shared folder alone: its fingerprint already guarantees it matches). ``embedding_similarity``
     adds the offline MiniLM embedding cosine to the answer similarity (ROUGE-L F1 alone by default).
 
     Under ``torchrun`` / ``accelerate launch`` every process runs its share of the batches and process 0 scores;
@@ -160,7 +161,8 @@ def evaluate_unlearning(
         run_info["models"][role] = model_id
         run_model(
             loaded, loaded_tokenizer, role_examples, outputs[role], runner_config, model_id=model_id, passes=passes,
-            overwrite=overwrite,
+            # A shared --before-outputs folder is never discarded: its fingerprint already guarantees it matches.
+            overwrite=overwrite and not (role == "before" and before_outputs is not None),
             process_index=processes.index,
             num_processes=processes.count,
         )
