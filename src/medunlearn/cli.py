@@ -21,6 +21,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "unlearn": ("medunlearn.unlearn.cli", "run an unlearning method on a model"),
     "evaluate": ("medunlearn.evaluation.cli", "score a model on an AMNESIA forget config"),
     "report": ("medunlearn.evaluation.report_cli", "table, JSON and plots from evaluation folders"),
+    "tofu": ("medunlearn.tofu.cli", "TOFU-format data and the TOFU metric set (OpenUnlearning-compatible)"),
     "publish": ("medunlearn.unlearn.publish_cli", "push an unlearned model and its card to the Hub"),
     "demo": ("medunlearn.demo", "the whole pipeline on the embedded default, on a laptop CPU"),
 }

@@ -62,11 +62,19 @@ def build_parser(prog: str = "medunlearn unlearn") -> argparse.ArgumentParser:
     parser.add_argument(
         "--help-method", action="store_true", help="print the method config's options and exit"
     )
+    parser.add_argument(
+        "--benchmark", choices=("amnesia", "tofu"), default="amnesia",
+        help="tofu: --data is a TOFU-format folder or Hub id (--forget forget10 -> retain90)",
+    )
     return parser
 
 
 def derive_retain_config(forget: str) -> str:
-    """``forget_10`` → ``retain_90``; ``disease_cancer_forget_5`` → ``disease_cancer_retain_95``."""
+    """``forget_10`` → ``retain_90``; ``disease_cancer_forget_5`` → ``disease_cancer_retain_95``; TOFU's
+    ``forget10`` → ``retain90``."""
+    tofu = re.fullmatch(r"forget(\d\d)", forget)
+    if tofu:
+        return f"retain{100 - int(tofu.group(1))}"
     match = re.fullmatch(r"(.*?)forget_(\d+)", forget)
     if not match:
         raise UnlearningInputError(

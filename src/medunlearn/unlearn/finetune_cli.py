@@ -48,6 +48,10 @@ def build_parser(prog: str = "medunlearn finetune") -> argparse.ArgumentParser:
     parser.add_argument("--lora-alpha", type=int, default=32, help="LoRA alpha (default 32)")
     parser.add_argument("--load-in-4bit", action="store_true", help="QLoRA: 4-bit base model (needs CUDA)")
     parser.add_argument("--tiny-vocab-size", type=int, default=2048, help="tiny-llama tokenizer size")
+    parser.add_argument(
+        "--benchmark", choices=("amnesia", "tofu"), default="amnesia",
+        help="tofu: --data is a TOFU-format folder or Hub id (no notes stage; QA SFT on `full`)",
+    )
     return parser
 
 
@@ -118,11 +122,12 @@ def finetune(args) -> Path:
     import torch
     from trl import SFTTrainer
 
-    notes = load_qa_split(args.data, "notes")
+    tofu = args.benchmark == "tofu"  # TOFU has QA only: no notes stage
+    notes = None if tofu else load_qa_split(args.data, "notes")
     qa = load_qa_split(args.data, "full")
     if len(qa) == 0:
         raise UnlearningInputError(f"{args.data}: config 'full' split 'train' has no rows")
-    texts = notes_texts(notes)
+    texts = [] if notes is None else notes_texts(notes)
     model, tokenizer = load_base(args, texts + list(qa["question"]) + list(qa["answer"]))
     cpu = not torch.cuda.is_available()
     tiny = args.model == "tiny-llama"
@@ -138,7 +143,7 @@ def finetune(args) -> Path:
             task_type="CAUSAL_LM",
         )
 
-    if args.notes_epochs > 0:
+    if args.notes_epochs > 0 and texts:
         config = sft_config("notes", args.out, args.notes_epochs, args.overrides, tiny, cpu)
         trainer = SFTTrainer(
             model=model,
