@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -152,3 +153,21 @@ def test_overwrite_keeps_a_shared_before_outputs_folder(tiny_model, tiny_tokeniz
     evaluate_unlearning(tiny_model, None, "forget_10", tmp_path / "b", **kwargs)
     assert shard.stat().st_mtime_ns == written  # reused, not discarded and recomputed
     assert json.loads((tmp_path / "b" / "summary.json").read_text())["populations"]["forget_seen"]
+
+
+def test_overwrite_discards_a_stale_shared_before_outputs_folder(tiny_model, tiny_tokenizer, make_examples, tmp_path):
+    import torch
+
+    from medunlearn.evaluation.pipeline import evaluate_unlearning
+    from medunlearn.evaluation.runner import RunnerConfig, read_outputs
+
+    examples = make_examples()
+    kwargs = {"tokenizer": tiny_tokenizer, "examples": examples, "before_outputs": tmp_path / "shared_before",
+              "overwrite": True, "runner_config": RunnerConfig(batch_size=4, max_new_tokens=2, progress=False)}
+    evaluate_unlearning(tiny_model, None, "forget_10", tmp_path / "a", before=(tiny_model, tiny_tokenizer), **kwargs)
+    before = read_outputs(tmp_path / "shared_before")
+    with torch.no_grad():
+        tiny_model.model.norm.weight.mul_(3.0)  # the "before" model was re-trained in place
+    evaluate_unlearning(tiny_model, None, "forget_10", tmp_path / "b", before=(tiny_model, tiny_tokenizer), **kwargs)
+    after = read_outputs(tmp_path / "shared_before")
+    assert not np.allclose(np.concatenate(before["token_logprobs"].tolist()), np.concatenate(after["token_logprobs"].tolist()))

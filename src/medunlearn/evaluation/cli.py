@@ -56,7 +56,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         help="seeded sample of retained patients per population (default 100; 0 keeps all)",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the retained-patient sample (default 0)")
-    parser.add_argument("--overwrite", action="store_true", help="discard outputs already in --out (a --before-outputs folder is kept)")
+    parser.add_argument("--overwrite", action="store_true", help="discard outputs already in --out (a --before-outputs folder only if stale)")
     parser.add_argument("--rescore", action="store_true", help="only recompute summary.json from --out's outputs")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     return parser
