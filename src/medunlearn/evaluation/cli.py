@@ -11,10 +11,8 @@ EPILOG = """example (a fictitious cohort, a fine-tuned model, then its evaluatio
   medunlearn finetune --model tiny-llama --data amnesia --out ckpt/finetuned --notes-epochs 1 --qa-epochs 2
   medunlearn evaluate --model ckpt/finetuned --data amnesia --forget forget_10 --out evals/finetuned
 
-after unlearning, pass the starting model as --before so AFE compares against it (--before-outputs lets
-several methods share one run of the before model):
-  medunlearn unlearn --method GradDiff --model ckpt/finetuned --data amnesia --forget forget_10 \\
-      --out ckpt/grad_diff --config recipes/grad_diff.yaml --max_steps 5
+after unlearning it into ckpt/grad_diff (`medunlearn unlearn --help` has the example), pass the starting
+model as --before so AFE compares against it (--before-outputs lets several methods share its one run):
   medunlearn evaluate --model ckpt/grad_diff --before ckpt/finetuned --data amnesia --forget forget_10 \\
       --out evals/grad_diff --before-outputs evals/before_forget_10
 
