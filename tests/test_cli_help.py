@@ -156,3 +156,10 @@ def test_evaluate_and_report_examples_run(unlearned_workspace, tmp_path, monkeyp
     shutil.copytree(folder / "evals" / "finetuned", folder / "evals" / "simnpo")
     _run_examples("report", folder, monkeypatch)
     assert (folder / "evals" / "report" / "report.json").is_file()
+
+
+@pytest.mark.slow  # a 20-author TOFU-format folder, a tiny-llama evaluation and the comparison (~15 s)
+def test_tofu_examples_run(tmp_path, monkeypatch):
+    ran = _run_examples("tofu", tmp_path, monkeypatch)
+    assert any(" compare " in c for c in ran)
+
