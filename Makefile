@@ -24,12 +24,13 @@ lint: $(VENV)/.installed
 
 test: lint
 	$(OFFLINE) $(BIN)/pytest -q
+	$(OFFLINE) $(BIN)/mkdocs build --strict --site-dir build/site
 
 bench: $(VENV)/.installed
 	@for script in bench/bench_*.py; do echo "== $$script"; $(OFFLINE) $(BIN)/python $$script || exit 1; done
 
 docs: $(VENV)/.installed
-	$(BIN)/mkdocs build --strict
+	$(OFFLINE) $(BIN)/mkdocs build --strict
 
 clean:
 	rm -rf $(VENV) build dist site .pytest_cache
