@@ -204,13 +204,12 @@ def _stage(number: int, total: int, text: str) -> None:
 
 def build_base_model(data_dir: Path, out: Path, settings: DemoSettings, seed: int) -> Path:
     """A randomly initialised tiny Llama with a BPE tokenizer trained on the cohort, saved as a model folder."""
-    import datasets
-
+    from medunlearn.data_loading import load_config
     from medunlearn.models import TinyLlamaConfig, build_tiny_llama_for_texts
     from medunlearn.unlearn.finetune_cli import notes_texts
 
-    notes = datasets.load_dataset(str(data_dir), "notes", split="train")
-    qa = datasets.load_dataset(str(data_dir), "full", split="train")
+    notes = load_config(data_dir, "notes", "train")
+    qa = load_config(data_dir, "full", "train")
     texts = notes_texts(notes) + list(qa["question"]) + list(qa["answer"])
     config = TinyLlamaConfig(
         hidden_size=settings.hidden_size,
@@ -364,26 +363,7 @@ def gap_sentence(biodivergence: dict) -> str:
 
 
 def run_demo(out: Path, settings: DemoSettings, seed: int, progress: bool) -> dict:
-    """Every stage; returns the demo summary (also written to ``out/report/demo_summary.json``).
-
-    ``datasets`` caches a local folder by its name and config, not its contents, so another folder called
-    "amnesia" read earlier on this machine would be served in place of ours: the demo reads through a private,
-    throw-away cache.
-    """
-    import tempfile
-
-    import datasets
-
-    previous_cache = datasets.config.HF_DATASETS_CACHE
-    with tempfile.TemporaryDirectory(prefix="medunlearn-demo-datasets-") as cache:
-        datasets.config.HF_DATASETS_CACHE = Path(cache)
-        try:
-            return _run_stages(out, settings, seed, progress)
-        finally:
-            datasets.config.HF_DATASETS_CACHE = previous_cache
-
-
-def _run_stages(out: Path, settings: DemoSettings, seed: int, progress: bool) -> dict:
+    """Every stage; returns the demo summary (also written to ``out/report/demo_summary.json``)."""
     from rich.console import Console
 
     from medunlearn.amnesia.audit import audit_folder

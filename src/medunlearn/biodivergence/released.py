@@ -83,11 +83,13 @@ def load_released(path_or_repo: str = RELEASED_REPO, config: str | None = None, 
     ``path_or_repo`` is a Hub id or a local folder shaped like a Hub dataset (README ``configs:`` or plain
     data files). Offline, only a local folder or the Hub cache works.
     """
-    from datasets import DatasetDict, load_dataset
+    from datasets import DatasetDict
+
+    from medunlearn.data_loading import load_config
 
     column_map = RELEASED_COLUMN_MAP if column_map is None else column_map
     split_map = RELEASED_SPLIT_MAP if split_map is None else split_map
-    loaded = load_dataset(path_or_repo, config)
+    loaded = load_config(path_or_repo, config)
     out = {}
     for split_name, dataset in loaded.items():
         renames = {old: new for old, new in column_map.items() if old in dataset.column_names and new not in dataset.column_names}

@@ -10,7 +10,7 @@ the README's YAML ``configs:`` block; every config has a single ``train`` split.
 * ``real_authors_perturbed`` and ``world_facts_perturbed``: ``question, answer, perturbed_answer`` (the wrong
   options of a multiple-choice question).
 
-``load_tofu(source, config)`` reads one config with ``datasets.load_dataset`` (a Hub id or a local folder).
+``load_tofu(source, config)`` reads one config with ``datasets.load_dataset`` (fresh, via ``load_config``) (a Hub id or a local folder).
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def retain_config_for(forget: str) -> str:
 
 def load_tofu(source: str | Path = HUB_ID, config: str = "full"):
     """One TOFU config's ``train`` split as a ``datasets.Dataset`` (Hub id or local folder of the Hub layout)."""
-    import datasets
+    from medunlearn.data_loading import load_config
 
     if config not in ALL_CONFIGS and not _OTHER_HUB_CONFIGS.fullmatch(config):
         raise TofuInputError(f"unknown TOFU config {config!r}; known: {', '.join(ALL_CONFIGS)}")
@@ -94,7 +94,7 @@ def load_tofu(source: str | Path = HUB_ID, config: str = "full"):
     if not path.exists() and not looks_like_hub_id:
         raise FileNotFoundError(f"TOFU folder {source} does not exist (and is not a Hub id such as {HUB_ID})")
     try:
-        dataset = datasets.load_dataset(source, config, split="train")
+        dataset = load_config(source, config, "train")
     except ValueError as error:  # datasets names the available configs in its message
         raise TofuInputError(f"{source}: cannot load TOFU config {config!r}: {error}") from error
     missing = [column for column in columns_of(config) if column not in dataset.column_names]

@@ -157,12 +157,12 @@ def load_starting_model(name: str, load_in_4bit: bool = False):
 
 
 def load_qa_split(data: str, config: str, split: str = "train"):
-    import datasets
+    from medunlearn.data_loading import load_config
 
     if not (Path(data).exists() or "/" in data):
         raise FileNotFoundError(f"data folder {data} does not exist")
     try:
-        return datasets.load_dataset(data, config, split=split)
+        return load_config(data, config, split)
     except ValueError as error:  # datasets names the available configs in its message
         raise UnlearningInputError(f"{data}: cannot load config {config!r}: {error}") from error
 

@@ -1,0 +1,32 @@
+"""Reading benchmark folders through ``datasets``, fresh every time.
+
+``datasets`` caches a local folder under its folder *name* and config name, not its contents: a folder rebuilt in
+place, or a second folder with the same name elsewhere, is silently read from the first one's cache. Every
+medunlearn command reads local folders through :func:`load_config`, which uses a private, throw-away cache and
+in-memory tables (re-reading parquet is cheap). Hub ids go through the normal cache.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def load_config(data: str | os.PathLike, config: str, split: str | None = None):
+    """``datasets.load_dataset(data, config, split=split)``, reading a local folder's current files.
+
+    >>> import tempfile
+    >>> from medunlearn.amnesia import build_amnesia_folder
+    >>> root = tempfile.mkdtemp()
+    >>> small = build_amnesia_folder(f"{root}/a/amnesia", patients=20, seed=0)
+    >>> large = build_amnesia_folder(f"{root}/b/amnesia", patients=40, seed=0)
+    >>> load_config(small, "notes", "train").num_rows, load_config(large, "notes", "train").num_rows
+    (20, 40)
+    """
+    import datasets
+
+    if Path(data).is_dir():
+        with tempfile.TemporaryDirectory(prefix="medunlearn-data-") as cache_dir:
+            return datasets.load_dataset(str(data), config, split=split, cache_dir=cache_dir, keep_in_memory=True)
+    return datasets.load_dataset(str(data), config, split=split)
