@@ -6,7 +6,7 @@ from medunlearn.unlearn.cli import load_qa_split
 
 
 def test_doctests():
-    assert doctest.testmod(medunlearn.data_loading).failures == 0
+    assert doctest.testmod(medunlearn.data_loading).failed == 0
 
 
 def test_commands_read_a_rebuilt_folder_not_the_cache_of_its_name(tmp_path):
