@@ -83,7 +83,7 @@ def main() -> None:
     import torch
 
     from medunlearn.amnesia import build_amnesia_folder
-    from medunlearn.evaluation.populations import read_local_configs
+    from medunlearn.data_loading import load_config
     from medunlearn.evaluation.runner import encode_examples
     from medunlearn.models import TinyLlamaConfig, build_tiny_llama, train_bpe_tokenizer
 
@@ -91,8 +91,7 @@ def main() -> None:
     datasets.disable_progress_bars()
     with tempfile.TemporaryDirectory() as workdir:
         folder = build_amnesia_folder(os.path.join(workdir, "amnesia"), patients=100, seed=0)
-        (full,) = read_local_configs(folder, ["full"])
-    seen = full["train"]
+        seen = load_config(folder, "full", "train")
     questions, answers = seen["question"], seen["answer"]
     tokenizer = train_bpe_tokenizer([f"{q} {a}" for q, a in zip(questions, answers)], vocab_size=1024)
     model = build_tiny_llama(tokenizer, TinyLlamaConfig(hidden_size=128, intermediate_size=256, num_hidden_layers=2))

@@ -161,34 +161,19 @@ def _keywords_for(examples: pd.DataFrame, notes) -> list[list[str]]:
 
 def load_populations(data_dir: str | Path, forget_config: str, config: PopulationConfig | None = None) -> pd.DataFrame:
     """``build_populations`` on an AMNESIA folder (read offline with ``datasets.load_dataset``)."""
+    from medunlearn.data_loading import load_config
+
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
         raise PopulationError(f"AMNESIA folder {data_dir} does not exist")
     retain_config = retain_config_for(forget_config)
-    forget, retain, notes = read_local_configs(data_dir, [forget_config, retain_config, "notes"])
+    # load_config reads the folder's current files: `datasets` would cache a local folder by its name.
+    try:
+        forget, retain, notes = (load_config(data_dir, name) for name in (forget_config, retain_config, "notes"))
+    except ValueError as error:  # datasets raises ValueError for an unknown config name
+        raise PopulationError(f"{data_dir}: cannot load config: {error}") from error
     for name, dataset in ((forget_config, forget), (retain_config, retain)):
         for split in ("train", "holdout"):
             if split not in dataset:
                 raise PopulationError(f"{data_dir}: config {name!r} has no split {split!r}")
     return build_populations(forget, retain, notes["train"], config)
-
-
-def read_local_configs(data_dir: Path, config_names: list[str]) -> list:
-    """``load_dataset(data_dir, name)`` for each name, bypassing the shared ``datasets`` cache.
-
-    ``datasets`` caches a local folder by its folder *name* and config, not its contents: a second folder called
-    "amnesia", or one rebuilt in place, would silently give the first one's rows (or fail its split-size check).
-    A private, throw-away cache directory and in-memory tables avoid both; re-reading parquet is cheap.
-    """
-    import tempfile
-
-    from datasets import load_dataset
-
-    loaded = []
-    with tempfile.TemporaryDirectory(prefix="medunlearn-eval-") as cache_dir:
-        for name in config_names:
-            try:
-                loaded.append(load_dataset(str(data_dir), name, cache_dir=cache_dir, keep_in_memory=True))
-            except ValueError as error:  # datasets raises ValueError for an unknown config name
-                raise PopulationError(f"{data_dir}: cannot load config {name!r}: {error}") from error
-    return loaded
