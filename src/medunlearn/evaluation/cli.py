@@ -57,6 +57,14 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--overwrite", action="store_true", help="discard outputs already in --out (a --before-outputs folder only if stale)")
     parser.add_argument("--rescore", action="store_true", help="only recompute summary.json from --out's outputs")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument(
+        "--benchmark", choices=("amnesia", "tofu"), default="amnesia",
+        help="tofu: --data is a TOFU-format folder or Hub id, --forget forget01/05/10; TOFU metric set",
+    )
+    parser.add_argument(
+        "--tofu-preset", default="medunlearn", choices=("medunlearn", "open-unlearning", "open-unlearning-llama3"),
+        help="TOFU conventions (open-unlearning: the reference implementation's)",
+    )
     return parser
 
 
@@ -67,6 +75,10 @@ class UsageError(ValueError):
 def run(args) -> int:
     from medunlearn.evaluation.pipeline import score_evaluation
 
+    if args.benchmark == "tofu":
+        from medunlearn.tofu.cli import evaluate_from_evaluate_args
+
+        return evaluate_from_evaluate_args(args)
     try:
         if args.rescore:
             summary = score_evaluation(args.out)
