@@ -533,6 +533,18 @@ class UnlearningTrainer(Trainer):
             input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], use_cache=False, **kwargs
         )
 
+    def with_retain_nll(self, model, retain, losses: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Complete ``losses`` (holding ``forget_loss``) with ``loss = γ·forget_loss + α·NLL(retain)``.
+
+        The retain NLL is computed (and logged as ``retain_loss``) only when ``retain_weight`` α ≠ 0.
+        """
+        loss = self.args.forget_weight * losses["forget_loss"]
+        if self.args.retain_weight:
+            losses["retain_loss"] = nll_loss(self.logits(model, retain), retain["labels"])
+            loss = loss + self.args.retain_weight * losses["retain_loss"]
+        losses["loss"] = loss
+        return losses
+
     def logits(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.forward(model, batch).logits
 

@@ -36,7 +36,6 @@ from medunlearn.unlearn.base import (
     UnlearningConfig,
     UnlearningTrainer,
     masked_sequence_mean,
-    nll_loss,
     shift_for_next_token,
 )
 
@@ -89,11 +88,4 @@ class CEUTrainer(UnlearningTrainer):
         forget_loss = ce_u_loss(
             self.logits(model, forget), forget["labels"], self.args.ignore_first_n_answer_tokens
         )
-        losses = {"forget_loss": forget_loss}
-        loss = self.args.forget_weight * forget_loss
-        if self.args.retain_weight:
-            retain_loss = nll_loss(self.logits(model, retain), retain["labels"])
-            losses["retain_loss"] = retain_loss
-            loss = loss + self.args.retain_weight * retain_loss
-        losses["loss"] = loss
-        return losses
+        return self.with_retain_nll(model, retain, {"forget_loss": forget_loss})

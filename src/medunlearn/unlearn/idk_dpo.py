@@ -45,7 +45,6 @@ import torch.nn.functional as F
 from medunlearn.unlearn.base import (
     UnlearningConfig,
     UnlearningTrainer,
-    nll_loss,
     sequence_logps,
     tokenize_prompt_completion,
 )
@@ -158,11 +157,4 @@ class IdkDPOTrainer(UnlearningTrainer):
             policy_idk_logps, policy_forget_logps, reference_idk_logps, reference_forget_logps, self.args.beta
         )
         margin = (policy_idk_logps - reference_idk_logps) - (policy_forget_logps - reference_forget_logps)
-        losses = {"forget_loss": forget_loss, "preference_margin": margin.mean().detach()}
-        loss = self.args.forget_weight * forget_loss
-        if self.args.retain_weight:
-            retain_loss = nll_loss(self.logits(model, retain), retain["labels"])
-            losses["retain_loss"] = retain_loss
-            loss = loss + self.args.retain_weight * retain_loss
-        losses["loss"] = loss
-        return losses
+        return self.with_retain_nll(model, retain, {"forget_loss": forget_loss, "preference_margin": margin.mean().detach()})

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from medunlearn.unlearn.base import UnlearningConfig, UnlearningTrainer, nll_loss, sequence_logps
+from medunlearn.unlearn.base import UnlearningConfig, UnlearningTrainer, sequence_logps
 
 
 def npo_loss(policy_logps: torch.Tensor, reference_logps: torch.Tensor, beta: float) -> torch.Tensor:
@@ -46,14 +46,7 @@ class NPOTrainer(UnlearningTrainer):
         policy_logps = sequence_logps(self.logits(model, forget), forget["labels"])
         reference_logps = self.reference_sequence_logps(model, forget)
         forget_loss = npo_loss(policy_logps, reference_logps, self.args.beta)
-        losses = {
+        return self.with_retain_nll(model, retain, {
             "forget_loss": forget_loss,
             "forget_logp_margin": (policy_logps - reference_logps).mean().detach(),
-        }
-        loss = self.args.forget_weight * forget_loss
-        if self.args.retain_weight:
-            retain_loss = nll_loss(self.logits(model, retain), retain["labels"])
-            losses["retain_loss"] = retain_loss
-            loss = loss + self.args.retain_weight * retain_loss
-        losses["loss"] = loss
-        return losses
+        })

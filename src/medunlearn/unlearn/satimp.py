@@ -37,7 +37,6 @@ from medunlearn.unlearn.base import (
     UnlearningTrainer,
     completion_token_logps,
     masked_sequence_mean,
-    nll_loss,
 )
 
 
@@ -67,11 +66,4 @@ class SatImpTrainer(UnlearningTrainer):
 
     def unlearning_loss(self, model, forget, retain):
         forget_loss = satimp_loss(self.logits(model, forget), forget["labels"], self.args.beta1, self.args.beta2)
-        losses = {"forget_loss": forget_loss}
-        loss = self.args.forget_weight * forget_loss
-        if self.args.retain_weight:
-            retain_loss = nll_loss(self.logits(model, retain), retain["labels"])
-            losses["retain_loss"] = retain_loss
-            loss = loss + self.args.retain_weight * retain_loss
-        losses["loss"] = loss
-        return losses
+        return self.with_retain_nll(model, retain, {"forget_loss": forget_loss})

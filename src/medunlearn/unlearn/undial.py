@@ -42,7 +42,6 @@ from medunlearn.unlearn.base import (
     UnlearningConfig,
     UnlearningTrainer,
     masked_sequence_mean,
-    nll_loss,
     shift_for_next_token,
 )
 
@@ -94,11 +93,4 @@ class UNDIALTrainer(UnlearningTrainer):
         forget_loss = undial_loss(
             self.logits(model, forget), self.reference_logits(model, forget), forget["labels"], self.args.beta
         )
-        losses = {"forget_loss": forget_loss}
-        loss = self.args.forget_weight * forget_loss
-        if self.args.retain_weight:
-            retain_loss = nll_loss(self.logits(model, retain), retain["labels"])
-            losses["retain_loss"] = retain_loss
-            loss = loss + self.args.retain_weight * retain_loss
-        losses["loss"] = loss
-        return losses
+        return self.with_retain_nll(model, retain, {"forget_loss": forget_loss})
