@@ -6,6 +6,7 @@ Importable from any test (``tests`` is on pytest's ``pythonpath``): ``from tiny_
 from __future__ import annotations
 
 import torch
+from hypothesis import strategies as st
 
 from medunlearn.models import build_tiny_llama
 from medunlearn.unlearn.base import collate_examples, nll_loss, tokenize_prompt_completion
@@ -46,3 +47,35 @@ def parameters_of(model):
 
 def changed_parameters(before, model):
     return [name for name, p in model.named_parameters() if name in before and not torch.equal(before[name], p.detach())]
+
+
+@st.composite
+def random_batches(draw):
+    """Random logits/labels: each row a prompt (-100), an answer of >= 1 token, then right padding (-100);
+    and a row index to split the batch at."""
+    batch_size = draw(st.integers(2, 5))
+    length = draw(st.integers(4, 9))
+    vocab = draw(st.integers(2, 7))
+    generator = torch.Generator().manual_seed(draw(st.integers(0, 2**31 - 1)))
+    logits = torch.randn(batch_size, length, vocab, generator=generator) * 3
+    labels = torch.randint(0, vocab, (batch_size, length), generator=generator)
+    positions = torch.arange(length)
+    for row in range(batch_size):
+        start = draw(st.integers(1, length - 2))
+        end = draw(st.integers(start + 1, length - 1))
+        labels[row, (positions < start) | (positions > end)] = -100
+    return logits, labels, draw(st.integers(1, batch_size - 1))
+
+
+def assert_loss_splits_like_one_batch(loss, batch) -> None:
+    """Per-answer reduction: a batch's loss is the row-weighted mean of its shards' losses (DDP invariance),
+    and extra padding columns change nothing."""
+    logits, labels, split = batch
+    whole = loss(logits, labels)
+    rows = len(labels)
+    shards = (split * loss(logits[:split], labels[:split]) + (rows - split) * loss(logits[split:], labels[split:])) / rows
+    torch.testing.assert_close(whole, shards, atol=1e-5, rtol=1e-5)
+    garbage = torch.linspace(-50.0, 50.0, logits.shape[-1]).expand(rows, 2, -1)
+    padded_logits = torch.cat([logits, garbage], dim=1)
+    padded_labels = torch.cat([labels, torch.full((rows, 2), -100)], dim=1)
+    torch.testing.assert_close(loss(padded_logits, padded_labels), whole, atol=1e-5, rtol=1e-5)

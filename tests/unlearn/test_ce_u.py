@@ -7,8 +7,14 @@ import math
 import pytest
 import torch
 from hypothesis import given, settings
-from hypothesis import strategies as st
-from tiny_training import answer_nll, changed_parameters, memorised_tiny_model, parameters_of
+from tiny_training import (
+    answer_nll,
+    assert_loss_splits_like_one_batch,
+    changed_parameters,
+    memorised_tiny_model,
+    parameters_of,
+    random_batches,
+)
 
 from medunlearn.unlearn.ce_u import CEUConfig, CEUTrainer, ce_u_loss, mask_first_answer_tokens
 
@@ -105,33 +111,7 @@ def test_ce_u_trainer_unlearns_without_a_retain_set(tiny_tokenizer, forget_qa, u
     assert len(losses) == 3 and "retain_loss" not in trainer.state.log_history[0]
 
 
-@st.composite
-def random_batches(draw):
-    """Random logits/labels: each row a prompt (-100), an answer of >= 1 token, then right padding (-100)."""
-    batch_size = draw(st.integers(2, 5))
-    length = draw(st.integers(4, 9))
-    vocab = draw(st.integers(2, 7))
-    generator = torch.Generator().manual_seed(draw(st.integers(0, 2**31 - 1)))
-    logits = torch.randn(batch_size, length, vocab, generator=generator) * 3
-    labels = torch.randint(0, vocab, (batch_size, length), generator=generator)
-    positions = torch.arange(length)
-    for row in range(batch_size):
-        start = draw(st.integers(1, length - 2))
-        end = draw(st.integers(start + 1, length - 1))
-        labels[row, (positions < start) | (positions > end)] = -100
-    return logits, labels, draw(st.integers(1, batch_size - 1))
-
-
 @settings(max_examples=25, deadline=None)
 @given(random_batches())
 def test_ce_u_splits_over_processes_like_one_batch(batch):
-    """Per-answer reduction: a batch's loss is the row-weighted mean of its shards' losses (DDP invariance),
-    and extra padding columns change nothing."""
-    logits, labels, split = batch
-    whole = ce_u_loss(logits, labels)
-    shards = (split * ce_u_loss(logits[:split], labels[:split]) + (len(labels) - split) * ce_u_loss(logits[split:], labels[split:])) / len(labels)
-    torch.testing.assert_close(whole, shards, atol=1e-5, rtol=1e-5)
-    garbage = torch.linspace(-50.0, 50.0, logits.shape[-1]).expand(len(labels), 2, -1)
-    padded_logits = torch.cat([logits, garbage], dim=1)
-    padded_labels = torch.cat([labels, torch.full((len(labels), 2), -100)], dim=1)
-    torch.testing.assert_close(ce_u_loss(padded_logits, padded_labels), whole, atol=1e-5, rtol=1e-5)
+    assert_loss_splits_like_one_batch(ce_u_loss, batch)

@@ -8,13 +8,14 @@ import pytest
 import torch
 from datasets import concatenate_datasets
 from hypothesis import given, settings
-from hypothesis import strategies as st
 from tiny_training import (
     answer_nll,
+    assert_loss_splits_like_one_batch,
     changed_parameters,
     logits_and_labels,
     memorised_tiny_model,
     parameters_of,
+    random_batches,
 )
 
 from medunlearn.unlearn.satimp import SatImpConfig, SatImpTrainer, satimp_loss
@@ -104,33 +105,7 @@ def test_satimp_trainer_unlearns_the_forget_answers(tiny_tokenizer, forget_qa, r
     assert answer_nll(trainer.model, tiny_tokenizer, forget_qa) > nll_before
 
 
-@st.composite
-def random_batches(draw):
-    """Random logits/labels: each row a prompt (-100), an answer of >= 1 token, then right padding (-100)."""
-    batch_size = draw(st.integers(2, 5))
-    length = draw(st.integers(4, 9))
-    vocab = draw(st.integers(2, 7))
-    generator = torch.Generator().manual_seed(draw(st.integers(0, 2**31 - 1)))
-    logits = torch.randn(batch_size, length, vocab, generator=generator) * 3
-    labels = torch.randint(0, vocab, (batch_size, length), generator=generator)
-    positions = torch.arange(length)
-    for row in range(batch_size):
-        start = draw(st.integers(1, length - 2))
-        end = draw(st.integers(start + 1, length - 1))
-        labels[row, (positions < start) | (positions > end)] = -100
-    return logits, labels, draw(st.integers(1, batch_size - 1))
-
-
 @settings(max_examples=25, deadline=None)
 @given(random_batches())
 def test_satimp_splits_over_processes_like_one_batch(batch):
-    """Per-answer reduction: a batch's loss is the row-weighted mean of its shards' losses (DDP invariance),
-    and extra padding columns change nothing."""
-    logits, labels, split = batch
-    whole = satimp_loss(logits, labels)
-    shards = (split * satimp_loss(logits[:split], labels[:split]) + (len(labels) - split) * satimp_loss(logits[split:], labels[split:])) / len(labels)
-    torch.testing.assert_close(whole, shards, atol=1e-5, rtol=1e-5)
-    garbage = torch.linspace(-50.0, 50.0, logits.shape[-1]).expand(len(labels), 2, -1)
-    padded_logits = torch.cat([logits, garbage], dim=1)
-    padded_labels = torch.cat([labels, torch.full((len(labels), 2), -100)], dim=1)
-    torch.testing.assert_close(satimp_loss(padded_logits, padded_labels), whole, atol=1e-5, rtol=1e-5)
+    assert_loss_splits_like_one_batch(satimp_loss, batch)

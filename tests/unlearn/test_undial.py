@@ -7,8 +7,15 @@ import math
 import pytest
 import torch
 from hypothesis import given, settings
-from hypothesis import strategies as st
-from tiny_training import changed_parameters, logits_and_labels, memorised_tiny_model, parameters_of, qa_batch
+from tiny_training import (
+    assert_loss_splits_like_one_batch,
+    changed_parameters,
+    logits_and_labels,
+    memorised_tiny_model,
+    parameters_of,
+    qa_batch,
+    random_batches,
+)
 
 from medunlearn.unlearn.base import nll_loss
 from medunlearn.unlearn.undial import UNDIALConfig, UNDIALTrainer, undial_loss
@@ -129,23 +136,6 @@ def test_undial_under_peft_uses_the_adapter_disabled_model(tiny_tokenizer, forge
     torch.testing.assert_close(trainer.reference_logits(trainer.model, batch), start_logits)
 
 
-@st.composite
-def random_batches(draw):
-    """Random logits/labels: each row a prompt (-100), an answer of >= 1 token, then right padding (-100)."""
-    batch_size = draw(st.integers(2, 5))
-    length = draw(st.integers(4, 9))
-    vocab = draw(st.integers(2, 7))
-    generator = torch.Generator().manual_seed(draw(st.integers(0, 2**31 - 1)))
-    logits = torch.randn(batch_size, length, vocab, generator=generator) * 3
-    labels = torch.randint(0, vocab, (batch_size, length), generator=generator)
-    positions = torch.arange(length)
-    for row in range(batch_size):
-        start = draw(st.integers(1, length - 2))
-        end = draw(st.integers(start + 1, length - 1))
-        labels[row, (positions < start) | (positions > end)] = -100
-    return logits, labels, draw(st.integers(1, batch_size - 1))
-
-
 def undial_with_shuffled_reference(logits, labels):
     """The reference is the policy's logits reversed over the vocabulary: different, but a function of the rows."""
     return undial_loss(logits, logits.flip(-1), labels, beta=3.0)
@@ -154,13 +144,4 @@ def undial_with_shuffled_reference(logits, labels):
 @settings(max_examples=25, deadline=None)
 @given(random_batches())
 def test_undial_splits_over_processes_like_one_batch(batch):
-    """Per-answer reduction: a batch's loss is the row-weighted mean of its shards' losses (DDP invariance),
-    and extra padding columns change nothing."""
-    logits, labels, split = batch
-    whole = undial_with_shuffled_reference(logits, labels)
-    shards = (split * undial_with_shuffled_reference(logits[:split], labels[:split]) + (len(labels) - split) * undial_with_shuffled_reference(logits[split:], labels[split:])) / len(labels)
-    torch.testing.assert_close(whole, shards, atol=1e-5, rtol=1e-5)
-    garbage = torch.linspace(-50.0, 50.0, logits.shape[-1]).expand(len(labels), 2, -1)
-    padded_logits = torch.cat([logits, garbage], dim=1)
-    padded_labels = torch.cat([labels, torch.full((len(labels), 2), -100)], dim=1)
-    torch.testing.assert_close(undial_with_shuffled_reference(padded_logits, padded_labels), whole, atol=1e-5, rtol=1e-5)
+    assert_loss_splits_like_one_batch(undial_with_shuffled_reference, batch)
