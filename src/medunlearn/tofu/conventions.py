@@ -8,7 +8,7 @@ convention                        medunlearn                   open-unlearning [
 ================================  ===========================  =====================================
 prompt rendering                  tokenizer's chat template,   chat template with the system prompt
                                   no system prompt             "You are a helpful assistant."
-max new tokens (greedy)           64                           200
+max new tokens (greedy)           64                           64 (configs/generation/default.yaml)
 stop strings (text cut after)     none (EOS token only)        none in the TOFU config (EOS only)
 EOS in Prob / truth ratio labels  yes                          yes (appended when missing)
 EOS in ES / EM / min-k tokens     yes                          no (the last label token is dropped)
@@ -98,7 +98,7 @@ _REFERENCE_SCORING = {
     "extraction_strength": "reference",
     "epsilon": 1e-10,
     "variance_floor": 1e-6,
-    "max_new_tokens": 200,
+    "max_new_tokens": 64,  # OpenUnlearning's configs/generation/default.yaml, used by every TOFU metric
 }
 
 PRESETS: dict[str, TofuConventions] = {
