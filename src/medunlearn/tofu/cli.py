@@ -16,7 +16,7 @@ EPILOG = """examples:
 
 --data is a local folder of the locuslab/TOFU layout or a Hub id (locuslab/TOFU). The summary JSON holds
 our metric names under "metrics" and OpenUnlearning's names under "open_unlearning"; --preset open-unlearning
-selects the reference's conventions (system prompt, 200 new tokens, EOS dropped from token-wise metrics, ...)."""
+selects the reference's conventions (system prompt, 64 new tokens, EOS dropped from token-wise metrics, ...)."""
 
 
 def build_parser(prog: str = "medunlearn tofu") -> argparse.ArgumentParser:
