@@ -69,6 +69,18 @@ def build_parser(prog: str = "medunlearn unlearn") -> argparse.ArgumentParser:
     return parser
 
 
+def lora_config_from_args(args):
+    """The LoRA adapter of ``--lora`` / ``--load-in-4bit`` (rank ``--lora-r``, alpha ``--lora-alpha``, every linear
+    layer), or ``None`` for full fine-tuning. Shared by ``medunlearn finetune`` and ``medunlearn unlearn``."""
+    if not (args.lora or args.load_in_4bit):
+        return None
+    from peft import LoraConfig
+
+    return LoraConfig(
+        r=args.lora_r, lora_alpha=args.lora_alpha, lora_dropout=0.0, target_modules="all-linear", task_type="CAUSAL_LM"
+    )
+
+
 def derive_retain_config(forget: str) -> str:
     """``forget_10`` → ``retain_90``; ``disease_cancer_forget_5`` → ``disease_cancer_retain_95``; TOFU's
     ``forget10`` → ``retain90``."""
@@ -281,17 +293,7 @@ def unlearn(args) -> Path:
         retain_name = args.retain or derive_retain_config(args.forget)
         retain = load_qa_split(args.data, retain_name)
     model, tokenizer = load_starting_model(args.model, args.load_in_4bit)
-    peft_config = None
-    if args.lora or args.load_in_4bit:
-        from peft import LoraConfig
-
-        peft_config = LoraConfig(
-            r=args.lora_r,
-            lora_alpha=args.lora_alpha,
-            lora_dropout=0.0,
-            target_modules="all-linear",
-            task_type="CAUSAL_LM",
-        )
+    peft_config = lora_config_from_args(args)
     trainer = trainer_class(
         model, config, forget, retain, processing_class=tokenizer, peft_config=peft_config
     )

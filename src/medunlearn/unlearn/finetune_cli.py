@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from medunlearn.unlearn.cli import _OverridableParser, load_qa_split
+from medunlearn.unlearn.cli import _OverridableParser, load_qa_split, lora_config_from_args
 from medunlearn.unlearn.errors import UnlearningInputError
 
 EPILOG = """example (CPU, a couple of minutes):
@@ -131,17 +131,7 @@ def finetune(args) -> Path:
     model, tokenizer = load_base(args, texts + list(qa["question"]) + list(qa["answer"]))
     cpu = not torch.cuda.is_available()
     tiny = args.model == "tiny-llama"
-    peft_config = None
-    if args.lora or args.load_in_4bit:
-        from peft import LoraConfig
-
-        peft_config = LoraConfig(
-            r=args.lora_r,
-            lora_alpha=args.lora_alpha,
-            lora_dropout=0.0,
-            target_modules="all-linear",
-            task_type="CAUSAL_LM",
-        )
+    peft_config = lora_config_from_args(args)
 
     if args.notes_epochs > 0 and texts:
         config = sft_config("notes", args.out, args.notes_epochs, args.overrides, tiny, cpu)
