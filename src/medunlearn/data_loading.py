@@ -10,7 +10,23 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+
+@contextmanager
+def quiet_datasets() -> Iterator[None]:
+    """Silence ``datasets``' per-file progress bars (our commands show one bar for the whole task)."""
+    import datasets
+
+    were_enabled = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        if were_enabled:
+            datasets.enable_progress_bars()
 
 
 def load_config(data: str | os.PathLike, config: str, split: str | None = None):
@@ -26,7 +42,9 @@ def load_config(data: str | os.PathLike, config: str, split: str | None = None):
     """
     import datasets
 
-    if Path(data).is_dir():
-        with tempfile.TemporaryDirectory(prefix="medunlearn-data-") as cache_dir:
-            return datasets.load_dataset(str(data), config, split=split, cache_dir=cache_dir, keep_in_memory=True)
-    return datasets.load_dataset(str(data), config, split=split)
+    with quiet_datasets():
+        if Path(data).is_dir():
+            with tempfile.TemporaryDirectory(prefix="medunlearn-data-") as cache_dir:
+                return datasets.load_dataset(str(data), config, split=split, cache_dir=cache_dir,
+                                             keep_in_memory=True)
+        return datasets.load_dataset(str(data), config, split=split)

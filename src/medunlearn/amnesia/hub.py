@@ -81,16 +81,12 @@ def config_tables(contents: FolderContents) -> Iterator[tuple[str, str, pa.Table
 def _write_parquet(table: pa.Table, path: Path) -> None:
     import datasets
 
+    from medunlearn.data_loading import quiet_datasets
+
     path.parent.mkdir(parents=True, exist_ok=True)
     # Through `datasets`, so the file carries its Features and `load_dataset` restores them exactly.
-    # Its per-file progress bar is silenced: write_folder shows one bar for the whole folder.
-    bars_were_disabled = datasets.is_progress_bar_enabled() is False
-    datasets.disable_progress_bars()
-    try:
+    with quiet_datasets():
         datasets.Dataset(table).to_parquet(str(path))
-    finally:
-        if not bars_were_disabled:
-            datasets.enable_progress_bars()
 
 
 def _size_table(sizes: dict[str, dict[str, tuple[int, int]]]) -> str:
