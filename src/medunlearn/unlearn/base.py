@@ -386,6 +386,17 @@ def masked_sequence_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tens
     return per_position.sum(reduce_dims) / denom
 
 
+def answer_soft_cross_entropy(
+    answer_logits: torch.Tensor, target_probs: torch.Tensor, answer_mask: torch.Tensor
+) -> torch.Tensor:
+    """Cross-entropy of the model's answer-token distributions against soft targets, averaged per answer then over
+    answers. ``answer_logits`` and ``target_probs`` are ``[N, V]`` for the N True positions of ``answer_mask [B, T]``
+    (row-major order), so padding and prompt positions never enter a softmax or the mean."""
+    token_cross_entropy = -(target_probs * F.log_softmax(answer_logits.float(), dim=-1)).sum(dim=-1)
+    per_position = token_cross_entropy.new_zeros(answer_mask.shape).masked_scatter(answer_mask, token_cross_entropy)
+    return masked_sequence_mean(per_position, answer_mask).mean()
+
+
 def nll_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Batch NLL [ours: sequence-weighted]: ``mean_b (1/|y_b|) Σ_t −log p(y_{b,t})``."""
     return sequence_mean_nll(logits, labels).mean()
@@ -441,6 +452,8 @@ class UnlearningTrainer(Trainer):
     config_class: ClassVar[type[UnlearningConfig]] = UnlearningConfig
     reference_usage: ClassVar[ReferenceUsage] = "none"
     uses_retain: ClassVar[bool] = True
+    # True for methods whose retain term is only α·(something): with α = 0 no retain set is paired or needed.
+    retain_only_when_weighted: ClassVar[bool] = False
     # Our losses are per-batch means; the Trainer then divides by the accumulation steps.
     loss_is_scaled_for_ga = False
 
@@ -456,6 +469,8 @@ class UnlearningTrainer(Trainer):
         callbacks: list[TrainerCallback] | None = None,
     ):
         args = args or self.config_class(output_dir="unlearned")
+        if self.retain_only_when_weighted and args.retain_weight == 0:
+            self.uses_retain = False
         if processing_class is None:
             raise UnlearningInputError("processing_class (the tokenizer) is required")
         require_chat_template(processing_class)

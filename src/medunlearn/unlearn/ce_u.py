@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from medunlearn.unlearn.base import (
     UnlearningConfig,
     UnlearningTrainer,
-    masked_sequence_mean,
+    answer_soft_cross_entropy,
     shift_for_next_token,
 )
 
@@ -68,9 +68,7 @@ def ce_u_loss(logits: torch.Tensor, labels: torch.Tensor, ignore_first_n_answer_
     answer_mask = shifted_labels != -100
     answer_logits = shifted_logits[answer_mask].float()
     target_logits = answer_logits.detach().scatter(-1, shifted_labels[answer_mask].unsqueeze(-1), float("-inf"))
-    token_cross_entropy = -(F.softmax(target_logits, dim=-1) * F.log_softmax(answer_logits, dim=-1)).sum(dim=-1)
-    per_position = answer_logits.new_zeros(answer_mask.shape).masked_scatter(answer_mask, token_cross_entropy)
-    return masked_sequence_mean(per_position, answer_mask).mean()
+    return answer_soft_cross_entropy(answer_logits, F.softmax(target_logits, dim=-1), answer_mask)
 
 
 class CEUTrainer(UnlearningTrainer):
@@ -78,11 +76,7 @@ class CEUTrainer(UnlearningTrainer):
     config_class = CEUConfig
     reference_usage = "none"
     uses_retain = True  # the command line loads a retain set; an instance with alpha = 0 ignores it
-
-    def __init__(self, model, args: CEUConfig | None = None, *positional, **keywords):
-        args = args or self.config_class(output_dir="unlearned")
-        self.uses_retain = args.retain_weight != 0
-        super().__init__(model, args, *positional, **keywords)
+    retain_only_when_weighted = True
 
     def unlearning_loss(self, model, forget, retain):
         forget_loss = ce_u_loss(

@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from medunlearn.unlearn.base import (
     UnlearningConfig,
     UnlearningTrainer,
-    masked_sequence_mean,
+    answer_soft_cross_entropy,
     shift_for_next_token,
 )
 
@@ -69,12 +69,9 @@ def undial_loss(
     shifted_reference, _ = shift_for_next_token(reference_logits, labels)
     answer_mask = shifted_labels != -100
     # Only answer positions enter the loss, so the softmaxes are taken over those rows alone ([N, V], not [B, T, V]).
-    student_logps = F.log_softmax(shifted_logits[answer_mask].float(), dim=-1)
-    penalty = F.one_hot(shifted_labels[answer_mask], num_classes=logits.shape[-1]).to(student_logps.dtype)
+    penalty = F.one_hot(shifted_labels[answer_mask], num_classes=logits.shape[-1]).float()
     target = F.softmax(shifted_reference[answer_mask].float().detach() - beta * penalty, dim=-1)
-    token_cross_entropy = -(target * student_logps).sum(dim=-1)
-    per_position = student_logps.new_zeros(answer_mask.shape).masked_scatter(answer_mask, token_cross_entropy)
-    return masked_sequence_mean(per_position, answer_mask).mean()
+    return answer_soft_cross_entropy(shifted_logits[answer_mask], target, answer_mask)
 
 
 class UNDIALTrainer(UnlearningTrainer):
@@ -82,12 +79,7 @@ class UNDIALTrainer(UnlearningTrainer):
     config_class = UNDIALConfig
     reference_usage = "model"
     uses_retain = True  # the command line loads a retain set; an instance with alpha = 0 ignores it
-
-    def __init__(self, model, args: UNDIALConfig | None = None, *positional, **keywords):
-        args = args or self.config_class(output_dir="unlearned")
-        # The retain set is only needed (and only paired with the forget set) when its term has a weight.
-        self.uses_retain = args.retain_weight != 0
-        super().__init__(model, args, *positional, **keywords)
+    retain_only_when_weighted = True
 
     def unlearning_loss(self, model, forget, retain):
         forget_loss = undial_loss(
