@@ -79,3 +79,22 @@ def assert_loss_splits_like_one_batch(loss, batch) -> None:
     padded_logits = torch.cat([logits, garbage], dim=1)
     padded_labels = torch.cat([labels, torch.full((rows, 2), -100)], dim=1)
     torch.testing.assert_close(loss(padded_logits, padded_labels), whole, atol=1e-5, rtol=1e-5)
+
+
+GARBAGE = [40.0, -30.0, 7.0]  # logits at positions that must not count; huge so any leak shows
+
+
+def fixed_batch():
+    """B=2, T=4, V=3, for hand computations. Row 0: prompt, 2 answer tokens, padding; row 1: 2 prompt tokens, 2 answer
+    tokens. Next-token distributions at the answer positions: (.5,.25,.25)->label 1, (.2,.3,.5)->2 | (.6,.2,.2)->0,
+    (.1,.8,.1)->1, so the answer-token probabilities are row 0: 0.25, 0.5; row 1: 0.6, 0.8."""
+    logits = torch.tensor(
+        [
+            [[0.5, 0.25, 0.25], [0.2, 0.3, 0.5], GARBAGE, GARBAGE],
+            [GARBAGE, [0.6, 0.2, 0.2], [0.1, 0.8, 0.1], GARBAGE],
+        ]
+    )
+    is_log_prob = torch.tensor([[1, 1, 0, 0], [0, 1, 1, 0]], dtype=torch.bool)
+    logits = torch.where(is_log_prob.unsqueeze(-1), logits.log(), logits)
+    labels = torch.tensor([[-100, 1, 2, -100], [-100, -100, 0, 1]])
+    return logits, labels

@@ -11,28 +11,13 @@ from tiny_training import (
     answer_nll,
     assert_loss_splits_like_one_batch,
     changed_parameters,
+    fixed_batch,
     memorised_tiny_model,
     parameters_of,
     random_batches,
 )
 
 from medunlearn.unlearn.ce_u import CEUConfig, CEUTrainer, ce_u_loss, mask_first_answer_tokens
-
-GARBAGE = [40.0, -30.0, 7.0]
-
-
-def fixed_batch():
-    """B=2, T=4, V=3; answer probabilities (.5,.25,.25)->1, (.2,.3,.5)->2 | (.6,.2,.2)->0, (.1,.8,.1)->1."""
-    logits = torch.tensor(
-        [
-            [[0.5, 0.25, 0.25], [0.2, 0.3, 0.5], GARBAGE, GARBAGE],
-            [GARBAGE, [0.6, 0.2, 0.2], [0.1, 0.8, 0.1], GARBAGE],
-        ]
-    )
-    is_log_prob = torch.tensor([[1, 1, 0, 0], [0, 1, 1, 0]], dtype=torch.bool)
-    logits = torch.where(is_log_prob.unsqueeze(-1), logits.log(), logits)
-    labels = torch.tensor([[-100, 1, 2, -100], [-100, -100, 0, 1]])
-    return logits, labels
 
 
 def test_mask_first_answer_tokens_per_row():

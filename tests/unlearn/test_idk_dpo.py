@@ -10,6 +10,7 @@ from datasets import concatenate_datasets
 from tiny_training import (
     answer_nll,
     changed_parameters,
+    fixed_batch,
     logits_and_labels,
     memorised_tiny_model,
     parameters_of,
@@ -24,22 +25,6 @@ from medunlearn.unlearn.idk_dpo import (
     idk_dpo_loss,
     load_idk_answers,
 )
-
-GARBAGE = [40.0, -30.0, 7.0]
-
-
-def fixed_batch():
-    """B=2, T=4, V=3. Answer-token probabilities: row 0 -> 0.25, 0.5; row 1 -> 0.6, 0.8. Row 0 ends in padding."""
-    logits = torch.tensor(
-        [
-            [[0.5, 0.25, 0.25], [0.2, 0.3, 0.5], GARBAGE, GARBAGE],
-            [GARBAGE, [0.6, 0.2, 0.2], [0.1, 0.8, 0.1], GARBAGE],
-        ]
-    )
-    is_log_prob = torch.tensor([[1, 1, 0, 0], [0, 1, 1, 0]], dtype=torch.bool)
-    logits = torch.where(is_log_prob.unsqueeze(-1), logits.log(), logits)
-    labels = torch.tensor([[-100, 1, 2, -100], [-100, -100, 0, 1]])
-    return logits, labels
 
 
 def test_sequence_log_probs_sum_answer_tokens_only():

@@ -12,6 +12,7 @@ from tiny_training import (
     answer_nll,
     assert_loss_splits_like_one_batch,
     changed_parameters,
+    fixed_batch,
     logits_and_labels,
     memorised_tiny_model,
     parameters_of,
@@ -20,22 +21,7 @@ from tiny_training import (
 
 from medunlearn.unlearn.satimp import SatImpConfig, SatImpTrainer, satimp_loss
 
-GARBAGE = [40.0, -30.0, 7.0]
 ANSWER_PROBS = [0.25, 0.5, 0.6, 0.8]
-
-
-def fixed_batch():
-    """B=2, T=4, V=3. Answer-token probabilities: row 0 -> 0.25, 0.5; row 1 -> 0.6, 0.8. Row 0 ends in padding."""
-    logits = torch.tensor(
-        [
-            [[0.5, 0.25, 0.25], [0.2, 0.3, 0.5], GARBAGE, GARBAGE],
-            [GARBAGE, [0.6, 0.2, 0.2], [0.1, 0.8, 0.1], GARBAGE],
-        ]
-    )
-    is_log_prob = torch.tensor([[1, 1, 0, 0], [0, 1, 1, 0]], dtype=torch.bool)
-    logits = torch.where(is_log_prob.unsqueeze(-1), logits.log(), logits)
-    labels = torch.tensor([[-100, 1, 2, -100], [-100, -100, 0, 1]])
-    return logits, labels
 
 
 @pytest.mark.parametrize(("beta1", "beta2"), [(5.0, 1.0), (1.0, 0.0), (2.0, 3.0)])
