@@ -88,23 +88,23 @@ def _check_configs_present(folder: _Folder, result: AuditResult) -> None:
 
 def _check_records(folder: _Folder, result: AuditResult) -> None:
     notes = folder.columns("notes", "train")
-    ids = notes["patient_id"].astype(str)
+    ids = notes["patient_id"]
     _require(len(np.unique(ids)) == len(ids), "notes: duplicate patient_id")
-    bad_disease = ~np.isin(notes["disease"].astype(str), DISEASES)
+    bad_disease = ~np.isin(notes["disease"], DISEASES)
     _require(not bad_disease.any(), f"notes: unknown disease {notes['disease'][bad_disease][:1]}")
     train, holdout = folder.columns("full", "train"), folder.columns("full", "holdout")
-    qa_ids = np.concatenate([train["qa_id"], holdout["qa_id"]]).astype(str)
+    qa_ids = np.concatenate([train["qa_id"], holdout["qa_id"]])
     _require(len(np.unique(qa_ids)) == len(qa_ids), "full: a qa_id appears twice (or in both train and holdout)")
     all_patients = folder.patients("full")
     _require(np.array_equal(all_patients, np.sort(ids)), "full: its patients differ from the notes' patients")
-    disease_of = dict(zip(ids, notes["disease"].astype(str)))
+    # Every QA patient is a notes patient (checked above), so a sorted lookup gives each row its patient's disease.
+    by_id = np.argsort(ids)
     for split, columns in (("train", train), ("holdout", holdout)):
-        qa_disease = columns["disease"].astype(str)
-        expected = np.asarray([disease_of[p] for p in columns["patient_id"].astype(str)])
-        mismatch = qa_disease != expected
+        expected = notes["disease"][by_id[np.searchsorted(ids, columns["patient_id"], sorter=by_id)]]
+        mismatch = columns["disease"] != expected
         _require(not mismatch.any(), f"full/{split}: qa {columns['qa_id'][mismatch][:1]} has another disease "
                                      "than its patient (one disease per patient)")
-        _require(np.isin(columns["qa_type"].astype(str), QA_TYPES).all(), f"full/{split}: unknown qa_type")
+        _require(np.isin(columns["qa_type"], QA_TYPES).all(), f"full/{split}: unknown qa_type")
     result.passed("records", f"{len(ids):,} unique patients, {len(qa_ids):,} unique QA ids, one disease per patient")
 
 
@@ -114,7 +114,7 @@ def _check_counts_per_patient(folder: _Folder, result: AuditResult) -> None:
     n_patients = len(folder.patients("full"))
     for split, per_type in (("train", qa_per_type - holdout_per_type), ("holdout", holdout_per_type)):
         columns = folder.columns("full", split)
-        keys = np.char.add(np.char.add(columns["patient_id"].astype(str), "|"), columns["qa_type"].astype(str))
+        keys = np.char.add(np.char.add(columns["patient_id"], "|"), columns["qa_type"])
         unique_keys, counts = np.unique(keys, return_counts=True)
         _require(len(unique_keys) == n_patients * len(QA_TYPES),
                  f"full/{split}: some patient lacks a QA type ({len(unique_keys)} patient-type groups, "
@@ -195,12 +195,11 @@ def _check_random_level(folder: _Folder, result: AuditResult) -> None:
 
 def _check_disease_level(folder: _Folder, result: AuditResult) -> None:
     notes = folder.columns("notes", "train")
-    disease_of = dict(zip(notes["patient_id"].astype(str), notes["disease"].astype(str)))
-    n = len(disease_of)
+    n = len(notes["patient_id"])
     omitted = folder.manifest.get("omitted", {})
     summary = []
     for disease in folder.manifest.get("parameters", {}).get("disease_level", []):
-        disease_patients = np.asarray(sorted(p for p, d in disease_of.items() if d == disease))
+        disease_patients = np.sort(notes["patient_id"][notes["disease"] == disease])
         previous = np.array([], dtype=str)
         present = []
         for percentage in folder.manifest["parameters"]["forget_percentages"]:

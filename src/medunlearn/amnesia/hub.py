@@ -71,11 +71,12 @@ def config_tables(contents: FolderContents) -> Iterator[tuple[str, str, pa.Table
     splits = contents.splits
     for forget_name, forget_mask in splits.forget_masks.items():
         forget_ids = pa.array(splits.patient_ids[forget_mask].astype(str))
-        for name, keep_forgotten in ((forget_name, True), (retain_config_name(forget_name), False)):
-            for split in QA_SPLITS:
-                table = by_split[split]
-                in_forget = pc.is_in(table["patient_id"], value_set=forget_ids)
-                yield name, split, table.filter(in_forget if keep_forgotten else pc.invert(in_forget))
+        # One membership test per split gives both the forget rows and their complement, the retain rows.
+        in_forget = {split: pc.is_in(by_split[split]["patient_id"], value_set=forget_ids) for split in QA_SPLITS}
+        for split in QA_SPLITS:
+            yield forget_name, split, by_split[split].filter(in_forget[split])
+        for split in QA_SPLITS:
+            yield retain_config_name(forget_name), split, by_split[split].filter(pc.invert(in_forget[split]))
 
 
 def _write_parquet(table: pa.Table, path: Path) -> None:
