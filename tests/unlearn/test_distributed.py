@@ -5,12 +5,20 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 from pathlib import Path
 
 import pytest
 
 HERE = Path(__file__).resolve().parent
+
+
+def free_port() -> int:
+    """A port nobody listens on now, so concurrent test runs on one machine do not share a rendezvous."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 @pytest.mark.slow
@@ -36,6 +44,8 @@ def test_two_processes_match_one_process_at_the_same_effective_batch(tmp_path):
         "2",
         "--num_machines",
         "1",
+        "--main_process_port",
+        str(free_port()),
         "--mixed_precision",
         "no",
         "--dynamo_backend",

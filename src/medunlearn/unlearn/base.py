@@ -683,6 +683,27 @@ class UnlearningTrainer(Trainer):
         return get_peft_model(model, peft_config)
 
 
+def leave_process_group(accelerator) -> None:
+    """Wait for every launched process, then tear the ``torch.distributed`` process group down.
+
+    Why: the gloo worker thread frees finished collectives (and their tensors) after the caller has moved on, and
+    needs the GIL to do so. If the group is destroyed at interpreter exit, that thread dies mid-free and the rank
+    aborts ("terminate called without an active exception"); if it is destroyed while the main thread holds the GIL
+    (the DDP wrapper going out of scope), the two threads wait on each other forever. The launcher then reports a
+    failed or hung run although every file was written. So: meet at a barrier, sleep a moment (which releases the
+    GIL) so the worker frees what it holds, then destroy the group while Python is fully alive. Does nothing in a
+    single process.
+    """
+    import time
+
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        accelerator.wait_for_everyone()
+        time.sleep(0.2)
+        dist.destroy_process_group()
+
+
 def select_parameters(model, patterns: list[str]) -> list[str]:
     """Names of parameters matching any of the regexes (``re.search``); the rest are frozen. Returns the kept names."""
     compiled = [re.compile(p) for p in patterns]

@@ -297,10 +297,18 @@ def unlearn(args) -> Path:
     trainer = trainer_class(
         model, config, forget, retain, processing_class=tokenizer, peft_config=peft_config
     )
+    from medunlearn.unlearn.base import leave_process_group
+
     trainer.train()
     trainer.save_model(str(args.out))  # every process takes part (sharded states), the main one writes
-    if not trainer.is_world_process_zero():
-        return args.out
+    if trainer.is_world_process_zero():
+        write_unlearned_folder_extras(args, spec, config, tokenizer, retain_name, forget, peft_config)
+    leave_process_group(trainer.accelerator)
+    return args.out
+
+
+def write_unlearned_folder_extras(args, spec, config, tokenizer, retain_name, forget, peft_config) -> None:
+    """The files beside the weights: tokenizer, the method's configuration as JSON, and the model card."""
     tokenizer.save_pretrained(str(args.out))
     # The Trainer pickles its arguments; the output holds only safetensors and JSON (the JSON below replaces it).
     (args.out / "training_args.bin").unlink(missing_ok=True)
@@ -316,7 +324,6 @@ def unlearn(args) -> Path:
         data_version=dataset_version(args.data, forget),
         peft=peft_config is not None,
     )
-    return args.out
 
 
 def run(args) -> int:

@@ -122,6 +122,8 @@ def finetune(args) -> Path:
     import torch
     from trl import SFTTrainer
 
+    from medunlearn.unlearn.base import leave_process_group
+
     tofu = args.benchmark == "tofu"  # TOFU has QA only: no notes stage
     notes = None if tofu else load_qa_split(args.data, "notes")
     qa = load_qa_split(args.data, "full")
@@ -157,15 +159,19 @@ def finetune(args) -> Path:
     model = trainer.accelerator.unwrap_model(trainer.model)
     if hasattr(model, "merge_and_unload") and not args.load_in_4bit:
         model = model.merge_and_unload()
-    if not trainer.is_world_process_zero():  # under accelerate launch, one process writes the folder
-        return args.out
-    model.save_pretrained(args.out)
-    tokenizer.save_pretrained(args.out)
+    if trainer.is_world_process_zero():  # under accelerate launch, one process writes the folder
+        write_finetuned_folder(args.out, model, tokenizer)
+    leave_process_group(trainer.accelerator)
+    return args.out
+
+
+def write_finetuned_folder(out: Path, model, tokenizer) -> None:
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
     for stage in ("notes", "qa"):  # the stages' Trainer output folders stay empty unless checkpoints were asked for
-        stage_dir = args.out / stage
+        stage_dir = out / stage
         if stage_dir.is_dir() and not any(stage_dir.iterdir()):
             stage_dir.rmdir()
-    return args.out
 
 
 def run(args) -> int:
