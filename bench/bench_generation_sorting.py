@@ -2,14 +2,16 @@
 
 The runner sorts generation batches by expected answer length (the gold answer's token count), then prompt
 length: ``generate`` runs each batch until its longest answer ends, so grouping answers that end together saves
-decoding steps, and sorting also trims left padding. To make answer lengths real, the tiny Llama is first
-trained briefly on the seen QA so that it answers at about the right length and stops at EOS. The outputs of
-both orders are compared as well (they must agree).
+decoding steps, and sorting also trims left padding. The sort key is the gold answer length, so the gain depends
+on how closely the model's answers follow the gold lengths: the tiny Llama is measured after 150 training steps
+on the seen QA (answer loss about 2: lengths only loosely learned) and again after 500 (answer loss about 0.3,
+as a model fine-tuned on AMNESIA before unlearning, the case the evaluation serves). The outputs of both orders
+are compared as well (they must agree).
 
 Both wall-clock and CPU time (``time.process_time``, one torch thread) are printed: the machine this project
 runs on is shared, so wall time there mostly measures the neighbours; CPU time measures the work.
 
-Run: ``python bench/bench_generation_sorting.py`` (about a minute on 2 CPU cores).
+Run: ``python bench/bench_generation_sorting.py`` (about a minute and a half on 2 CPU cores).
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 BATCH_SIZE = 16
 MAX_NEW_TOKENS = 48
-TRAIN_STEPS = 150
+# The model is measured twice: briefly trained, then trained until it reproduces the answers (as a model fine-tuned
+# on AMNESIA before unlearning does). Sorting by gold answer length pays off when generated lengths follow it.
+TRAIN_STAGES = (150, 500)
 BATCH_TRAIN = 16
 REPEATS = 2
 
@@ -95,14 +99,23 @@ def main() -> None:
     questions, answers = seen["question"], seen["answer"]
     tokenizer = train_bpe_tokenizer([f"{q} {a}" for q, a in zip(questions, answers)], vocab_size=1024)
     model = build_tiny_llama(tokenizer, TinyLlamaConfig(hidden_size=128, intermediate_size=256, num_hidden_layers=2))
-    started = time.perf_counter()
-    loss = train_briefly(model, tokenizer, questions, answers, TRAIN_STEPS)
-    print(f"trained {TRAIN_STEPS} steps in {time.perf_counter() - started:.1f}s (answer loss {loss:.2f})")
-
     encoded = encode_examples(tokenizer, questions, answers)
+    lengths = sorted(len(p) for p in encoded.prompt_ids)
+    print(f"{len(questions)} prompts, {lengths[0]}-{lengths[-1]} tokens; batch {BATCH_SIZE}, max_new_tokens {MAX_NEW_TOKENS}")
+    trained = 0
+    for total_steps in TRAIN_STAGES:
+        started = time.perf_counter()
+        loss = train_briefly(model, tokenizer, questions, answers, total_steps - trained, seed=trained)
+        trained = total_steps
+        print(f"\n{trained} training steps ({time.perf_counter() - started:.1f}s; answer loss {loss:.2f})")
+        compare_orders(model, tokenizer, encoded)
+
+
+def compare_orders(model, tokenizer, encoded) -> None:
+    """Time greedy generation of every prompt in data order and in the runner's order; print the comparison."""
+    import time
+
     prompt_ids = encoded.prompt_ids
-    lengths = sorted(len(p) for p in prompt_ids)
-    print(f"{len(prompt_ids)} prompts, {lengths[0]}-{lengths[-1]} tokens; batch {BATCH_SIZE}, max_new_tokens {MAX_NEW_TOKENS}")
     plans = {order: plan(encoded, order) for order in (False, True)}
     generate_all(model, tokenizer, prompt_ids, plans[True][:1])  # warm-up
     # Alternate the two orders and keep each one's best time: the machine is shared, so single runs are noisy.
