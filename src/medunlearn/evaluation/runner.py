@@ -33,6 +33,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from medunlearn.chat import render_conversations, render_prompts
+
 TEACHER_FORCED = "teacher_forced"
 GENERATION = "generation"
 PASSES = (TEACHER_FORCED, GENERATION)
@@ -113,14 +115,6 @@ def answer_variants(examples: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True).astype({"example": np.int64})
 
 
-def _chat_texts(tokenizer, questions, answers=None) -> list[str]:
-    if answers is None:
-        conversations = [[{"role": "user", "content": q}] for q in questions]
-        return list(tokenizer.apply_chat_template(conversations, tokenize=False, add_generation_prompt=True))
-    conversations = [[{"role": "user", "content": q}, {"role": "assistant", "content": a}] for q, a in zip(questions, answers)]
-    return list(tokenizer.apply_chat_template(conversations, tokenize=False))
-
-
 def encode_examples(tokenizer, questions: Sequence[str], answers: Sequence[str], variants: pd.DataFrame | None = None) -> EncodedExamples:
     """Render the chat template for all examples and tokenise them in one batched call per view.
 
@@ -136,9 +130,9 @@ def encode_examples(tokenizer, questions: Sequence[str], answers: Sequence[str],
         sequence_example = np.concatenate([sequence_example, variants["example"].to_numpy()])
         sequence_variant = np.concatenate([sequence_variant, variants["variant"].to_numpy(dtype=object)])
         answers = answers + variants["answer"].astype(str).tolist()
-    prompt_ids = tokenizer(_chat_texts(tokenizer, questions), add_special_tokens=False)["input_ids"]
+    prompt_ids = tokenizer(render_prompts(tokenizer, questions), add_special_tokens=False)["input_ids"]
     sequence_questions = [questions[i] for i in sequence_example]
-    full_ids = tokenizer(_chat_texts(tokenizer, sequence_questions, answers), add_special_tokens=False)["input_ids"]
+    full_ids = tokenizer(render_conversations(tokenizer, sequence_questions, answers), add_special_tokens=False)["input_ids"]
     starts, ends = locate_answers([prompt_ids[i] for i in sequence_example], full_ids, _eos_ids(tokenizer))
     return EncodedExamples(prompt_ids, full_ids, starts, ends, sequence_example, sequence_variant)
 

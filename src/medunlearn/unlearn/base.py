@@ -67,6 +67,8 @@ import torch.nn.functional as F
 from transformers import Trainer, TrainerCallback, TrainingArguments
 from trl.trainer.utils import pad, selective_log_softmax
 
+from medunlearn.chat import render_conversations, render_prompts, require_chat_template
+
 # Errors live in a light module (the CLI imports them without torch); re-exported here for subclasses.
 from medunlearn.unlearn.errors import (  # noqa: F401
     EmptyForgetSetError,
@@ -153,15 +155,6 @@ class UnlearningConfig(TrainingArguments):
 # --------------------------------------------------------------------------------------------------------------
 
 
-def require_chat_template(tokenizer) -> None:
-    if not getattr(tokenizer, "chat_template", None):
-        name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
-        raise MissingChatTemplateError(
-            f"tokenizer {name!r} has no chat template: set tokenizer.chat_template (for example a ChatML template) "
-            "so prompts and answers can be told apart"
-        )
-
-
 def tokenize_prompt_completion(
     questions: list[str], answers: list[str], tokenizer, max_length: int
 ) -> dict[str, list[list[int]]]:
@@ -171,13 +164,8 @@ def tokenize_prompt_completion(
     tokenised separately and concatenated, as TRL's prompt-completion SFT does, so the label boundary is exact.
     """
     require_chat_template(tokenizer)
-    prompts = [[{"role": "user", "content": q}] for q in questions]
-    chats = [
-        [{"role": "user", "content": q}, {"role": "assistant", "content": a}]
-        for q, a in zip(questions, answers)
-    ]
-    prompt_texts = tokenizer.apply_chat_template(prompts, tokenize=False, add_generation_prompt=True)
-    chat_texts = tokenizer.apply_chat_template(chats, tokenize=False)
+    prompt_texts = render_prompts(tokenizer, questions)
+    chat_texts = render_conversations(tokenizer, questions, answers)
     mismatched = [
         i for i, (prompt, chat) in enumerate(zip(prompt_texts, chat_texts)) if not chat.startswith(prompt)
     ]
