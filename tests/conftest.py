@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -12,9 +14,15 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Everything a test session writes to the temporary folder (datasets caches, doctest builds, notebook work folders,
+# torchrun's run folders), in this process and in those it starts, lands in one folder removed at exit.
+SESSION_TMP = tempfile.mkdtemp(prefix="medunlearn-tests-")
+atexit.register(shutil.rmtree, SESSION_TMP, ignore_errors=True)
+os.environ["TMPDIR"] = SESSION_TMP
+tempfile.tempdir = SESSION_TMP
 # `datasets` caches a local folder by its name and config only (not its contents), so a folder rebuilt under the
 # same name would be read stale from a shared cache: every test session gets its own cache.
-os.environ["HF_DATASETS_CACHE"] = tempfile.mkdtemp(prefix="medunlearn-tests-datasets-cache-")
+os.environ["HF_DATASETS_CACHE"] = os.path.join(SESSION_TMP, "datasets-cache")
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

@@ -99,8 +99,8 @@ def sft_config(stage: str, out: Path, epochs: float, overrides: list[str], tiny:
 def load_base(args, texts: list[str]):
     import torch
 
-    from medunlearn.models import build_tiny_llama_for_texts, load_model_and_tokenizer
     from medunlearn.chat import require_chat_template
+    from medunlearn.models import build_tiny_llama_for_texts, load_model_and_tokenizer
 
     if args.model == "tiny-llama":
         model, tokenizer = build_tiny_llama_for_texts(texts, vocab_size=args.tiny_vocab_size)
