@@ -5,6 +5,8 @@ Importable from any test (``tests`` is on pytest's ``pythonpath``): ``from tiny_
 
 from __future__ import annotations
 
+import socket
+
 import torch
 from hypothesis import strategies as st
 
@@ -98,3 +100,10 @@ def fixed_batch():
     logits = torch.where(is_log_prob.unsqueeze(-1), logits.log(), logits)
     labels = torch.tensor([[-100, 1, 2, -100], [-100, -100, 0, 1]])
     return logits, labels
+
+
+def free_port() -> int:
+    """A port nobody listens on now, so concurrent launched runs on one machine do not share a rendezvous."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

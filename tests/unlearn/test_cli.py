@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -138,6 +139,29 @@ def test_finetune_then_unlearn_with_recipe_and_override(finetuned_dir, amnesia_d
     assert not list(out.glob("*.bin")) and not list(out.glob("*.pt"))
     before, after = load_file(finetuned_dir / "model.safetensors"), load_file(out / "model.safetensors")
     assert any(not (before[k] == after[k]).all() for k in before)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("accelerate") is None, reason="accelerate CLI not installed")
+def test_unlearn_under_accelerate_launch_writes_the_model_once_and_exits_cleanly(finetuned_dir, amnesia_dir, tmp_path):
+    import os
+    import subprocess
+
+    from tiny_training import free_port
+
+    out = tmp_path / "unlearned"
+    # Without a GPU, the multi-GPU launcher starts two gloo processes (see tests/unlearn/test_distributed.py).
+    launch = [shutil.which("accelerate"), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+              "--main_process_port", str(free_port()), "--mixed_precision", "no", "--dynamo_backend", "no"]
+    unlearn = ["-m", "medunlearn.cli", "unlearn", "--method", "grad_diff", "--model", str(finetuned_dir),
+               "--data", str(amnesia_dir), "--forget", "forget_10", "--out", str(out), "--max_steps", "2",
+               "--per_device_train_batch_size", "2", "--disable_tqdm", "true"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    completed = subprocess.run(launch + unlearn, env=env, capture_output=True, text=True, timeout=180)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert completed.stdout.count("unlearned model written to") == 1
+    assert (out / "model.safetensors").is_file() and (out / "README.md").is_file()
+    assert json.loads((out / "unlearning_config.json").read_text())["max_steps"] == 2
 
 
 @pytest.mark.slow

@@ -5,20 +5,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 from pathlib import Path
 
 import pytest
+from tiny_training import free_port
 
 HERE = Path(__file__).resolve().parent
-
-
-def free_port() -> int:
-    """A port nobody listens on now, so concurrent test runs on one machine do not share a rendezvous."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.mark.slow

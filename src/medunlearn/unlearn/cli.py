@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -342,5 +343,6 @@ def run(args) -> int:
     except (UnlearningInputError, FileNotFoundError) as error:
         print(f"medunlearn unlearn: error: {error}", file=sys.stderr)
         return 2
-    print(f"unlearned model written to {out}")
+    if os.environ.get("RANK", "0") == "0":  # under accelerate launch, once (the main process wrote it)
+        print(f"unlearned model written to {out}")
     return 0

@@ -8,6 +8,7 @@ conversations under the model's chat template, loss on the completion only.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -180,5 +181,6 @@ def run(args) -> int:
     except (UnlearningInputError, FileNotFoundError) as error:
         print(f"medunlearn finetune: error: {error}", file=sys.stderr)
         return 2
-    print(f"fine-tuned model written to {out}")
+    if os.environ.get("RANK", "0") == "0":  # under accelerate launch, once (the main process wrote it)
+        print(f"fine-tuned model written to {out}")
     return 0
