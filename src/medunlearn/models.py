@@ -189,7 +189,24 @@ def load_model_and_tokenizer(name_or_path: str, **model_kwargs):
         model = AutoPeftModelForCausalLM.from_pretrained(path, **model_kwargs)
     else:
         model = AutoModelForCausalLM.from_pretrained(name_or_path, **model_kwargs)
+    keep_4bit_layers_differentiable(model)
     tokenizer = AutoTokenizer.from_pretrained(name_or_path)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer
+
+
+def keep_4bit_layers_differentiable(model) -> int:
+    """Stop bitsandbytes repacking 4-bit weights for CPU inference; returns how many layers were switched.
+
+    Why: on a CPU with AVX512-BF16, a ``Linear4bit`` that runs once in eval mode without gradients (a reference pass
+    before training: NPO's precomputed log-probs, evaluation) converts its weights, for good, to a packed layout
+    served by a kernel with no backward. Training afterwards gets no gradient through those frozen layers to the
+    LoRA adapters below them, silently. Keeping the standard layout costs some CPU inference speed only.
+    """
+    switched = 0
+    for module in model.modules():
+        if getattr(module, "support_avx512bf16_for_cpu", False):
+            module.support_avx512bf16_for_cpu = False
+            switched += 1
+    return switched

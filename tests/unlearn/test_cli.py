@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
+import warnings
 
 import pytest
 
 from medunlearn.cli import main
+from medunlearn.unlearn import cli
 
 
 @pytest.fixture(scope="module")
@@ -297,33 +300,57 @@ def test_finetune_with_lora_writes_a_merged_plain_model(amnesia_dir, tmp_path):
     assert _json.loads((out / "config.json").read_text())["model_type"] == "llama"
 
 
-def test_load_in_4bit_without_cuda_is_a_clear_error(amnesia_dir, tmp_path, capsys):
-    import torch
+def test_load_in_4bit_without_bitsandbytes_names_the_extra(amnesia_dir, tmp_path, capsys, monkeypatch):
+    import importlib.util
 
-    if torch.cuda.is_available():
-        pytest.skip("this machine has CUDA")
-    rc = main(
-        [
-            "unlearn",
-            "--method",
-            "npo",
-            "--load-in-4bit",
-            "--model",
-            "smollm2-135m",
-            "--data",
-            str(amnesia_dir),
-            "--forget",
-            "forget_10",
-            "--out",
-            str(tmp_path / "o"),
-        ]
-    )
-    assert rc == 2 and "needs a CUDA GPU" in capsys.readouterr().err
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "bitsandbytes" else find_spec(name, *a))
+    rc = main(["unlearn", "--method", "npo", "--load-in-4bit", "--model", "smollm2-135m", "--data", str(amnesia_dir),
+               "--forget", "forget_10", "--out", str(tmp_path / "o")])
+    assert rc == 2 and "medunlearn[qlora]" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_load_in_4bit_with_tiny_llama_says_to_quantise_a_saved_folder(amnesia_dir, tmp_path, capsys):
+    rc = main(["finetune", "--model", "tiny-llama", "--load-in-4bit", "--data", str(amnesia_dir),
+               "--out", str(tmp_path / "o")])
+    assert rc == 2 and "pass the saved folder as --model" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("bitsandbytes") is None, reason="bitsandbytes (medunlearn[qlora]) absent")
+def test_qlora_finetune_and_unlearn_train_adapters_on_4bit_weights(finetuned_dir, amnesia_dir, tmp_path):
+    from safetensors.torch import load_file
+
+    from medunlearn.models import load_model_and_tokenizer
+
+    common = ["--data", str(amnesia_dir), "--load-in-4bit", "--lora-r", "4", "--disable_tqdm", "true"]
+    tuned = tmp_path / "qlora-ft"
+    assert main(["finetune", "--model", str(finetuned_dir), "--out", str(tuned), "--notes-epochs", "0",
+                 "--qa-epochs", "1", *common]) == 0
+    unlearned = tmp_path / "qlora-npo"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        # NPO runs a no-grad reference pass before training: it must not leave the 4-bit layers without a backward.
+        assert main(["unlearn", "--method", "npo", "--model", str(finetuned_dir), "--forget", "forget_10",
+                     "--out", str(unlearned), "--max_steps", "2", "--learning_rate", "1e-3", *common]) == 0
+    assert not [w for w in caught if "autograd kernel was not registered" in str(w.message)]
+    for out in (tuned, unlearned):
+        # Only the adapter is written (a 4-bit base is not merged into), and it was trained: LoRA's B starts at 0.
+        assert (out / "adapter_config.json").is_file() and not (out / "model.safetensors").exists()
+        adapter = load_file(out / "adapter_model.safetensors")
+        lora_b = [name for name in adapter if "lora_B" in name]
+        assert lora_b and any(adapter[name].abs().max() > 0 for name in lora_b)
+    assert "LoRA adapter" in (unlearned / "README.md").read_text()
+    model, _ = load_model_and_tokenizer(str(unlearned), quantization_config=cli.four_bit_quantization_config())
+    from bitsandbytes.nn import Linear4bit
+
+    four_bit = [module for module in model.modules() if isinstance(module, Linear4bit)]
+    assert four_bit and not any(module.support_avx512bf16_for_cpu for module in four_bit)
 
 
 @pytest.mark.slow
 def test_empty_forget_config_is_a_clear_error(finetuned_dir, amnesia_dir, tmp_path, capsys, monkeypatch):
-    from medunlearn.unlearn import cli
 
     real = cli.load_qa_split
 

@@ -58,7 +58,9 @@ def build_parser(prog: str = "medunlearn unlearn") -> argparse.ArgumentParser:
     parser.add_argument("--lora-r", type=int, default=16, help="LoRA rank (default 16)")
     parser.add_argument("--lora-alpha", type=int, default=32, help="LoRA alpha (default 32)")
     parser.add_argument(
-        "--load-in-4bit", action="store_true", help="QLoRA: load the model in 4 bit (needs CUDA)"
+        "--load-in-4bit",
+        action="store_true",
+        help="QLoRA: load the model in 4-bit NF4 and train a LoRA adapter (bitsandbytes: the qlora extra)",
     )
     parser.add_argument(
         "--help-method", action="store_true", help="print the method config's options and exit"
@@ -149,18 +151,31 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
+def four_bit_quantization_config():
+    """The ``quantization_config`` of ``--load-in-4bit`` (QLoRA): NF4 weights, computed in bf16 on a GPU that has
+    it, else in float32. bitsandbytes runs NF4 on CUDA and on CPU (CPU tested with bitsandbytes 0.50)."""
+    import importlib.util
+
+    import torch
+    from transformers import BitsAndBytesConfig
+
+    if importlib.util.find_spec("bitsandbytes") is None:
+        raise UnlearningInputError(
+            "--load-in-4bit needs bitsandbytes: pip install 'medunlearn[qlora]' (or drop --load-in-4bit)"
+        )
+    bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    return BitsAndBytesConfig(
+        load_in_4bit=True,
+        bnb_4bit_quant_type="nf4",
+        bnb_4bit_compute_dtype=torch.bfloat16 if bf16 else torch.float32,
+    )
+
+
 def load_starting_model(name: str, load_in_4bit: bool = False):
     """Model + tokenizer; a LoRA checkpoint is merged so the reference (adapter disabled) is the starting model."""
     from medunlearn.models import load_model_and_tokenizer
 
-    kwargs = {}
-    if load_in_4bit:
-        import torch
-        from transformers import BitsAndBytesConfig
-
-        if not torch.cuda.is_available():
-            raise UnlearningInputError("--load-in-4bit needs a CUDA GPU (bitsandbytes); drop it on CPU")
-        kwargs["quantization_config"] = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4")
+    kwargs = {"quantization_config": four_bit_quantization_config()} if load_in_4bit else {}
     if not (Path(name).exists() or "/" in name or name in ("smollm2-135m", "tiny-llama")):
         raise FileNotFoundError(f"model {name!r} is neither a folder nor a Hub id")
     model, tokenizer = load_model_and_tokenizer(name, **kwargs)

@@ -12,7 +12,12 @@ import os
 import sys
 from pathlib import Path
 
-from medunlearn.unlearn.cli import _OverridableParser, load_qa_split, lora_config_from_args
+from medunlearn.unlearn.cli import (
+    _OverridableParser,
+    four_bit_quantization_config,
+    load_qa_split,
+    lora_config_from_args,
+)
 from medunlearn.unlearn.errors import UnlearningInputError
 
 EPILOG = """example (CPU, a couple of minutes):
@@ -20,7 +25,7 @@ EPILOG = """example (CPU, a couple of minutes):
   medunlearn finetune --model tiny-llama --data /tmp/amnesia --out /tmp/ft --notes-epochs 1 --qa-epochs 2
 
   medunlearn finetune --model smollm2-135m --data /tmp/amnesia --out /tmp/ft-smol --lora
-  medunlearn finetune --model meta-llama/Meta-Llama-3-8B --data DIR --out CKPT --load-in-4bit   # QLoRA, GPU
+  medunlearn finetune --model meta-llama/Meta-Llama-3-8B --data DIR --out CKPT --load-in-4bit   # QLoRA (medunlearn[qlora])
 
 Any SFTConfig field can be added as --field value (e.g. --learning_rate 1e-4 --max_length 512); it applies to
 both stages. With --lora the adapter is merged at the end so the output is a plain safetensors model (with
@@ -47,7 +52,7 @@ def build_parser(prog: str = "medunlearn finetune") -> argparse.ArgumentParser:
     parser.add_argument("--lora", action="store_true", help="train a LoRA adapter (merged at the end)")
     parser.add_argument("--lora-r", type=int, default=16, help="LoRA rank (default 16)")
     parser.add_argument("--lora-alpha", type=int, default=32, help="LoRA alpha (default 32)")
-    parser.add_argument("--load-in-4bit", action="store_true", help="QLoRA: 4-bit base model (needs CUDA)")
+    parser.add_argument("--load-in-4bit", action="store_true", help="QLoRA: 4-bit NF4 base model (bitsandbytes: the qlora extra)")
     parser.add_argument("--tiny-vocab-size", type=int, default=2048, help="tiny-llama tokenizer size")
     parser.add_argument(
         "--benchmark", choices=("amnesia", "tofu"), default="amnesia",
@@ -98,21 +103,19 @@ def sft_config(stage: str, out: Path, epochs: float, overrides: list[str], tiny:
 
 
 def load_base(args, texts: list[str]):
-    import torch
 
     from medunlearn.chat import require_chat_template
     from medunlearn.models import build_tiny_llama_for_texts, load_model_and_tokenizer
 
     if args.model == "tiny-llama":
+        if args.load_in_4bit:
+            raise UnlearningInputError(
+                "--load-in-4bit quantises a model as it is loaded; tiny-llama is built from config in float32. "
+                "Fine-tune tiny-llama without it, then pass the saved folder as --model with --load-in-4bit"
+            )
         model, tokenizer = build_tiny_llama_for_texts(texts, vocab_size=args.tiny_vocab_size)
     else:
-        kwargs = {}
-        if args.load_in_4bit:
-            from transformers import BitsAndBytesConfig
-
-            if not torch.cuda.is_available():
-                raise UnlearningInputError("--load-in-4bit needs a CUDA GPU (bitsandbytes); drop it on CPU")
-            kwargs["quantization_config"] = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4")
+        kwargs = {"quantization_config": four_bit_quantization_config()} if args.load_in_4bit else {}
         model, tokenizer = load_model_and_tokenizer(args.model, **kwargs)
     require_chat_template(tokenizer)
     return model, tokenizer
