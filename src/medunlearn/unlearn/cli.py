@@ -281,6 +281,8 @@ def dataset_version(data: str, dataset) -> str:
 
 
 def unlearn(args) -> Path:
+    from medunlearn.unlearn.base import leave_process_group
+
     recipe = read_recipe(args.config) if args.config else {}
     method_name = args.method or recipe.pop("method", None)
     recipe.pop("method", None)
@@ -313,8 +315,6 @@ def unlearn(args) -> Path:
     trainer = trainer_class(
         model, config, forget, retain, processing_class=tokenizer, peft_config=peft_config
     )
-    from medunlearn.unlearn.base import leave_process_group
-
     trainer.train()
     trainer.save_model(str(args.out))  # every process takes part (sharded states), the main one writes
     if trainer.is_world_process_zero():

@@ -103,7 +103,6 @@ def sft_config(stage: str, out: Path, epochs: float, overrides: list[str], tiny:
 
 
 def load_base(args, texts: list[str]):
-
     from medunlearn.chat import require_chat_template
     from medunlearn.models import build_tiny_llama_for_texts, load_model_and_tokenizer
 
