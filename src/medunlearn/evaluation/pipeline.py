@@ -16,7 +16,6 @@ Launched on several processes (``torchrun``), each runs every N-th batch and pro
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 from dataclasses import asdict, dataclass
@@ -30,7 +29,6 @@ from medunlearn.evaluation.runner import (
     PASSES,
     TEACHER_FORCED,
     RunnerConfig,
-    StaleOutputsError,
     outputs_complete,
     read_answer_variants,
     read_outputs,
@@ -161,19 +159,14 @@ def evaluate_unlearning(
             loaded.to(processes.device)
         model_id = path or str(getattr(loaded.config, "name_or_path", "") or f"in-memory model ({role})")
         run_info["models"][role] = model_id
-        run = functools.partial(
-            run_model, loaded, loaded_tokenizer, role_examples, outputs[role], runner_config, model_id=model_id,
-            passes=passes, process_index=processes.index, num_processes=processes.count,
+        # A shared --before-outputs folder is discarded only when stale: outputs matching the fingerprint are
+        # exactly what this run would compute, and other evaluations are reusing them.
+        shared = role == "before" and before_outputs is not None
+        run_model(
+            loaded, loaded_tokenizer, role_examples, outputs[role], runner_config, model_id=model_id, passes=passes,
+            overwrite="stale" if overwrite and shared else overwrite,
+            process_index=processes.index, num_processes=processes.count,
         )
-        if overwrite and role == "before" and before_outputs is not None:
-            # A shared --before-outputs folder is discarded only when stale: outputs matching the fingerprint
-            # are exactly what this run would compute, and other evaluations are reusing them.
-            try:
-                run(overwrite=False)
-            except StaleOutputsError:
-                run(overwrite=True)
-        else:
-            run(overwrite=overwrite)
         del loaded  # one model in memory at a time
     if processes.count > 1:
         processes.wait_for_everyone()

@@ -334,10 +334,20 @@ def _manifests(out_dir: Path) -> dict[Path, dict]:
     return {path: json.loads(path.read_text()) for path in sorted(out_dir.glob("manifest*.json"))}
 
 
-def _read_manifest(out_dir: Path, fingerprint: str, model_id: str, overwrite: bool, own: str) -> tuple[dict, dict]:
-    """This process's manifest, and the batches completed by any process (all manifests must match)."""
+def _stale(manifests: dict[Path, dict], fingerprint: str) -> list[Path]:
+    return [path for path, manifest in manifests.items() if manifest.get("fingerprint") != fingerprint]
+
+
+def _read_manifest(
+    out_dir: Path, fingerprint: str, model_id: str, overwrite: bool | str, own: str
+) -> tuple[dict, dict]:
+    """This process's manifest, and the batches completed by any process (all manifests must match).
+
+    ``overwrite``: True discards what is there; ``"stale"`` discards it only if some manifest has another
+    fingerprint (a folder shared by several evaluations keeps outputs that match); False raises on a mismatch.
+    """
     fresh = {"fingerprint": fingerprint, "model": model_id, "completed": {name: [] for name in PASSES}, "batches": {}}
-    if overwrite:
+    if overwrite is True or (overwrite == "stale" and _stale(_manifests(out_dir), fingerprint)):
         # Only this process's manifest goes (with a single process, every manifest and shard goes): other
         # processes of the same run may be writing theirs right now.
         for path in [out_dir / own] if own != MANIFEST else list(out_dir.glob("manifest*.json")):
@@ -346,12 +356,12 @@ def _read_manifest(out_dir: Path, fingerprint: str, model_id: str, overwrite: bo
             for shard in out_dir.glob("*.parquet"):
                 shard.unlink()
     manifests = _manifests(out_dir)
-    for path, manifest in manifests.items():
-        if manifest.get("fingerprint") != fingerprint:
-            raise StaleOutputsError(
-                f"{out_dir} holds outputs of another model, data or setting (model {manifest.get('model')!r}, "
-                f"{path.name}); use a new output folder or overwrite=True (--overwrite)"
-            )
+    stale = _stale(manifests, fingerprint)
+    if stale:
+        raise StaleOutputsError(
+            f"{out_dir} holds outputs of another model, data or setting (model {manifests[stale[0]].get('model')!r}, "
+            f"{stale[0].name}); use a new output folder or overwrite=True (--overwrite)"
+        )
     done = {name: set().union(*(m["completed"].get(name, []) for m in manifests.values())) for name in PASSES}
     return manifests.get(out_dir / own, fresh), done
 
@@ -365,7 +375,7 @@ def run_model(
     *,
     model_id: str | None = None,
     passes: Sequence[str] = PASSES,
-    overwrite: bool = False,
+    overwrite: bool | str = False,
     process_index: int = 0,
     num_processes: int = 1,
 ) -> bool:
@@ -375,6 +385,8 @@ def run_model(
     parallel, e.g. under ``accelerate launch``), process ``process_index`` runs the batches ``k`` with
     ``k % num_processes == process_index`` not yet done by anyone, and keeps its own manifest; the batch plan
     does not depend on the number of processes, so a run can resume with another one.
+    ``overwrite``: True discards the folder's outputs first; ``"stale"`` only when they belong to another
+    fingerprint (model, weights, data or settings), so matching outputs are reused.
     Returns True when every batch of this process's share is done (False when ``config.stop_after_batches``
     stopped it early).
     """
