@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 from pathlib import Path
@@ -280,7 +279,8 @@ def dataset_version(data: str, dataset) -> str:
     return ", ".join(parts)
 
 
-def unlearn(args) -> Path:
+def unlearn(args) -> Path | None:
+    """Run the method; returns the output folder on the process that wrote it (None on the other launched ones)."""
     from medunlearn.unlearn.base import leave_process_group
 
     recipe = read_recipe(args.config) if args.config else {}
@@ -317,10 +317,11 @@ def unlearn(args) -> Path:
     )
     trainer.train()
     trainer.save_model(str(args.out))  # every process takes part (sharded states), the main one writes
-    if trainer.is_world_process_zero():
+    writer = trainer.is_world_process_zero()
+    if writer:
         write_unlearned_folder_extras(args, spec, config, tokenizer, retain_name, forget, peft_config)
     leave_process_group(trainer.accelerator)
-    return args.out
+    return args.out if writer else None
 
 
 def write_unlearned_folder_extras(args, spec, config, tokenizer, retain_name, forget, peft_config) -> None:
@@ -358,6 +359,6 @@ def run(args) -> int:
     except (UnlearningInputError, FileNotFoundError) as error:
         print(f"medunlearn unlearn: error: {error}", file=sys.stderr)
         return 2
-    if os.environ.get("RANK", "0") == "0":  # under accelerate launch, once (the main process wrote it)
+    if out is not None:  # under accelerate launch, only the process that wrote the folder says so
         print(f"unlearned model written to {out}")
     return 0

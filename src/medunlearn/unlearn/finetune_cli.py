@@ -8,7 +8,6 @@ conversations under the model's chat template, loss on the completion only.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -120,7 +119,8 @@ def load_base(args, texts: list[str]):
     return model, tokenizer
 
 
-def finetune(args) -> Path:
+def finetune(args) -> Path | None:
+    """Both stages; returns the output folder on the process that wrote it (None on the other launched ones)."""
     import datasets
     import torch
     from trl import SFTTrainer
@@ -162,10 +162,11 @@ def finetune(args) -> Path:
     model = trainer.accelerator.unwrap_model(trainer.model)
     if hasattr(model, "merge_and_unload") and not args.load_in_4bit:
         model = model.merge_and_unload()
-    if trainer.is_world_process_zero():  # under accelerate launch, one process writes the folder
+    writer = trainer.is_world_process_zero()  # under accelerate launch, one process writes the folder
+    if writer:
         write_finetuned_folder(args.out, model, tokenizer)
     leave_process_group(trainer.accelerator)
-    return args.out
+    return args.out if writer else None
 
 
 def write_finetuned_folder(out: Path, model, tokenizer) -> None:
@@ -183,6 +184,6 @@ def run(args) -> int:
     except (UnlearningInputError, FileNotFoundError) as error:
         print(f"medunlearn finetune: error: {error}", file=sys.stderr)
         return 2
-    if os.environ.get("RANK", "0") == "0":  # under accelerate launch, once (the main process wrote it)
+    if out is not None:  # under accelerate launch, only the process that wrote the folder says so
         print(f"fine-tuned model written to {out}")
     return 0
