@@ -46,6 +46,18 @@ def isolated_datasets_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path_factory.mktemp("datasets-cache"))
 
 
+@pytest.fixture()
+def one_torch_thread():
+    """Run this test's own computations on one thread, as the child processes it compares against do (started
+    with OMP_NUM_THREADS=1): a different thread count may round float sums differently."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not SHARED_DATA.is_dir():

@@ -162,4 +162,3 @@ def test_evaluate_and_report_examples_run(unlearned_workspace, tmp_path, monkeyp
 def test_tofu_examples_run(tmp_path, monkeypatch):
     ran = _run_examples("tofu", tmp_path, monkeypatch)
     assert any(" compare " in c for c in ran)
-

@@ -110,7 +110,7 @@ def test_populations_come_from_the_folder_given_not_from_the_datasets_cache(amne
 
 
 @pytest.mark.slow  # ~20 s: torchrun starts two evaluation processes
-def test_two_processes_give_the_single_process_summary(amnesia_folder, saved_model, tmp_path):
+def test_two_processes_give_the_single_process_summary(amnesia_folder, saved_model, tmp_path, one_torch_thread):
     import os
     import shutil
     import subprocess
@@ -119,16 +119,9 @@ def test_two_processes_give_the_single_process_summary(amnesia_folder, saved_mod
     torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable))
     if torchrun is None:
         pytest.skip("torchrun is not installed next to this Python")
-    import torch
-
     common = ["--model", saved_model, "--data", amnesia_folder, "--forget", "forget_10", "--batch-size", 4,
               "--max-new-tokens", 3, "--max-retain-patients", 2, "--no-progress"]
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as the torchrun processes below: identical float rounding
-    try:
-        assert _run(*common, "--out", tmp_path / "one") == 0
-    finally:
-        torch.set_num_threads(threads)
+    assert _run(*common, "--out", tmp_path / "one") == 0
     medunlearn = [sys.executable, "-c", "import sys; from medunlearn.evaluation import cli; "
                   "sys.exit(cli.run(cli.build_parser('evaluate').parse_args(sys.argv[1:])))"]
     # --standalone: torchrun picks a free port, so concurrent runs on one machine do not collide.

@@ -64,17 +64,6 @@ def _completed(out_dir: Path) -> int:
     return sum(len(done) for done in manifest["completed"].values())
 
 
-@pytest.fixture()
-def one_torch_thread():
-    """The child runs on one thread; so must this process, or float sums may round differently."""
-    import torch
-
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 @pytest.mark.slow  # ~10 s: one child process that imports torch, killed after three batches
 def test_sigkill_then_restart_equals_uninterrupted(tmp_path, one_torch_thread):
     killed_dir, whole_dir = tmp_path / "killed", tmp_path / "whole"

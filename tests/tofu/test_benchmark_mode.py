@@ -116,19 +116,7 @@ def test_missing_model_and_data_are_named(capsys):
     assert "--model, --data required" in capsys.readouterr().err
 
 
-def _has_benchmark_flag(module: str) -> bool:
-    import importlib
-
-    parser = importlib.import_module(module).build_parser("medunlearn")
-    return any("--benchmark" in action.option_strings for action in parser._actions)
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(
-    not all(_has_benchmark_flag(m) for m in ("medunlearn.unlearn.finetune_cli", "medunlearn.unlearn.cli",
-                                             "medunlearn.evaluation.cli")),
-    reason="`--benchmark tofu` is not wired into finetune / unlearn / evaluate yet (patch in the TOFU helper's report)",
-)
 def test_finetune_unlearn_evaluate_with_benchmark_tofu(tmp_path):
     from medunlearn.cli import main
 

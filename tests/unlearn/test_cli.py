@@ -301,8 +301,6 @@ def test_finetune_with_lora_writes_a_merged_plain_model(amnesia_dir, tmp_path):
 
 
 def test_load_in_4bit_without_bitsandbytes_names_the_extra(amnesia_dir, tmp_path, capsys, monkeypatch):
-    import importlib.util
-
     find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "bitsandbytes" else find_spec(name, *a))
     rc = main(["unlearn", "--method", "npo", "--load-in-4bit", "--model", "smollm2-135m", "--data", str(amnesia_dir),
@@ -320,6 +318,7 @@ def test_load_in_4bit_with_tiny_llama_says_to_quantise_a_saved_folder(amnesia_di
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("bitsandbytes") is None, reason="bitsandbytes (medunlearn[qlora]) absent")
 def test_qlora_finetune_and_unlearn_train_adapters_on_4bit_weights(finetuned_dir, amnesia_dir, tmp_path):
+    from bitsandbytes.nn import Linear4bit
     from safetensors.torch import load_file
 
     from medunlearn.models import load_model_and_tokenizer
@@ -343,15 +342,12 @@ def test_qlora_finetune_and_unlearn_train_adapters_on_4bit_weights(finetuned_dir
         assert lora_b and any(adapter[name].abs().max() > 0 for name in lora_b)
     assert "LoRA adapter" in (unlearned / "README.md").read_text()
     model, _ = load_model_and_tokenizer(str(unlearned), quantization_config=cli.four_bit_quantization_config())
-    from bitsandbytes.nn import Linear4bit
-
     four_bit = [module for module in model.modules() if isinstance(module, Linear4bit)]
     assert four_bit and not any(module.support_avx512bf16_for_cpu for module in four_bit)
 
 
 @pytest.mark.slow
 def test_empty_forget_config_is_a_clear_error(finetuned_dir, amnesia_dir, tmp_path, capsys, monkeypatch):
-
     real = cli.load_qa_split
 
     def empty_forget(data, config, split="train"):

@@ -7,6 +7,7 @@ import torch
 from datasets import concatenate_datasets
 from hypothesis import given, settings
 from tiny_training import (
+    GARBAGE,
     answer_nll,
     assert_loss_splits_like_one_batch,
     changed_parameters,
@@ -26,10 +27,8 @@ from medunlearn.unlearn.pdu import (
     logit_margin_flattening_loss,
 )
 
-GARBAGE = [40.0, -30.0, 7.0]
 
-
-def fixed_batch():
+def margin_batch():
     """Answer-position logits: (1,2,3) margin 1; (0,0,3) margin 2; (2,2,2) margin 0; (4,0,-1) margin 3."""
     logits = torch.tensor(
         [
@@ -42,20 +41,20 @@ def fixed_batch():
 
 
 def test_flattening_loss_matches_hand_computation():
-    logits, labels = fixed_batch()
+    logits, labels = margin_batch()
     expected = (1**2 + 2**2 + 0**2 + 3**2) / 4
     assert logit_margin_flattening_loss(logits, labels).item() == pytest.approx(expected, abs=1e-6)
 
 
 def test_flattening_loss_is_zero_for_uniform_logits_and_shift_invariant():
-    logits, labels = fixed_batch()
+    logits, labels = margin_batch()
     assert logit_margin_flattening_loss(torch.full_like(logits, 3.7), labels).item() == 0.0
     shifted = logits + torch.randn(2, 4, 1)  # adding a constant per position leaves the distribution unchanged
     torch.testing.assert_close(logit_margin_flattening_loss(shifted, labels), logit_margin_flattening_loss(logits, labels))
 
 
 def test_flattening_loss_ignores_extra_padding_columns():
-    logits, labels = fixed_batch()
+    logits, labels = margin_batch()
     padded_logits = torch.cat([logits, torch.tensor([[[9.0, -9.0, 0.0]] * 2] * 2)], dim=1)
     padded_labels = torch.cat([labels, torch.full((2, 2), -100)], dim=1)
     assert logit_margin_flattening_loss(padded_logits, padded_labels).item() == pytest.approx(3.5, abs=1e-6)
@@ -63,7 +62,7 @@ def test_flattening_loss_ignores_extra_padding_columns():
 
 def test_flattening_gradient_by_hand():
     """For (0,0,3): margin m = 3 - 1 = 2, d m^2 / dz = 2m * (onehot(argmax) - 1/3) = 4 * (-1/3, -1/3, 2/3), /4 tokens."""
-    logits, labels = fixed_batch()
+    logits, labels = margin_batch()
     logits.requires_grad_(True)
     logit_margin_flattening_loss(logits, labels).backward()
     expected = torch.tensor([-1 / 3, -1 / 3, 2 / 3])
@@ -84,7 +83,7 @@ def test_constrained_objective_and_dual_ascent():
 
 
 def test_flattening_reduction_is_per_answer_then_over_answers():
-    logits, labels = fixed_batch()
+    logits, labels = margin_batch()
     labels[0, 2] = -100  # row 0 keeps margin 1; row 1 keeps margins 0 and 3
     assert logit_margin_flattening_loss(logits, labels).item() == pytest.approx((1 + (0 + 9) / 2) / 2, abs=1e-6)
 

@@ -8,6 +8,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from tiny_training import (
+    GARBAGE,
     assert_loss_splits_like_one_batch,
     changed_parameters,
     logits_and_labels,
@@ -20,7 +21,6 @@ from tiny_training import (
 from medunlearn.unlearn.base import nll_loss
 from medunlearn.unlearn.undial import UNDIALConfig, UNDIALTrainer, undial_loss
 
-GARBAGE = [40.0, -30.0, 7.0]
 IS_PROB = torch.tensor([[1, 1, 0, 0], [0, 1, 1, 0]], dtype=torch.bool)
 LABELS = torch.tensor([[-100, 1, 2, -100], [-100, -100, 0, 1]])
 
