@@ -62,14 +62,6 @@ def train_briefly(model, tokenizer, questions, answers, steps: int, seed: int = 
     return float(loss.detach())
 
 
-def plan(encoded, sort_by_length: bool):
-    """The runner's generation batch plan (see ``runner.run_model``)."""
-    from medunlearn.evaluation.runner import generation_order_key, plan_batches
-
-    key = generation_order_key([len(p) for p in encoded.prompt_ids], encoded.answer_end - encoded.answer_start)
-    return plan_batches(key, BATCH_SIZE, sort_by_length)
-
-
 def generate_all(model, tokenizer, prompt_ids, batches):
     from medunlearn.evaluation.runner import _eos_ids, greedy_generate
 
@@ -115,8 +107,10 @@ def compare_orders(model, tokenizer, encoded) -> None:
     """Time greedy generation of every prompt in data order and in the runner's order; print the comparison."""
     import time
 
+    from medunlearn.evaluation.runner import generation_batches
+
     prompt_ids = encoded.prompt_ids
-    plans = {order: plan(encoded, order) for order in (False, True)}
+    plans = {order: generation_batches(encoded, BATCH_SIZE, order) for order in (False, True)}
     generate_all(model, tokenizer, prompt_ids, plans[True][:1])  # warm-up
     # Alternate the two orders and keep each one's best time: the machine is shared, so single runs are noisy.
     wall, cpu, results = {False: float("inf"), True: float("inf")}, {False: float("inf"), True: float("inf")}, {}

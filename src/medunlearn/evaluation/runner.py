@@ -214,6 +214,14 @@ def generation_order_key(prompt_lengths, expected_answer_lengths) -> np.ndarray:
     return expected * (int(prompt_lengths.max(initial=0)) + 1) + prompt_lengths
 
 
+def generation_batches(encoded: EncodedExamples, batch_size: int, sort_by_length: bool) -> list[np.ndarray]:
+    """The generation pass's batches: one prompt per example, ordered by :func:`generation_order_key` (the gold
+    answer's token count, then the prompt's) when ``sort_by_length``."""
+    n = len(encoded.prompt_ids)  # the first n sequences are the examples' own answers; variants follow
+    key = generation_order_key([len(p) for p in encoded.prompt_ids], encoded.answer_end[:n] - encoded.answer_start[:n])
+    return plan_batches(key, batch_size, sort_by_length)
+
+
 def _device(model):
     return next(model.parameters()).device
 
@@ -412,13 +420,9 @@ def run_model(
     try:
         for pass_name in passes:
             if pass_name == TEACHER_FORCED:
-                lengths = [len(s) for s in encoded.full_ids]
+                batches = plan_batches([len(s) for s in encoded.full_ids], config.batch_size, config.sort_by_length)
             else:
-                n = len(encoded.prompt_ids)
-                lengths = generation_order_key(
-                    [len(p) for p in encoded.prompt_ids], encoded.answer_end[:n] - encoded.answer_start[:n]
-                )
-            batches = plan_batches(lengths, config.batch_size, config.sort_by_length)
+                batches = generation_batches(encoded, config.batch_size, config.sort_by_length)
             manifest["batches"][pass_name] = len(batches)
             done = done_anywhere[pass_name]
             todo = [k for k in range(process_index, len(batches), num_processes) if k not in done]

@@ -10,7 +10,8 @@ the README's YAML ``configs:`` block; every config has a single ``train`` split.
 * ``real_authors_perturbed`` and ``world_facts_perturbed``: ``question, answer, perturbed_answer`` (the wrong
   options of a multiple-choice question).
 
-``load_tofu(source, config)`` reads one config with ``datasets.load_dataset`` (fresh, via ``load_config``) (a Hub id or a local folder).
+``load_tofu(source, config)`` reads one config (a Hub id or a local folder) with ``datasets.load_dataset``,
+through ``medunlearn.data_loading.load_config`` so a local folder is read as it is now, not from the cache.
 """
 
 from __future__ import annotations
