@@ -63,10 +63,10 @@ def train_briefly(model, tokenizer, questions, answers, steps: int, seed: int = 
 
 
 def generate_all(model, tokenizer, prompt_ids, batches):
-    from medunlearn.evaluation.runner import _eos_ids, greedy_generate
+    from medunlearn.generation import eos_token_ids, greedy_generate
 
     outputs = [None] * len(prompt_ids)
-    eos = _eos_ids(tokenizer, model)
+    eos = eos_token_ids(tokenizer, model)
     for batch in batches:
         tokens = greedy_generate(model, [prompt_ids[i] for i in batch], tokenizer.pad_token_id, eos, MAX_NEW_TOKENS)
         for i, generated in zip(batch, tokens):

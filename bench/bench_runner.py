@@ -58,13 +58,12 @@ def baseline_metric(metric: str, model_dir: str, data_dir: str, population_confi
 
     from medunlearn.evaluation.populations import load_populations
     from medunlearn.evaluation.runner import (
-        _eos_ids,
         answer_token_statistics,
         encode_examples,
-        greedy_generate,
         plan_batches,
     )
     from medunlearn.evaluation.scoring import probability_statistics, text_statistics
+    from medunlearn.generation import eos_token_ids, greedy_generate
     from medunlearn.models import load_model_and_tokenizer
 
     needed_pass, populations = BASELINE_METRICS[metric]
@@ -75,7 +74,7 @@ def baseline_metric(metric: str, model_dir: str, data_dir: str, population_confi
     encoded = encode_examples(tokenizer, examples["question"].tolist(), examples["answer"].tolist())
     if needed_pass == "generation":
         texts = [""] * len(examples)
-        eos = _eos_ids(tokenizer, model)
+        eos = eos_token_ids(tokenizer, model)
         for batch in plan_batches([len(p) for p in encoded.prompt_ids], BATCH_SIZE, sort_by_length=False):
             tokens = greedy_generate(model, [encoded.prompt_ids[i] for i in batch], tokenizer.pad_token_id, eos, MAX_NEW_TOKENS)
             for i, text in zip(batch, tokenizer.batch_decode(tokens, skip_special_tokens=True)):

@@ -39,11 +39,10 @@ def _baseline_outputs(model, tokenizer, source, config, column, conventions, gen
     import pandas as pd
 
     from medunlearn.evaluation.runner import (
-        _eos_ids,
         answer_token_statistics,
         encode_examples,
-        greedy_generate,
     )
+    from medunlearn.generation import eos_token_ids, greedy_generate
     from medunlearn.tofu.conventions import ConventionTokenizer
     from medunlearn.tofu.data import load_tofu
 
@@ -63,7 +62,7 @@ def _baseline_outputs(model, tokenizer, source, config, column, conventions, gen
     if generate:
         texts = []
         for index in batches:
-            tokens = greedy_generate(model, [encoded.prompt_ids[i] for i in index], pad, _eos_ids(tokenizer, model),
+            tokens = greedy_generate(model, [encoded.prompt_ids[i] for i in index], pad, eos_token_ids(tokenizer, model),
                                      conventions.max_new_tokens)
             texts += tokenizer.batch_decode(tokens, skip_special_tokens=True)
         out["generated_text"] = texts

@@ -25,13 +25,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--push-to-hub", metavar="REPO_ID", default=None)
     args = parser.parse_args(argv)
 
-    from medunlearn.biodivergence import cli
+    from medunlearn.biodivergence import PoolSource, audit_folder, build_biodivergence
 
-    build = cli.build_parser("medunlearn biodivergence").parse_args(
-        ["build", "--pubmedqa", str(args.source), "--pubmedqa-label-source", args.label_source,
-         "--seed", str(args.seed), "--out", str(args.out), "--save-pool", str(args.out / "pool.jsonl")]
-    )
-    status = cli.run(build) or cli.run(cli.build_parser("medunlearn biodivergence").parse_args(["audit", str(args.out)]))
+    source = PoolSource(pubmedqa=args.source, pubmedqa_label_source=args.label_source)
+    folder, stats = build_biodivergence(args.out, source, seed=args.seed, save_pool=args.out / "pool.jsonl")
+    report = audit_folder(folder)
+    print("\n".join(report.lines()))
+    status = 0 if report.ok else 1
     if status == 0 and args.push_to_hub:
         from huggingface_hub import upload_folder
 

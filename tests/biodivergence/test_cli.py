@@ -2,12 +2,11 @@ import json
 
 import pytest
 
-from medunlearn.biodivergence import cli
+from medunlearn.cli import main
 
 
 def _run(*argv):
-    parser = cli.build_parser("medunlearn biodivergence")
-    return cli.run(parser.parse_args([str(a) for a in argv]))
+    return main(["biodivergence", *(str(a) for a in argv)])
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +82,8 @@ def test_audit_exit_code_on_violation(cli_folder, tmp_path, capsys):
 
 
 def test_help_has_a_working_example(capsys):
-    parser = cli.build_parser("medunlearn biodivergence")
+    from medunlearn.cli import subcommand_parser
+
+    parser = subcommand_parser("biodivergence")
     assert "medunlearn biodivergence build --synthetic" in parser.epilog
     assert parser.description

@@ -99,7 +99,7 @@ def test_evaluate_module_matches_the_function():
 def _records_strategy():
     from hypothesis import strategies as st
 
-    from medunlearn.biodivergence.ontology import AXIS_IDS, CONFLICT_TYPE_IDS
+    from medunlearn.ontology.biodivergence import AXIS_IDS, CONFLICT_TYPE_IDS
 
     words = st.lists(st.sampled_from(["drug", "risk", "adults", "children", "lower", "higher"]), min_size=1, max_size=6)
     record_strategy = st.builds(

@@ -3,7 +3,9 @@ import json
 import pandas as pd
 import pytest
 
-from medunlearn.biodivergence.ontology import (
+from medunlearn.biodivergence.pools import PoolNotFoundError, read_pool, write_pool
+from medunlearn.biodivergence.schema import PAIR_COLUMNS, PoolFormatError, normalise_pool
+from medunlearn.ontology.biodivergence import (
     AXIS_IDS,
     CONFLICT_TYPE_IDS,
     DIVERGENCE_AXES,
@@ -12,8 +14,6 @@ from medunlearn.biodivergence.ontology import (
     check_conflict_type,
     check_confounder,
 )
-from medunlearn.biodivergence.pools import PoolNotFoundError, read_pool, write_pool
-from medunlearn.biodivergence.schema import PAIR_COLUMNS, PoolFormatError, normalise_pool
 
 
 def test_registry_sizes_and_flags():

@@ -9,7 +9,7 @@ from medunlearn.biodivergence.pools import PubMedQAPoolConfig, pubmedqa_pool
 def test_pubmedqa_pool_build_audit_and_lexical_baseline(shared_data, tmp_path):
     import json
 
-    from medunlearn.biodivergence import cli
+    from medunlearn.cli import main
 
     source = shared_data / "pubmedqa" / "ori_pqal.json"
     if not source.is_file():
@@ -22,16 +22,15 @@ def test_pubmedqa_pool_build_audit_and_lexical_baseline(shared_data, tmp_path):
     shared_terms = set(raw[some["article_a"]]["MESHES"]) & set(raw[some["article_b"]]["MESHES"])
     assert shared_terms  # paired within a MeSH term
 
-    parser = cli.build_parser("medunlearn biodivergence")
     out = tmp_path / "pqa"
     argv = ["build", "--pubmedqa", str(source), "--pubmedqa-label-source", "llm", "--out", str(out)]
-    assert cli.run(parser.parse_args(argv)) == 0
-    assert cli.run(parser.parse_args(["audit", str(out)])) == 0
+    assert main(["biodivergence", *argv]) == 0
+    assert main(["biodivergence", "audit", str(out)]) == 0
     build = json.loads((out / "build.json").read_text())
     sizes = build["stats"]["split_sizes"]
     assert sizes["dev"] > 0 and sizes["test"] > 0  # the percolating MeSH graph was cut, not all sent to train
     assert build["stats"]["percolating"] and build["stats"]["bridging_pairs_dropped"] > 0
-    assert cli.run(parser.parse_args(["eval", "--baseline", "lexical", "--data", str(out),
-                                      "--out", str(tmp_path / "eval")])) == 0
+    assert main(["biodivergence", "eval", "--baseline", "lexical", "--data", str(out),
+                 "--out", str(tmp_path / "eval")]) == 0
     scores = json.loads((tmp_path / "eval" / "metrics.json").read_text())["scores"]
     assert scores["num_examples"] == sizes["test"] and 0.0 <= scores["accuracy"] <= 1.0

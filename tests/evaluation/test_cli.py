@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from medunlearn.evaluation import cli
+from medunlearn.cli import evaluate as cli
+from medunlearn.cli import main
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +28,7 @@ def saved_model(tiny_model, tiny_tokenizer, tmp_path):
 
 
 def _run(*argv) -> int:
-    return cli.run(cli.build_parser("medunlearn evaluate").parse_args([str(a) for a in argv]))
+    return main(["evaluate", *(str(a) for a in argv)])
 
 
 @pytest.mark.slow  # ~10 s: builds a 20-patient AMNESIA folder, then evaluates twice
@@ -122,8 +123,7 @@ def test_two_processes_give_the_single_process_summary(amnesia_folder, saved_mod
     common = ["--model", saved_model, "--data", amnesia_folder, "--forget", "forget_10", "--batch-size", 4,
               "--max-new-tokens", 3, "--max-retain-patients", 2, "--no-progress"]
     assert _run(*common, "--out", tmp_path / "one") == 0
-    medunlearn = [sys.executable, "-c", "import sys; from medunlearn.evaluation import cli; "
-                  "sys.exit(cli.run(cli.build_parser('evaluate').parse_args(sys.argv[1:])))"]
+    medunlearn = [sys.executable, "-m", "medunlearn.cli", "evaluate"]
     # --standalone: torchrun picks a free port, so concurrent runs on one machine do not collide.
     command = [torchrun, "--standalone", "--nproc_per_node", "2", "--no-python", *medunlearn,
                *map(str, common), "--out", str(tmp_path / "two")]

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from medunlearn.data_loading import ConfigNameError
 from medunlearn.evaluation.populations import (
     FORGET_HOLDOUT,
     FORGET_SEEN,
@@ -86,7 +87,7 @@ def test_patient_sample_is_seeded_and_order_free():
 def test_retain_config_names():
     assert retain_config_for("forget_25") == "retain_75"
     assert retain_config_for("disease_infection_immune_forget_20") == "disease_infection_immune_retain_80"
-    with pytest.raises(PopulationError, match="forget_X"):
+    with pytest.raises(ConfigNameError, match="forget_X"):
         retain_config_for("retain_90")
 
 

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 
 import pytest
 
-from medunlearn.evaluation import report_cli
+from medunlearn.cli import main
 from medunlearn.evaluation.report import ReportError, report_rows, write_report
 
 
@@ -87,6 +86,6 @@ def test_same_method_name_twice_is_told_apart(two_eval_dirs, tmp_path):
 def test_missing_summary_is_a_clear_error(tmp_path, capsys):
     with pytest.raises(ReportError, match="no summary.json"):
         report_rows([tmp_path])
-    code = report_cli.run(SimpleNamespace(eval_dirs=[str(tmp_path)], out=str(tmp_path / "out")))
+    code = main(["report", str(tmp_path), "--out", str(tmp_path / "out")])
     assert code == 2
     assert f"{tmp_path}: no summary.json" in capsys.readouterr().err

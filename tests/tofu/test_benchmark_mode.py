@@ -3,7 +3,6 @@ reference's tag rendering."""
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import pytest
@@ -48,41 +47,42 @@ def test_every_unlearning_method_runs_on_a_tofu_forget_config(tofu_model, tmp_pa
         assert any(not (before[k] == after[k]).all() for k in before), f"{method} changed no weight"
 
 
-def _evaluate_args(**values):
-    """The namespace `medunlearn evaluate` parses, plus the two flags its TOFU patch adds."""
-    from medunlearn.evaluation.cli import build_parser
+def _evaluate(model_dir, folder, out, *argv) -> int:
+    from medunlearn.cli import main
 
-    args = build_parser("medunlearn evaluate").parse_args(
-        ["--model", values.pop("model"), "--data", values.pop("data"), "--forget", "forget10",
-         "--out", values.pop("out"), *values.pop("argv", [])])
-    args.benchmark, args.tofu_preset = "tofu", values.pop("tofu_preset", None)
-    return args
+    return main(["evaluate", "--benchmark", "tofu", "--model", str(model_dir), "--data", str(folder),
+                 "--forget", "forget10", "--out", str(out), "--no-progress", *argv])
 
 
-def test_evaluate_hook_uses_the_preset_unless_max_new_tokens_is_given(tofu_model, tmp_path, capsys):
-    from medunlearn.tofu.cli import evaluate_from_evaluate_args
-
+def test_evaluate_benchmark_tofu_uses_the_preset_unless_max_new_tokens_is_given(tofu_model, tmp_path, capsys):
     folder, model_dir = tofu_model
-    args = _evaluate_args(model=str(model_dir), data=str(folder), out=str(tmp_path / "a"),
-                          tofu_preset="open-unlearning", argv=["--max-new-tokens", "3", "--batch-size", "64"])
-    assert evaluate_from_evaluate_args(args) == 0
+    assert _evaluate(model_dir, folder, tmp_path / "a", "--preset", "open-unlearning", "--max-new-tokens", "3",
+                     "--batch-size", "64") == 0
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
     assert summary["conventions"]["name"] == "open-unlearning" and summary["conventions"]["max_new_tokens"] == 3
-    args = _evaluate_args(model=str(model_dir), data=str(folder), out=str(tmp_path / "a"), argv=["--rescore"])
     capsys.readouterr()
-    assert evaluate_from_evaluate_args(args) == 0
-    assert json.loads(capsys.readouterr().out) == summary["open_unlearning"]
-    bad = _evaluate_args(model=str(model_dir), data=str(folder), out=str(tmp_path / "b"), tofu_preset="tofu-v0")
-    assert evaluate_from_evaluate_args(bad) == 2
-    assert "tofu-v0" in capsys.readouterr().err
+    assert _evaluate(model_dir, folder, tmp_path / "a", "--rescore") == 0
+    assert json.loads(capsys.readouterr().out.split("\nsummary:")[0]) == summary["open_unlearning"]
+    with pytest.raises(SystemExit) as stopped:  # an unknown preset is refused while parsing, naming it
+        _evaluate(model_dir, folder, tmp_path / "b", "--preset", "tofu-v0")
+    assert stopped.value.code == 2 and "tofu-v0" in capsys.readouterr().err
 
 
-def test_default_max_new_tokens_of_evaluate_keeps_the_presets_value():
-    from medunlearn.evaluation.cli import build_parser
-    from medunlearn.tofu.cli import EVALUATE_DEFAULT_MAX_NEW_TOKENS
+def test_evaluate_benchmark_tofu_takes_the_tofu_options_and_an_explicit_default_length(tofu_model, tmp_path):
+    """One command, one set of options: --system-prompt and --stop reach the conventions, and an explicit
+    --max-new-tokens equal to the AMNESIA default is kept, not taken as "not set"."""
+    folder, model_dir = tofu_model
+    assert _evaluate(model_dir, folder, tmp_path / "c", "--preset", "open-unlearning", "--max-new-tokens", "64",
+                     "--system-prompt", "Be brief.", "--stop", "\n\n", "--batch-size", "64") == 0
+    conventions = json.loads((tmp_path / "c" / "summary.json").read_text())["conventions"]
+    assert conventions["max_new_tokens"] == 64 and conventions["system_prompt"] == "Be brief."
+    assert conventions["stop_strings"] == ["\n\n"]
 
-    parsed = build_parser("medunlearn evaluate").parse_args(["--out", "x"])
-    assert parsed.max_new_tokens == EVALUATE_DEFAULT_MAX_NEW_TOKENS
+
+def test_evaluate_without_max_new_tokens_leaves_the_length_to_the_preset():
+    from medunlearn.cli.evaluate import build_parser
+
+    assert build_parser().parse_args(["--out", "x"]).max_new_tokens is None
 
 
 def test_llama3_preset_renders_the_reference_tags_and_ends_the_answer_with_eos(tiny_tokenizer):
@@ -108,11 +108,9 @@ def test_chat_template_preset_adds_the_system_prompt(tiny_tokenizer):
 
 
 def test_missing_model_and_data_are_named(capsys):
-    from medunlearn.tofu.cli import evaluate_from_evaluate_args
+    from medunlearn.cli import main
 
-    args = argparse.Namespace(model=None, data=None, forget=None, out="x", retain_model=None, batch_size=1,
-                              max_new_tokens=64)
-    assert evaluate_from_evaluate_args(args) == 2
+    assert main(["evaluate", "--benchmark", "tofu", "--out", "x"]) == 2
     assert "--model, --data required" in capsys.readouterr().err
 
 

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from medunlearn.tofu.cli import build_parser, run
+from medunlearn.cli import main
 
 
 def _run(argv) -> int:
-    return run(build_parser().parse_args(argv))
+    return main(["tofu", *argv])
 
 
 @pytest.mark.slow
@@ -57,7 +57,9 @@ def test_missing_folder_and_unknown_forget_config_are_reported(tmp_path, capsys)
 
 
 def test_every_example_in_the_help_parses():
-    parser = build_parser()
+    from medunlearn.cli import subcommand_parser
+
+    parser = subcommand_parser("tofu")
     joined = parser.epilog.replace("\\\n", " ")
     examples = [line.strip().removeprefix("medunlearn tofu ").split() for line in joined.splitlines()
                 if line.strip().startswith("medunlearn tofu ")]

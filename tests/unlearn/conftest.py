@@ -86,7 +86,8 @@ def memorised_state(tiny_tokenizer):
     import torch
 
     from medunlearn.models import build_tiny_llama
-    from medunlearn.unlearn.base import ForgetRetainCollator, nll_loss, tokenize_prompt_completion
+    from medunlearn.unlearn.data import ForgetRetainCollator, tokenize_prompt_completion
+    from medunlearn.unlearn.ops import nll_loss
 
     model = build_tiny_llama(tiny_tokenizer)
     encoded = tokenize_prompt_completion(

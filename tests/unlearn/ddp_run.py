@@ -24,7 +24,7 @@ def _load(path: Path, name: str):
 def main(out: str, per_device_batch: int) -> None:
     from medunlearn.models import build_tiny_llama, train_bpe_tokenizer
     from medunlearn.unlearn import GradDiffConfig, GradDiffTrainer
-    from medunlearn.unlearn.base import leave_process_group
+    from medunlearn.utils.distributed import leave_process_group
 
     fixtures = _load(HERE / "conftest.py", "unlearn_fixtures")
     texts = _load(HERE.parent / "conftest.py", "root_fixtures").FIXTURE_TEXTS

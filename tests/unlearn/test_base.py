@@ -8,20 +8,20 @@ import numpy as np
 import pytest
 import torch
 
-from medunlearn.unlearn.base import (
-    IGNORE_INDEX,
+from medunlearn.unlearn.data import ForgetRetainDataset, sample_retain_indices, tokenize_prompt_completion
+from medunlearn.unlearn.errors import (
     EmptyForgetSetError,
-    ForgetRetainDataset,
     MissingChatTemplateError,
     NonFiniteLossError,
     UnlearningInputError,
+)
+from medunlearn.unlearn.ops import (
+    IGNORE_INDEX,
     completion_token_logps,
     kl_to_reference,
     masked_sequence_mean,
-    sample_retain_indices,
     sequence_logps,
     sequence_mean_nll,
-    tokenize_prompt_completion,
 )
 
 # Batch of 2, 4 positions, vocabulary 3. Row 0: prompt token, then 2 completion tokens, then padding.
@@ -304,3 +304,15 @@ def test_template_whose_prompt_is_not_a_prefix_is_a_clear_error(tiny_tokenizer):
     )
     with pytest.raises(UnlearningInputError, match="row 0"):
         tokenize_prompt_completion(["Which artery?"], ["The right one."], odd, 64)
+
+
+def test_the_compatibility_module_base_re_exports_the_split_modules():
+    """``medunlearn.unlearn.base`` was split by job; old imports from it keep working, with the same objects."""
+    from medunlearn.unlearn import base, config, data, ops, trainer
+    from medunlearn.utils import distributed
+
+    assert base.UnlearningConfig is config.UnlearningConfig
+    assert base.UnlearningTrainer is trainer.UnlearningTrainer
+    assert base.ForgetRetainCollator is data.ForgetRetainCollator and base.nll_loss is ops.nll_loss
+    assert base.leave_process_group is distributed.leave_process_group
+    assert all(hasattr(base, name) for name in base.__all__)

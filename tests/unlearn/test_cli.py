@@ -10,7 +10,8 @@ import warnings
 import pytest
 
 from medunlearn.cli import main
-from medunlearn.unlearn import cli
+from medunlearn.models import four_bit_quantization_config
+from medunlearn.unlearn import run as unlearn_run
 
 
 @pytest.fixture(scope="module")
@@ -97,10 +98,11 @@ def test_unknown_recipe_field_names_the_file_and_field(tmp_path, capsys):
 
 
 def test_retain_config_is_derived_from_the_forget_config():
-    from medunlearn.unlearn.cli import derive_retain_config
+    from medunlearn.unlearn.run import UnlearningDataArguments
 
-    assert derive_retain_config("forget_10") == "retain_90"
-    assert derive_retain_config("disease_cancer_forget_5") == "disease_cancer_retain_95"
+    assert UnlearningDataArguments("d", "forget_10").retain_config() == "retain_90"
+    assert UnlearningDataArguments("d", "disease_cancer_forget_5").retain_config() == "disease_cancer_retain_95"
+    assert UnlearningDataArguments("d", "forget_10", retain="retain_80").retain_config() == "retain_80"
 
 
 @pytest.mark.slow
@@ -341,20 +343,20 @@ def test_qlora_finetune_and_unlearn_train_adapters_on_4bit_weights(finetuned_dir
         lora_b = [name for name in adapter if "lora_B" in name]
         assert lora_b and any(adapter[name].abs().max() > 0 for name in lora_b)
     assert "LoRA adapter" in (unlearned / "README.md").read_text()
-    model, _ = load_model_and_tokenizer(str(unlearned), quantization_config=cli.four_bit_quantization_config())
+    model, _ = load_model_and_tokenizer(str(unlearned), quantization_config=four_bit_quantization_config())
     four_bit = [module for module in model.modules() if isinstance(module, Linear4bit)]
     assert four_bit and not any(module.support_avx512bf16_for_cpu for module in four_bit)
 
 
 @pytest.mark.slow
 def test_empty_forget_config_is_a_clear_error(finetuned_dir, amnesia_dir, tmp_path, capsys, monkeypatch):
-    real = cli.load_qa_split
+    real = unlearn_run.load_split
 
     def empty_forget(data, config, split="train"):
         rows = real(data, config, split)
         return rows.select([]) if "forget" in config else rows
 
-    monkeypatch.setattr(cli, "load_qa_split", empty_forget)
+    monkeypatch.setattr(unlearn_run, "load_split", empty_forget)
     rc = main(
         [
             "unlearn",

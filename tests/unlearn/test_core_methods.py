@@ -7,11 +7,11 @@ import math
 import pytest
 import torch
 
-from medunlearn.unlearn.base import sequence_mean_nll
 from medunlearn.unlearn.grad_ascent import grad_ascent_loss
 from medunlearn.unlearn.grad_diff import grad_diff_loss
 from medunlearn.unlearn.kl_min import kl_min_loss
 from medunlearn.unlearn.npo import npo_loss
+from medunlearn.unlearn.ops import sequence_mean_nll
 from medunlearn.unlearn.rmu import activation_mse, random_control_vector, rmu_loss
 from medunlearn.unlearn.simnpo import simnpo_loss
 
@@ -109,7 +109,7 @@ def test_npo_loss_matches_hand_computation():
     reference = [-2.0, -0.5]
     beta = 0.1
     expected = sum((2 / beta) * math.log(1 + math.exp(beta * (p - r))) for p, r in zip(policy, reference)) / 2
-    from medunlearn.unlearn.base import sequence_logps
+    from medunlearn.unlearn.ops import sequence_logps
 
     got = npo_loss(sequence_logps(FORGET_LOGITS, FORGET_LABELS), torch.tensor(reference), beta)
     assert got.item() == pytest.approx(expected, abs=1e-5)

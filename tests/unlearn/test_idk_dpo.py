@@ -16,7 +16,6 @@ from tiny_training import (
     parameters_of,
 )
 
-from medunlearn.unlearn.base import sequence_logps
 from medunlearn.unlearn.errors import UnlearningInputError
 from medunlearn.unlearn.idk_dpo import (
     IdkDPOConfig,
@@ -25,6 +24,7 @@ from medunlearn.unlearn.idk_dpo import (
     idk_dpo_loss,
     load_idk_answers,
 )
+from medunlearn.unlearn.ops import sequence_logps
 
 
 def test_sequence_log_probs_sum_answer_tokens_only():

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from medunlearn.unlearn.cli import build_method_config
 from medunlearn.unlearn.methods import METHODS, available_methods
+from medunlearn.unlearn.run import build_method_config
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES = sorted((ROOT / "recipes").glob("*.yaml"))

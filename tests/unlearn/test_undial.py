@@ -18,7 +18,7 @@ from tiny_training import (
     random_batches,
 )
 
-from medunlearn.unlearn.base import nll_loss
+from medunlearn.unlearn.ops import nll_loss
 from medunlearn.unlearn.undial import UNDIALConfig, UNDIALTrainer, undial_loss
 
 IS_PROB = torch.tensor([[1, 1, 0, 0], [0, 1, 1, 0]], dtype=torch.bool)

@@ -19,7 +19,7 @@ from tiny_training import (
     random_batches,
 )
 
-from medunlearn.unlearn.base import completion_token_logps
+from medunlearn.unlearn.ops import completion_token_logps
 from medunlearn.unlearn.wga import WGAConfig, WGATrainer, wga_loss
 
 ANSWER_PROBS = [0.25, 0.5, 0.6, 0.8]

@@ -5,9 +5,10 @@ the disease vocabulary (:mod:`.vocabulary`), splits (:mod:`.splits`), the Hub-re
 its audit (:mod:`.audit`) and a ``datasets`` builder (:mod:`.builder`).
 """
 
-from medunlearn.amnesia.build import build_amnesia_folder, build_contents
-from medunlearn.amnesia.schema import DISEASES, QA_TYPES, Patient, QAPair, RecordError
+from medunlearn.amnesia.build import build_amnesia, build_amnesia_folder, build_contents
+from medunlearn.amnesia.schema import Patient, QAPair, RecordError
 from medunlearn.amnesia.splits import SplitConfig, build_splits
+from medunlearn.ontology.amnesia import DISEASES, QA_TYPES
 
 __all__ = [
     "DISEASES",
@@ -16,6 +17,7 @@ __all__ = [
     "QAPair",
     "RecordError",
     "SplitConfig",
+    "build_amnesia",
     "build_amnesia_folder",
     "build_contents",
     "build_splits",

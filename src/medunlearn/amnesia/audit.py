@@ -14,11 +14,12 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from medunlearn.amnesia.hub import BUILD_FILE, NOTES_COLUMNS, QA_COLUMNS, QA_SPLITS
-from medunlearn.amnesia.schema import DISEASES, QA_TYPES
 from medunlearn.amnesia.splits import forget_size, retain_config_name
+from medunlearn.errors import MedunlearnError
+from medunlearn.ontology.amnesia import DISEASES, QA_TYPES
 
 
-class AuditFailure(AssertionError):
+class AuditFailure(MedunlearnError, AssertionError):
     """An invariant does not hold; the message says which and where."""
 
 

@@ -10,16 +10,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from medunlearn.amnesia.cohort import generate_cohort
 from medunlearn.amnesia.hub import FolderContents, write_folder
-from medunlearn.amnesia.schema import (
-    DISEASE_LEVEL_DEFAULT,
-    DISEASES,
-    QA_TYPES,
-    RecordError,
-    validate_notes,
-    validate_qa,
-)
+from medunlearn.amnesia.pmc_patients import UNCLASSIFIED, read_pmc_patients, read_qa_file
+from medunlearn.amnesia.schema import RecordError, validate_notes, validate_qa
 from medunlearn.amnesia.splits import FORGET_PERCENTAGES, SplitConfig, build_splits
+from medunlearn.errors import InputError
+from medunlearn.ontology.amnesia import DISEASE_LEVEL_DEFAULT, DISEASES, QA_TYPES
 
 SOURCES = ("synthetic", "pmc-patients")
 
@@ -70,24 +67,22 @@ def build_contents(
 ) -> FolderContents:
     """Records and splits in memory (what :func:`build_amnesia_folder` writes)."""
     if source not in SOURCES:
-        raise ValueError(f"unknown source {source!r}; choose one of {', '.join(SOURCES)}")
+        raise InputError(f"unknown source {source!r}; choose one of {', '.join(SOURCES)}")
     unknown = [d for d in disease_level if d not in DISEASES]
     if unknown:
-        raise ValueError(f"unknown disease(s) {', '.join(unknown)}; allowed: {', '.join(DISEASES)}")
+        raise InputError(f"unknown disease(s) {', '.join(unknown)}; allowed: {', '.join(DISEASES)}")
     if not 0 < holdout_per_type < qa_per_type:
-        raise ValueError(f"holdout_per_type must be in 1..{qa_per_type - 1}, got {holdout_per_type}")
+        raise InputError(f"holdout_per_type must be in 1..{qa_per_type - 1}, got {holdout_per_type}")
     skipped: dict[str, list[str]] = {}
     if source == "synthetic":
-        from medunlearn.amnesia.cohort import generate_cohort
 
         notes, qa = generate_cohort(patients=patients, seed=seed)
         notes_source, qa_source = "synthetic cohort", "synthetic cohort"
         parameters = {"source": source, "patients": patients}
     else:
-        from medunlearn.amnesia.pmc_patients import UNCLASSIFIED, read_pmc_patients, read_qa_file
 
         if notes_path is None or qa_path is None:
-            raise ValueError("--source pmc-patients needs both --notes FILE and --qa FILE")
+            raise InputError("--source pmc-patients needs both --notes FILE and --qa FILE")
         notes, unclassified = read_pmc_patients(notes_path)
         if unclassified:
             skipped[UNCLASSIFIED] = sorted(unclassified)
@@ -103,7 +98,7 @@ def build_contents(
     notes, qa, incomplete = join_and_check_counts(notes, qa, qa_per_type, qa_source)
     skipped.update(incomplete)
     if notes.num_rows == 0:
-        raise ValueError(f"{notes_source}: no patient left after validation ({', '.join(skipped) or 'no records'})")
+        raise InputError(f"{notes_source}: no patient left after validation ({', '.join(skipped) or 'no records'})")
     config = SplitConfig(
         seed=seed,
         forget_percentages=tuple(forget_percentages),
@@ -122,15 +117,18 @@ def build_contents(
                           skipped=skipped)
 
 
-def build_amnesia_folder(out_dir: str | os.PathLike, *, overwrite: bool = False, **build_options) -> Path:
+def build_amnesia(out_dir: str | os.PathLike, *, overwrite: bool = False, **build_options) -> Path:
     """Build an AMNESIA folder that ``load_dataset(out_dir, CONFIG)`` reads.
 
     ``build_options`` are those of :func:`build_contents` (``source``, ``patients``, ``seed``, ``notes_path``,
     ``qa_path``, ``disease_level``, ``forget_percentages``, ``qa_per_type``, ``holdout_per_type``).
 
     >>> import tempfile, datasets
-    >>> folder = build_amnesia_folder(tempfile.mkdtemp() + "/amnesia", patients=40, seed=0)
+    >>> folder = build_amnesia(tempfile.mkdtemp() + "/amnesia", patients=40, seed=0)
     >>> datasets.load_dataset(str(folder), "forget_10")["train"].num_rows  # 4 patients × 6 seen QA
     24
     """
     return write_folder(build_contents(**build_options), out_dir, overwrite=overwrite)
+
+
+build_amnesia_folder = build_amnesia  # the name before the Python API was gathered (kept for notebooks and scripts)

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 import datasets
 
 from medunlearn.amnesia.hub import NOTES_COLUMNS, QA_COLUMNS, config_tables
-from medunlearn.amnesia.schema import DISEASES
 from medunlearn.amnesia.splits import FORGET_PERCENTAGES
+from medunlearn.errors import InputError
+from medunlearn.ontology.amnesia import DISEASES
 
 _QA_FEATURES = datasets.Features({name: datasets.Value("string") for name in QA_COLUMNS})
 _NOTES_FEATURES = datasets.Features(
@@ -80,7 +81,7 @@ class AmnesiaBuilder(datasets.ArrowBasedBuilder):
         tables = {split: table for config, split, table in config_tables(contents) if config == self.config.name}
         if not tables:
             reason = contents.splits.omitted.get(forget_name, "not built")
-            raise ValueError(f"config {self.config.name!r} does not exist for this cohort: {reason}")
+            raise InputError(f"config {self.config.name!r} does not exist for this cohort: {reason}")
         return [datasets.SplitGenerator(name=split, gen_kwargs={"table": table}) for split, table in tables.items()]
 
     def _generate_tables(self, table):

@@ -24,8 +24,10 @@ import numpy as np
 import pyarrow as pa
 import yaml
 
-from medunlearn.amnesia.schema import DISEASE_SHARES, NOTES_SCHEMA, QA_SCHEMA
+from medunlearn.amnesia.schema import NOTES_SCHEMA, QA_SCHEMA
 from medunlearn.amnesia.vocabulary import DiseaseVocabulary, default_vocabulary
+from medunlearn.errors import InputError
+from medunlearn.ontology.amnesia import DISEASE_SHARES
 
 N_PAPER_PATIENTS = 8820
 
@@ -130,7 +132,7 @@ def generate_cohort(
     (20, 160, ['factual', 'reasoning'])
     """
     if patients < 1:
-        raise ValueError(f"`patients` must be at least 1, got {patients}")
+        raise InputError(f"`patients` must be at least 1, got {patients}")
     conditions, context = _cohort_data()
     vocabulary = vocabulary or default_vocabulary()
     rng = np.random.default_rng(seed)

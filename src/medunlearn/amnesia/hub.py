@@ -21,6 +21,8 @@ import pyarrow.compute as pc
 from tqdm.auto import tqdm
 
 from medunlearn.amnesia.splits import AmnesiaSplits, retain_config_name
+from medunlearn.data_loading import quiet_datasets
+from medunlearn.errors import OutputExistsError
 
 NOTES_COLUMNS = ["patient_id", "title", "note", "disease", "disease_keywords"]
 QA_COLUMNS = ["qa_id", "patient_id", "disease", "qa_type", "question", "answer"]
@@ -44,7 +46,6 @@ LICENSES = {
 @dataclass
 class FolderContents:
     """Everything the folder will hold, before it is written."""
-
     notes: pa.Table
     qa: pa.Table
     splits: AmnesiaSplits
@@ -82,7 +83,6 @@ def config_tables(contents: FolderContents) -> Iterator[tuple[str, str, pa.Table
 def _write_parquet(table: pa.Table, path: Path) -> None:
     import datasets
 
-    from medunlearn.data_loading import quiet_datasets
 
     path.parent.mkdir(parents=True, exist_ok=True)
     # Through `datasets`, so the file carries its Features and `load_dataset` restores them exactly.
@@ -196,7 +196,7 @@ def atomic_folder(out_dir: Path, overwrite: bool) -> Iterator[Path]:
     """Yield a temporary folder next to ``out_dir``; on success it replaces ``out_dir``, on failure it vanishes."""
     out_dir = Path(out_dir)
     if out_dir.exists() and not overwrite:
-        raise FileExistsError(f"{out_dir} already exists (pass --overwrite to replace it)")
+        raise OutputExistsError(f"{out_dir} already exists (pass --overwrite to replace it)")
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-", dir=out_dir.parent))
     try:
@@ -256,3 +256,27 @@ def publish_folder(folder: str | os.PathLike, repo_id: str, *, private: bool = F
     api.upload_folder(folder_path=str(folder), repo_id=repo_id, repo_type="dataset",
                       commit_message="Upload AMNESIA folder built with medunlearn")
     return files
+
+
+def print_split_table(folder) -> None:
+    """The split sizes of a built folder as a table, then what was omitted or skipped and why."""
+    from rich.console import Console
+    from rich.table import Table
+
+    manifest = json.loads((folder / BUILD_FILE).read_text())
+    table = Table(title=f"AMNESIA splits in {folder}")
+    for column in ("config", "patients", "train QA", "holdout QA"):
+        table.add_column(column, justify="left" if column == "config" else "right")
+    for config in manifest["configs"]:
+        sizes = manifest["sizes"][config]
+        if config == "notes":
+            table.add_row(config, f"{sizes['train']['patients']:,}", "—", "—")
+        else:
+            table.add_row(config, f"{sizes['train']['patients']:,}", f"{sizes['train']['rows']:,}",
+                          f"{sizes['holdout']['rows']:,}")
+    console = Console()
+    console.print(table)
+    for name, reason in manifest["omitted"].items():
+        console.print(f"omitted {name}: {reason}")
+    for reason, ids in manifest["skipped"].items():
+        console.print(f"skipped {len(ids)} patients: {reason}")

@@ -18,7 +18,6 @@ from pathlib import Path
 import pyarrow as pa
 
 from medunlearn.amnesia.schema import (
-    DISEASES,
     NOTES_SCHEMA,
     QA_SCHEMA,
     RecordError,
@@ -27,6 +26,8 @@ from medunlearn.amnesia.schema import (
     check_unique,
 )
 from medunlearn.amnesia.vocabulary import DiseaseVocabulary, default_vocabulary
+from medunlearn.errors import MissingInputError
+from medunlearn.ontology.amnesia import DISEASES
 
 UNCLASSIFIED = "no disease category could be assigned from title and note"
 
@@ -35,7 +36,7 @@ def read_records(path: str | Path) -> list[dict]:
     """Rows of a CSV, JSON (a list of objects) or JSONL file, as dicts of strings/values."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
+        raise MissingInputError(f"{path}: no such file")
     suffix = path.suffix.lower()
     if suffix == ".csv":
         csv.field_size_limit(2**31 - 1)  # PMC-Patients notes exceed csv's default field limit

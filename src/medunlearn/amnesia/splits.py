@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from medunlearn.amnesia.schema import DISEASE_LEVEL_DEFAULT, QA_TYPES
+from medunlearn.ontology.amnesia import DISEASE_LEVEL_DEFAULT, QA_TYPES
 
 FORGET_PERCENTAGES = (5, 10, 15, 20, 25)
 

@@ -19,7 +19,8 @@ from importlib import resources
 
 import yaml
 
-from medunlearn.amnesia.schema import DISEASES
+from medunlearn.errors import InputError
+from medunlearn.ontology.amnesia import DISEASES
 
 _WORD = re.compile(r"[a-z0-9]+")
 
@@ -137,7 +138,7 @@ def curated_terms() -> dict[str, str]:
     terms = {}
     for category, category_terms in _load_yaml("disease_terms.yaml").items():
         if category not in DISEASES:
-            raise ValueError(f"disease_terms.yaml: unknown category {category!r}; allowed: {', '.join(DISEASES)}")
+            raise InputError(f"disease_terms.yaml: unknown category {category!r}; allowed: {', '.join(DISEASES)}")
         for term in category_terms:
             terms.setdefault(str(term), category)
     return terms

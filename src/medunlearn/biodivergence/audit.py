@@ -18,9 +18,10 @@ import yaml
 
 from medunlearn.biodivergence.schema import MIN_CONFIDENCE, PoolFormatError, normalise_pool
 from medunlearn.biodivergence.splits import SPLITS, normalise_claim
+from medunlearn.errors import MedunlearnError
 
 
-class FolderFormatError(ValueError):
+class FolderFormatError(MedunlearnError, ValueError):
     """The folder is not a BioDivergence Hub folder (README configs or parquet files missing)."""
 
 

@@ -14,7 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from medunlearn.biodivergence.ontology import AXIS_IDS, CONFLICT_TYPES, DIVERGENCE_AXES, NO_CONFOUNDER
+from medunlearn.errors import InputError
+from medunlearn.generation import generate_texts
+from medunlearn.models import load_model
+from medunlearn.ontology.biodivergence import AXIS_IDS, CONFLICT_TYPES, DIVERGENCE_AXES, NO_CONFOUNDER
 
 
 def pair_text(frame: pd.DataFrame) -> pd.Series:
@@ -53,7 +56,6 @@ class MajorityBaseline:
 @dataclass
 class LexicalBaselineConfig:
     """TF-IDF of the pair text (word 1–2-grams, sublinear tf) and L2 logistic regressions (ours)."""
-
     ngram_range: tuple[int, int] = (1, 2)
     min_df: int = 1
     max_features: int = 50_000
@@ -163,7 +165,6 @@ class ZeroShotConfig:
 
 class ZeroShotBaseline:
     """Prompt a causal LM for the JSON of the four outputs; returns its raw text (the metric parses it)."""
-
     name = "zero-shot"
 
     def __init__(self, model, tokenizer, config: ZeroShotConfig | None = None):
@@ -182,25 +183,10 @@ class ZeroShotBaseline:
         return [c[0]["content"] + "\n" + c[1]["content"] + "\n" + prefix for c in conversations]
 
     def predict(self, frame: pd.DataFrame) -> list[str]:
-        import torch
 
-        tokenizer = self.tokenizer
-        tokenizer.padding_side = "left"  # decoder-only batches must be left-padded for generation
-        if tokenizer.pad_token is None:
-            tokenizer.pad_token = tokenizer.eos_token
-        prompts = self.prompts(frame)
-        outputs: list[str] = []
-        self.model.eval()
-        device = next(self.model.parameters()).device
-        for start in range(0, len(prompts), self.config.batch_size):
-            batch = tokenizer(prompts[start:start + self.config.batch_size], return_tensors="pt", padding=True,
-                              truncation=True, max_length=self.config.max_prompt_tokens,
-                              add_special_tokens=False).to(device)
-            with torch.no_grad():
-                generated = self.model.generate(**batch, max_new_tokens=self.config.max_new_tokens, do_sample=False,
-                                                pad_token_id=tokenizer.pad_token_id)
-            new_tokens = generated[:, batch["input_ids"].shape[1]:]
-            outputs += tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
+        outputs = generate_texts(self.model, self.tokenizer, self.prompts(frame),
+                                 max_new_tokens=self.config.max_new_tokens, batch_size=self.config.batch_size,
+                                 max_prompt_tokens=self.config.max_prompt_tokens)
         return [self.config.response_prefix + text for text in outputs]
 
 
@@ -217,12 +203,11 @@ def make_baseline(name: str, *, model: str | None = None, device: str | None = N
     if name == "zero-shot":
         import torch
 
-        from medunlearn.models import load_model_and_tokenizer
 
-        loaded_model, tokenizer = load_model_and_tokenizer(model or "smollm2-135m")
+        loaded_model, tokenizer = load_model(model or "smollm2-135m")
         loaded_model.to(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         return ZeroShotBaseline(loaded_model, tokenizer, **kwargs)
-    raise ValueError(f"unknown baseline {name!r}; choose one of {', '.join(BASELINES)}")
+    raise InputError(f"unknown baseline {name!r}; choose one of {', '.join(BASELINES)}")
 
 
 def prediction_rows(frame: pd.DataFrame, predictions: list) -> list[dict]:

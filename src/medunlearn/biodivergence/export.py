@@ -21,9 +21,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-from medunlearn.biodivergence.ontology import CONFLICT_TYPES, DIVERGENCE_AXES
 from medunlearn.biodivergence.schema import DOMAINS, PAIR_COLUMNS, pair_features
 from medunlearn.biodivergence.splits import SPLITS, SplitStats
+from medunlearn.ontology.biodivergence import CONFLICT_TYPES, DIVERGENCE_AXES
 
 CONFIG_NAMES = ("v1.0", "v1.0-pairlevel")
 PARQUET_SETTINGS = {"compression": "zstd", "compression_level": 3, "use_dictionary": True, "write_statistics": False}

@@ -15,11 +15,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from medunlearn.biodivergence.ontology import AXIS_IDS, NO_CONFOUNDER
 from medunlearn.biodivergence.schema import PAIR_COLUMNS, PoolFormatError, normalise_pool
+from medunlearn.errors import MedunlearnError
+from medunlearn.ontology.biodivergence import AXIS_IDS, NO_CONFOUNDER
 
 
-class PoolNotFoundError(FileNotFoundError):
+class PoolNotFoundError(MedunlearnError, FileNotFoundError):
     """The pool file does not exist."""
 
 

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import re
 
-from medunlearn.biodivergence.ontology import AXIS_IDS, CONFLICT_TYPES, DIVERGENCE_AXES, NO_CONFOUNDER
 from medunlearn.biodivergence.schema import PAIR_COLUMNS, REQUIRED_COLUMNS
+from medunlearn.data_loading import load_config
+from medunlearn.errors import MedunlearnError
+from medunlearn.ontology.biodivergence import AXIS_IDS, CONFLICT_TYPES, DIVERGENCE_AXES, NO_CONFOUNDER
 
 RELEASED_REPO = "EliasHossain/BioDivergence-Silver-v1.0"
 
@@ -51,7 +53,7 @@ RELEASED_COLUMN_MAP: dict[str, str] = {
 RELEASED_SPLIT_MAP: dict[str, str] = {"validation": "dev", "valid": "dev", "dev": "dev", "train": "train", "test": "test"}
 
 
-class ReleasedSchemaError(ValueError):
+class ReleasedSchemaError(MedunlearnError, ValueError):
     """The released data lacks a column we need, even after the column map."""
 
 
@@ -85,7 +87,6 @@ def load_released(path_or_repo: str = RELEASED_REPO, config: str | None = None, 
     """
     from datasets import DatasetDict
 
-    from medunlearn.data_loading import load_config
 
     column_map = RELEASED_COLUMN_MAP if column_map is None else column_map
     split_map = RELEASED_SPLIT_MAP if split_map is None else split_map

@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from medunlearn.biodivergence.ontology import AXIS_IDS, CONFLICT_TYPE_IDS, NO_CONFOUNDER
+from medunlearn.errors import MedunlearnError
+from medunlearn.ontology.biodivergence import AXIS_IDS, CONFLICT_TYPE_IDS, NO_CONFOUNDER
 
 DOMAINS: tuple[str, ...] = (
     "antimicrobial_resistance",
@@ -36,7 +37,7 @@ REQUIRED_COLUMNS: tuple[str, ...] = (
 )
 
 
-class PoolFormatError(ValueError):
+class PoolFormatError(MedunlearnError, ValueError):
     """A pool that does not follow the pair schema; the message names the source, row and field."""
 
 

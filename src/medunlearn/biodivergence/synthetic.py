@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from medunlearn.biodivergence.ontology import NO_CONFOUNDER
 from medunlearn.biodivergence.schema import DOMAINS, PAIR_COLUMNS
+from medunlearn.ontology.biodivergence import NO_CONFOUNDER
 
 TOPICS: dict[str, list[tuple[str, str]]] = {
     "antimicrobial_resistance": [

@@ -17,12 +17,12 @@ Launched on several processes (``torchrun``), each runs every N-th batch and pro
 from __future__ import annotations
 
 import json
-import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
 
+from medunlearn.errors import MissingInputError
 from medunlearn.evaluation.populations import FORGET_POPULATIONS, PopulationConfig, load_populations
 from medunlearn.evaluation.runner import (
     GENERATION,
@@ -35,59 +35,11 @@ from medunlearn.evaluation.runner import (
     run_model,
 )
 from medunlearn.evaluation.scoring import per_example_metrics, summarise
+from medunlearn.models import check_model_name, resolve_model
+from medunlearn.utils.distributed import launched_processes
 
 ROLES = ("model", "before", "retain")
-
-
-@dataclass
-class _Processes:
-    """This process's place among data-parallel evaluation processes (torchrun / ``accelerate launch``)."""
-
-    index: int = 0
-    count: int = 1
-    local_index: int = 0
-
-    @property
-    def is_main(self) -> bool:
-        return self.index == 0
-
-    @property
-    def device(self):
-        import torch
-
-        return torch.device("cuda", self.local_index) if torch.cuda.is_available() else torch.device("cpu")
-
-    def wait_for_everyone(self) -> None:
-        """A barrier over the launcher's process group (gloo on CPU, nccl on GPU)."""
-        import torch
-        import torch.distributed as dist
-
-        created = not dist.is_initialized()
-        if created:
-            dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-        dist.barrier()
-        if created:
-            dist.destroy_process_group()
-
-
-def _processes() -> _Processes:
-    """Read the launcher's environment (RANK, WORLD_SIZE, LOCAL_RANK: set by torchrun and accelerate launch)."""
-    return _Processes(
-        index=int(os.environ.get("RANK", "0")),
-        count=int(os.environ.get("WORLD_SIZE", "1")),
-        local_index=int(os.environ.get("LOCAL_RANK", "0")),
-    )
-
-
-def _load(model_or_path, tokenizer=None):
-    if isinstance(model_or_path, (str, Path)):
-        from medunlearn.models import load_model_and_tokenizer
-
-        model, loaded_tokenizer = load_model_and_tokenizer(str(model_or_path))
-        return model, tokenizer or loaded_tokenizer, str(model_or_path)
-    if tokenizer is None:
-        raise ValueError("a model object needs its tokenizer (tokenizer=...)")
-    return model_or_path, tokenizer, None
+FLAGS = {"model": "--model", "before": "--before", "retain": "--retain-model"}  # named in errors
 
 
 def evaluate_unlearning(
@@ -120,9 +72,12 @@ def evaluate_unlearning(
     Under ``torchrun`` / ``accelerate launch`` every process runs its share of the batches and process 0 scores;
     the other processes return ``{}``. Returns the summary (``{}`` while batches are left: rerun to resume).
     """
+    for role, value in (("model", model), ("before", before), ("retain", retain_model)):
+        if isinstance(value, (str, Path)):  # before any work: a bad name fails at once, plainly
+            check_model_name(str(value), FLAGS[role])
     runner_config = runner_config or RunnerConfig()
     population_config = population_config or PopulationConfig()
-    processes = _processes()
+    processes = launched_processes()
     is_main = processes.is_main
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -137,9 +92,9 @@ def evaluate_unlearning(
         outputs["before"] = Path(before_outputs)
     jobs = [("model", model, tokenizer, examples, PASSES)]
     if before is not None:
-        jobs.append(("before", *_pair(before), forget_examples, PASSES))
+        jobs.append(("before", before, None, forget_examples, PASSES))
     if retain_model is not None:
-        jobs.append(("retain", *_pair(retain_model), forget_examples, (TEACHER_FORCED,)))
+        jobs.append(("retain", retain_model, None, forget_examples, (TEACHER_FORCED,)))
     run_info = {
         "name": name or (Path(model).name if isinstance(model, (str, Path)) else "model"),
         "data": str(data_dir),
@@ -152,7 +107,7 @@ def evaluate_unlearning(
         "complete": False,
     }
     for role, model_or_path, role_tokenizer, role_examples, passes in jobs:
-        loaded, loaded_tokenizer, path = _load(model_or_path, role_tokenizer)
+        loaded, loaded_tokenizer, path = resolve_model(model_or_path, role_tokenizer, FLAGS[role])
         if path is not None:
             # Loaded here, so placed here: the process's GPU when there is one (data parallel: every process
             # holds the model and runs its share of the batches). Objects stay where the caller put them.
@@ -179,18 +134,12 @@ def evaluate_unlearning(
     return score_evaluation(out_dir)
 
 
-def _pair(model_spec):
-    if isinstance(model_spec, (tuple, list)):
-        return model_spec[0], model_spec[1]
-    return model_spec, None
-
-
 def score_evaluation(eval_dir: str | Path) -> dict:
     """Recompute ``per_example.parquet`` and ``summary.json`` from an evaluation folder's stored outputs."""
     eval_dir = Path(eval_dir)
     for required in ("run.json", "examples.parquet"):
         if not (eval_dir / required).is_file():
-            raise FileNotFoundError(f"{eval_dir} has no {required}: not an evaluation folder")
+            raise MissingInputError(f"{eval_dir} has no {required}: not an evaluation folder")
     run_info = json.loads((eval_dir / "run.json").read_text())
     examples = pd.read_parquet(eval_dir / "examples.parquet")
     tables = {}
@@ -206,7 +155,7 @@ def score_evaluation(eval_dir: str | Path) -> dict:
         variants = read_answer_variants(folder)
         tables[role] = per_example_metrics(role_examples, outputs, variants, use_embedding=use_embedding)
     if "model" not in tables:
-        raise FileNotFoundError(f"{eval_dir} has no outputs/model")
+        raise MissingInputError(f"{eval_dir} has no outputs/model")
     model_table = tables["model"]
     storable = model_table.drop(columns=[c for c in ("disease_keywords",) if c in model_table])
     storable.to_parquet(eval_dir / "per_example.parquet", index=False)

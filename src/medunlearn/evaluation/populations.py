@@ -19,12 +19,14 @@ the factual / reasoning balance of the data is preserved).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from medunlearn.data_loading import load_config, retain_config_for
+from medunlearn.errors import MedunlearnError
 
 FORGET_SEEN = "forget_seen"
 FORGET_HOLDOUT = "forget_holdout"
@@ -39,10 +41,8 @@ EXAMPLE_COLUMNS = ("example_id", "population", *QA_COLUMNS, "disease_keywords")
 # Kept when the QA rows have them (TOFU-style answer variants, scored by the runner for the truth ratio).
 OPTIONAL_COLUMNS = ("paraphrased_answer", "perturbed_answers")
 
-_FORGET_CONFIG = re.compile(r"^(?P<prefix>(?:disease_\w+?_)?)forget_(?P<percent>\d+)$")
 
-
-class PopulationError(ValueError):
+class PopulationError(MedunlearnError, ValueError):
     """The AMNESIA folder or forget config cannot give the populations (message says which and why)."""
 
 
@@ -58,20 +58,6 @@ class PopulationConfig:
 
     max_retain_patients: int | None = 100
     seed: int = 0
-
-
-def retain_config_for(forget_config: str) -> str:
-    """The retain config paired with a forget config.
-
-    >>> retain_config_for("forget_10"), retain_config_for("disease_cancer_forget_5")
-    ('retain_90', 'disease_cancer_retain_95')
-    """
-    match = _FORGET_CONFIG.match(forget_config)
-    if match is None:
-        raise PopulationError(
-            f"forget config {forget_config!r} is not of the form forget_X or disease_<name>_forget_X"
-        )
-    return f"{match['prefix']}retain_{100 - int(match['percent'])}"
 
 
 def same_disease_mask(retained_diseases, forget_diseases) -> np.ndarray:
@@ -161,7 +147,6 @@ def _keywords_for(examples: pd.DataFrame, notes) -> list[list[str]]:
 
 def load_populations(data_dir: str | Path, forget_config: str, config: PopulationConfig | None = None) -> pd.DataFrame:
     """``build_populations`` on an AMNESIA folder (read offline with ``datasets.load_dataset``)."""
-    from medunlearn.data_loading import load_config
 
     data_dir = Path(data_dir)
     if not data_dir.is_dir():

@@ -10,6 +10,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
+from medunlearn.errors import MedunlearnError
 from medunlearn.evaluation.populations import POPULATIONS
 
 # (column header, summary key). Cells where a metric does not apply (MU on forget rows) stay empty.
@@ -24,7 +25,7 @@ TABLE_COLUMNS = (
 QA_TYPE_ORDER = ("factual", "reasoning", "all")
 
 
-class ReportError(ValueError):
+class ReportError(MedunlearnError, ValueError):
     """An evaluation folder cannot be reported (message names the folder and the problem)."""
 
 

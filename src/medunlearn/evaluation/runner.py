@@ -34,6 +34,8 @@ import numpy as np
 import pandas as pd
 
 from medunlearn.chat import render_conversations, render_prompts
+from medunlearn.errors import InputError, MedunlearnError, MissingInputError
+from medunlearn.generation import eos_token_ids, greedy_generate, model_device, pad_batch
 
 TEACHER_FORCED = "teacher_forced"
 GENERATION = "generation"
@@ -43,7 +45,7 @@ MANIFEST = "manifest.json"
 BATCH_PLAN_VERSION = 2
 
 
-class StaleOutputsError(ValueError):
+class StaleOutputsError(MedunlearnError, ValueError):
     """An output folder holds results of another model, data or setting (and would be silently mixed)."""
 
 
@@ -133,7 +135,7 @@ def encode_examples(tokenizer, questions: Sequence[str], answers: Sequence[str],
     prompt_ids = tokenizer(render_prompts(tokenizer, questions), add_special_tokens=False)["input_ids"]
     sequence_questions = [questions[i] for i in sequence_example]
     full_ids = tokenizer(render_conversations(tokenizer, sequence_questions, answers), add_special_tokens=False)["input_ids"]
-    starts, ends = locate_answers([prompt_ids[i] for i in sequence_example], full_ids, _eos_ids(tokenizer))
+    starts, ends = locate_answers([prompt_ids[i] for i in sequence_example], full_ids, eos_token_ids(tokenizer))
     return EncodedExamples(prompt_ids, full_ids, starts, ends, sequence_example, sequence_variant)
 
 
@@ -160,7 +162,7 @@ def locate_answers(prompt_ids: list[list[int]], full_ids: list[list[int]], eos_i
         mismatch = np.bincount(np.repeat(np.arange(len(full_ids)), starts), weights=differs, minlength=len(full_ids)) > 0
     bad = too_long if len(too_long) else np.flatnonzero(mismatch)
     if len(bad):
-        raise ValueError(
+        raise InputError(
             f"example {int(bad[0])}: the chat template renders the question differently with and without the "
             "answer; the answer tokens cannot be located"
         )
@@ -174,15 +176,6 @@ def locate_answers(prompt_ids: list[list[int]], full_ids: list[list[int]], eos_i
     first_eos = next_eos[offsets + starts]
     ends = np.where(first_eos < sequence_end, first_eos + 1, sequence_end) - offsets
     return starts, ends
-
-
-def _eos_ids(tokenizer, model=None) -> set[int]:
-    ids = {tokenizer.eos_token_id}
-    configured = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-    if configured is not None:
-        ids.update(configured if isinstance(configured, list) else [configured])
-    ids.discard(None)
-    return ids
 
 
 def plan_batches(lengths: Sequence[int], batch_size: int, sort_by_length: bool) -> list[np.ndarray]:
@@ -222,21 +215,6 @@ def generation_batches(encoded: EncodedExamples, batch_size: int, sort_by_length
     return plan_batches(key, batch_size, sort_by_length)
 
 
-def _device(model):
-    return next(model.parameters()).device
-
-
-def _pad(sequences: list[list[int]], pad_token_id: int, side: str):
-    """``(input_ids, attention_mask)`` of a batch padded on ``side``."""
-    import torch
-    from torch.nn.utils.rnn import pad_sequence
-
-    tensors = [torch.tensor(s, dtype=torch.long) for s in sequences]
-    input_ids = pad_sequence(tensors, batch_first=True, padding_value=pad_token_id, padding_side=side)
-    ones = [torch.ones(len(s), dtype=torch.long) for s in sequences]
-    return input_ids, pad_sequence(ones, batch_first=True, padding_value=0, padding_side=side)
-
-
 def answer_token_statistics(model, sequences: list[list[int]], answer_start, answer_end, pad_token_id: int) -> dict:
     """Teacher-forced statistics of the answer tokens of a batch (right padding, so no position moves).
 
@@ -247,14 +225,14 @@ def answer_token_statistics(model, sequences: list[list[int]], answer_start, ans
     """
     import torch
 
-    input_ids, attention_mask = _pad(sequences, pad_token_id, "right")
+    input_ids, attention_mask = pad_batch(sequences, pad_token_id, "right")
     width = input_ids.shape[1]
     positions = torch.arange(width - 1)
     # Logits at position t predict token t + 1: the answer token j is scored by the logits at j - 1.
     start = torch.as_tensor(np.asarray(answer_start)) - 1
     end = torch.as_tensor(np.asarray(answer_end)) - 1
     scored = (positions[None, :] >= start[:, None]) & (positions[None, :] < end[:, None])
-    device = _device(model)
+    device = model_device(model)
     with torch.inference_mode():
         logits = model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device)).logits
         logits = logits[:, :-1][scored.to(device)].float()
@@ -274,29 +252,6 @@ def answer_token_statistics(model, sequences: list[list[int]], answer_start, ans
         "token_std_logprob": std,
     }
     return {name: list(np.split(values.cpu().numpy(), np.cumsum(counts)[:-1])) for name, values in columns.items()}
-
-
-def greedy_generate(model, prompts: list[list[int]], pad_token_id: int, eos_token_ids: set[int], max_new_tokens: int):
-    """Greedy continuations of a batch of prompts (left padding); each cut before its first EOS."""
-    import torch
-
-    input_ids, attention_mask = _pad(prompts, pad_token_id, "left")
-    width = input_ids.shape[1]
-    device = _device(model)
-    with torch.inference_mode():
-        output = model.generate(
-            input_ids=input_ids.to(device),
-            attention_mask=attention_mask.to(device),
-            max_new_tokens=max_new_tokens,
-            do_sample=False,
-            num_beams=1,
-            pad_token_id=pad_token_id,
-            eos_token_id=sorted(eos_token_ids),
-        )
-    new_tokens = output[:, width:].cpu().numpy()
-    is_eos = np.isin(new_tokens, list(eos_token_ids))
-    stops = np.where(is_eos.any(1), is_eos.argmax(1), new_tokens.shape[1])
-    return [row[:stop].tolist() for row, stop in zip(new_tokens, stops)]
 
 
 def weights_checksum(model) -> str:
@@ -412,7 +367,7 @@ def run_model(
     example_ids = examples["example_id"].to_numpy()
     sequence_ids = example_ids[encoded.sequence_example]
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    eos_ids = _eos_ids(tokenizer, model)
+    eos_ids = eos_token_ids(tokenizer, model)
     was_training = model.training
     model.eval()
     finished = True
@@ -472,7 +427,7 @@ def _read_pass(out_dir: Path, pass_name: str) -> pd.DataFrame | None:
     """Every completed shard of one pass, concatenated (None when there is none)."""
     manifests = _manifests(out_dir) if out_dir.is_dir() else {}
     if not manifests:
-        raise FileNotFoundError(f"{out_dir} has no {MANIFEST}: not a runner output folder")
+        raise MissingInputError(f"{out_dir} has no {MANIFEST}: not a runner output folder")
     if len({m.get("fingerprint") for m in manifests.values()}) > 1:
         raise StaleOutputsError(f"{out_dir} mixes manifests of different runs")
     completed = set().union(*(m["completed"].get(pass_name, []) for m in manifests.values()))
@@ -496,12 +451,12 @@ def read_outputs(out_dir: str | Path, example_ids: Sequence[str] | None = None) 
             table = table[table["variant"] == ANSWER].drop(columns="variant")
         tables.append(table.set_index("example_id"))
     if not tables:
-        raise FileNotFoundError(f"{out_dir} holds no completed batches")
+        raise MissingInputError(f"{out_dir} holds no completed batches")
     outputs = tables[0].join(tables[1:], how="outer") if len(tables) > 1 else tables[0]
     if example_ids is not None:
         missing = pd.Index(example_ids).difference(outputs.index)
         if len(missing):
-            raise FileNotFoundError(f"{out_dir} has no outputs for example {missing[0]!r} (run incomplete?)")
+            raise MissingInputError(f"{out_dir} has no outputs for example {missing[0]!r} (run incomplete?)")
         outputs = outputs.loc[list(example_ids)]
     return outputs.reset_index()
 

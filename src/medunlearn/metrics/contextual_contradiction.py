@@ -26,14 +26,14 @@ import re
 
 import numpy as np
 
-from medunlearn.biodivergence.ontology import (
+from medunlearn.metrics.rouge import rouge_l
+from medunlearn.metrics.validation import check_same_length, check_sequence
+from medunlearn.ontology.biodivergence import (
     AXIS_IDS,
     CONFLICT_TYPE_IDS,
     CONTEXTUAL_CONTRADICTION,
     NO_CONFOUNDER,
 )
-from medunlearn.metrics.rouge import rouge_l
-from medunlearn.metrics.validation import check_same_length, check_sequence
 
 OUTPUT_KEYS = ("conflict_type", "axes", "dominant_confounder", "reconciliation")
 SPAN_KEYS = ("evidence_a", "evidence_b")

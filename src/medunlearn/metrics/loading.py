@@ -21,13 +21,15 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
+from medunlearn.errors import MedunlearnError
+
 __all__ = ["available_metrics", "load_metric", "metric_module_path"]
 
 _PACKAGED_FOLDER = "_metric_modules"
 _REPOSITORY_FOLDER = Path(__file__).resolve().parents[3] / "metrics"
 
 
-class UnknownMetricError(ValueError):
+class UnknownMetricError(MedunlearnError, ValueError):
     """No medunlearn metric module has this name."""
 
 

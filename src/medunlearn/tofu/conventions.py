@@ -35,6 +35,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
+from medunlearn.errors import InputError
+
 
 @dataclass(frozen=True)
 class TofuConventions:
@@ -75,11 +77,11 @@ class TofuConventions:
 
     def __post_init__(self):
         if self.min_k_count not in ("ceil", "floor"):
-            raise ValueError(f"min_k_count must be 'ceil' or 'floor', got {self.min_k_count!r}")
+            raise InputError(f"min_k_count must be 'ceil' or 'floor', got {self.min_k_count!r}")
         if self.extraction_strength not in ("exact", "reference"):
-            raise ValueError(f"extraction_strength must be 'exact' or 'reference', got {self.extraction_strength!r}")
+            raise InputError(f"extraction_strength must be 'exact' or 'reference', got {self.extraction_strength!r}")
         if self.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be at least 1, got {self.max_new_tokens}")
+            raise InputError(f"max_new_tokens must be at least 1, got {self.max_new_tokens}")
 
     def to_dict(self) -> dict:
         values = asdict(self)
@@ -121,7 +123,7 @@ PRESETS: dict[str, TofuConventions] = {
 def preset(name: str) -> TofuConventions:
     """A named preset (``medunlearn``, ``open-unlearning``, ``open-unlearning-llama3``)."""
     if name not in PRESETS:
-        raise ValueError(f"unknown conventions preset {name!r}; known: {', '.join(PRESETS)}")
+        raise InputError(f"unknown conventions preset {name!r}; known: {', '.join(PRESETS)}")
     return PRESETS[name]
 
 

@@ -20,6 +20,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from medunlearn.data_loading import load_config, retain_config_for
+from medunlearn.errors import MedunlearnError, MissingInputError
+
 HUB_ID = "locuslab/TOFU"
 FORGET_CONFIGS = ("forget01", "forget05", "forget10")
 RETAIN_CONFIGS = ("retain99", "retain95", "retain90")
@@ -39,7 +42,7 @@ PERTURBED_COLUMNS = ("question", "answer", "paraphrased_answer", "paraphrased_qu
 OPTION_COLUMNS = ("question", "answer", "perturbed_answer")
 
 
-class TofuInputError(ValueError):
+class TofuInputError(MedunlearnError, ValueError):
     """A TOFU source, config or row the user gave cannot be used (the message names it)."""
 
 
@@ -78,14 +81,8 @@ def tofu_splits(forget: str) -> TofuSplits:
     return TofuSplits(forget, f"retain{100 - percent}", f"holdout{percent:02d}", f"{forget}_perturbed")
 
 
-def retain_config_for(forget: str) -> str:
-    """The retain config that completes a forget config to ``full`` (forget10 -> retain90)."""
-    return tofu_splits(forget).retain
-
-
 def load_tofu(source: str | Path = HUB_ID, config: str = "full"):
     """One TOFU config's ``train`` split as a ``datasets.Dataset`` (Hub id or local folder of the Hub layout)."""
-    from medunlearn.data_loading import load_config
 
     if config not in ALL_CONFIGS and not _OTHER_HUB_CONFIGS.fullmatch(config):
         raise TofuInputError(f"unknown TOFU config {config!r}; known: {', '.join(ALL_CONFIGS)}")
@@ -93,10 +90,10 @@ def load_tofu(source: str | Path = HUB_ID, config: str = "full"):
     path = Path(source)
     looks_like_hub_id = source.count("/") == 1 and not path.is_absolute() and not source.startswith(".")
     if not path.exists() and not looks_like_hub_id:
-        raise FileNotFoundError(f"TOFU folder {source} does not exist (and is not a Hub id such as {HUB_ID})")
+        raise MissingInputError(f"TOFU folder {source} does not exist (and is not a Hub id such as {HUB_ID})")
     try:
         dataset = load_config(source, config, "train")
-    except ValueError as error:  # datasets names the available configs in its message
+    except (ValueError, FileNotFoundError) as error:  # datasets names the configs or the missing file
         raise TofuInputError(f"{source}: cannot load TOFU config {config!r}: {error}") from error
     missing = [column for column in columns_of(config) if column not in dataset.column_names]
     if missing:

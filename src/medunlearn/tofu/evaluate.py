@@ -25,7 +25,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from medunlearn.errors import MissingInputError
 from medunlearn.evaluation.runner import GENERATION, TEACHER_FORCED, RunnerConfig, read_outputs, run_model
+from medunlearn.models import check_model_name, load_model, resolve_model
 from medunlearn.tofu.conventions import ConventionTokenizer, TofuConventions
 from medunlearn.tofu.data import TofuInputError, load_tofu, tofu_splits
 from medunlearn.tofu.scoring import (
@@ -135,38 +137,37 @@ def per_example_table(examples: pd.DataFrame, outputs_dir, role: str, convention
     return table
 
 
-def _load(model_or_pair, tokenizer=None):
-    if isinstance(model_or_pair, (tuple, list)):
-        return model_or_pair[0], model_or_pair[1], None
-    if isinstance(model_or_pair, (str, Path)):
-        from medunlearn.models import load_model_and_tokenizer
-
-        model, loaded_tokenizer = load_model_and_tokenizer(str(model_or_pair))
-        return model, tokenizer or loaded_tokenizer, str(model_or_pair)
-    if tokenizer is None:
-        raise ValueError("a model object needs its tokenizer (tokenizer=...)")
-    return model_or_pair, tokenizer, None
+def _resolve(model, tokenizer, examples: pd.DataFrame, flag: str):
+    if isinstance(model, str) and model == "tiny-llama":  # fresh, on a tokenizer of the benchmark's text: smoke runs
+        texts = examples["question"].tolist() + examples["answer"].tolist()
+        return (*load_model("tiny-llama", texts=texts, flag=flag), None)
+    return resolve_model(model, tokenizer, flag)
 
 
 def evaluate_tofu(model, source, forget: str, out_dir, *, tokenizer=None, retain_model=None,
                   conventions: TofuConventions | None = None, runner_config: RunnerConfig | None = None,
                   overwrite: bool = False) -> dict:
-    """Evaluate ``model`` (a path, or an object with ``tokenizer=``) on a TOFU-format ``source``.
+    """Evaluate ``model`` (a path or name, or an object with ``tokenizer=``) on a TOFU-format ``source``.
+
+    ``tiny-llama`` builds a fresh tiny model on a tokenizer of the benchmark's text (smoke runs only).
 
     ``retain_model`` (a path or a ``(model, tokenizer)`` pair) is a model fine-tuned without the forget set;
     it enables forget quality and privleak. Returns the summary (also written to ``out_dir/summary.json``).
     """
     conventions = conventions or TofuConventions()
+    for flag, value in (("--model", model), ("--retain-model", retain_model)):
+        if isinstance(value, (str, Path)) and str(value) != "tiny-llama":
+            check_model_name(str(value), flag)  # before any work: a bad name fails at once, plainly
+    examples = tofu_examples(source, forget)  # validates the data before any model loads
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    examples = tofu_examples(source, forget)
     examples.to_parquet(out_dir / "examples.parquet", index=False)
-    loaded, loaded_tokenizer, path = _load(model, tokenizer)
+    loaded, loaded_tokenizer, path = _resolve(model, tokenizer, examples, "--model")
     models = {"model": path or "in-memory model"}
     finished = run_tofu_model(loaded, loaded_tokenizer, examples, out_dir / "outputs", "model", conventions,
                               runner_config, model_id=path, overwrite=overwrite)
     if retain_model is not None:
-        retain, retain_tokenizer, retain_path = _load(retain_model)
+        retain, retain_tokenizer, retain_path = _resolve(retain_model, None, examples, "--retain-model")
         models["retain"] = retain_path or "in-memory model"
         finished &= run_tofu_model(retain, retain_tokenizer, examples[examples["set"].isin(RETAIN_MODEL_SETS)],
                                    out_dir / "outputs", "retain", conventions, runner_config, generate=False,
@@ -184,7 +185,7 @@ def score_tofu(eval_dir) -> dict:
     eval_dir = Path(eval_dir)
     for required in ("run.json", "examples.parquet"):
         if not (eval_dir / required).is_file():
-            raise FileNotFoundError(f"{eval_dir} has no {required}: not a TOFU evaluation folder")
+            raise MissingInputError(f"{eval_dir} has no {required}: not a TOFU evaluation folder")
     run_info = json.loads((eval_dir / "run.json").read_text())
     values = dict(run_info["conventions"])
     values["stop_strings"] = tuple(values["stop_strings"])

@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from medunlearn.errors import InputError
 from medunlearn.metrics import mia, probability
 from medunlearn.metrics.forget_quality import forget_quality
 from medunlearn.metrics.model_utility import harmonic_mean_utility
@@ -150,7 +151,7 @@ def _mean_per_question(values, question, n: int) -> np.ndarray:
     question = np.asarray(question, dtype=np.int64)
     counts = np.bincount(question, minlength=n)
     if (counts == 0).any():
-        raise ValueError(f"question {int(np.flatnonzero(counts == 0)[0])} has no perturbed answer")
+        raise InputError(f"question {int(np.flatnonzero(counts == 0)[0])} has no perturbed answer")
     return np.bincount(question, weights=np.asarray(values, dtype=np.float64), minlength=n) / counts
 
 
@@ -204,7 +205,7 @@ def set_scores(table: pd.DataFrame, set_name: str, conventions: TofuConventions,
     answer = _set_rows(table, set_name, "answer")
     n = len(answer)
     if n == 0:
-        raise ValueError(f"no examples of set {set_name!r}")
+        raise InputError(f"no examples of set {set_name!r}")
     perturbed = _set_rows(table, set_name, "perturbed")
     position = pd.Series(np.arange(n), index=answer["row"].to_numpy())
     question_of_wrong = position.loc[perturbed["row"].to_numpy()].to_numpy()

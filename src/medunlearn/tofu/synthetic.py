@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from medunlearn.errors import InputError
 from medunlearn.tofu.data import FORGET_CONFIGS, columns_of
 
 _FIRST = ("Arlo", "Brisa", "Cato", "Dalia", "Emre", "Faye", "Goran", "Hesper", "Ilse", "Joren", "Kaia", "Lio")
@@ -71,7 +72,7 @@ def _author_rows(rng, name: str, qa_per_author: int, perturbed: int) -> list[dic
 def _names(rng, count: int) -> list[str]:
     pairs = [f"{first} {last}" for first in _FIRST for last in _LAST]
     if count > len(pairs):
-        raise ValueError(f"at most {len(pairs)} fictitious authors, asked for {count}")
+        raise InputError(f"at most {len(pairs)} fictitious authors, asked for {count}")
     return [pairs[i] for i in rng.permutation(len(pairs))[:count]]
 
 
@@ -101,15 +102,15 @@ def build_tofu_configs(*, authors: int = 20, qa_per_author: int = 4, perturbed: 
                        seed: int = 0) -> dict[str, list[dict]]:
     """Every TOFU config's rows (config -> list of row dicts with that config's columns, in order)."""
     if not 1 <= qa_per_author <= len(_QUESTION_KINDS):
-        raise ValueError(f"qa_per_author must be in 1..{len(_QUESTION_KINDS)}, got {qa_per_author}")
+        raise InputError(f"qa_per_author must be in 1..{len(_QUESTION_KINDS)}, got {qa_per_author}")
     if not 1 <= options <= MAX_OPTIONS:
-        raise ValueError(f"options must be in 1..{MAX_OPTIONS}, got {options}")
+        raise InputError(f"options must be in 1..{MAX_OPTIONS}, got {options}")
     if not 1 <= perturbed <= 5:  # TOFU's five; the smallest value pools (awards, jobs) have six values
-        raise ValueError(f"perturbed must be in 1..5, got {perturbed}")
+        raise InputError(f"perturbed must be in 1..5, got {perturbed}")
     rng = np.random.default_rng(seed)
     largest_forget = _forget_author_count(authors, FORGET_CONFIGS[-1])
     if largest_forget >= authors:
-        raise ValueError(f"{authors} authors leave no retain set; use at least 2")
+        raise InputError(f"{authors} authors leave no retain set; use at least 2")
     names = _names(rng, authors + largest_forget)
     per_author = [_author_rows(rng, name, qa_per_author, perturbed) for name in names]
     full, holdout_pool = per_author[:authors], per_author[authors:]

@@ -1,4 +1,7 @@
-"""Unlearning trainers: one file per method on a shared base (``base.py``), listed in ``methods.py``.
+"""Unlearning trainers: one file per method on a shared base, listed in ``methods.py``.
+
+The base: ``config.py`` (``UnlearningConfig``), ``data.py`` (tokenising, pairing, collation), ``ops.py``
+(log-probs and losses) and ``trainer.py`` (``UnlearningTrainer``).
 
 >>> from medunlearn.unlearn import GradDiffTrainer, GradDiffConfig  # doctest: +SKIP
 
@@ -9,7 +12,21 @@ from __future__ import annotations
 
 import importlib
 
-_BASE_NAMES = {"UnlearningConfig", "UnlearningTrainer"}
+_BASE_MODULES = {
+    "UnlearningConfig": "medunlearn.unlearn.config",
+    "UnlearningTrainer": "medunlearn.unlearn.trainer",
+}
+# The Python API of the training half (medunlearn.unlearn.run): what the CLI, the demo and notebooks call.
+_RUN_NAMES = {
+    "FinetuneArguments",
+    "UnlearningDataArguments",
+    "build_method_config",
+    "default_sft_config",
+    "make_method_config",
+    "read_recipe",
+    "run_finetune",
+    "run_unlearning",
+}
 _ERROR_NAMES = {
     "UnlearningInputError",
     "EmptyForgetSetError",
@@ -39,10 +56,12 @@ def _class_index() -> dict[str, str]:
 def __getattr__(name: str):
     if name in _ERROR_NAMES:
         return getattr(importlib.import_module("medunlearn.unlearn.errors"), name)
-    if name in _BASE_NAMES:
-        return getattr(importlib.import_module("medunlearn.unlearn.base"), name)
+    if name in _BASE_MODULES:
+        return getattr(importlib.import_module(_BASE_MODULES[name]), name)
     if name in _TABLE_NAMES:
         return getattr(importlib.import_module("medunlearn.unlearn.methods"), name)
+    if name in _RUN_NAMES:
+        return getattr(importlib.import_module("medunlearn.unlearn.run"), name)
     module = _class_index().get(name)
     if module is None:
         raise AttributeError(f"module 'medunlearn.unlearn' has no attribute {name!r}")
@@ -50,4 +69,4 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | _BASE_NAMES | _ERROR_NAMES | _TABLE_NAMES | set(_class_index()))
+    return sorted(set(globals()) | set(_BASE_MODULES) | _ERROR_NAMES | _TABLE_NAMES | _RUN_NAMES | set(_class_index()))

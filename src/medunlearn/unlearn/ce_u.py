@@ -19,7 +19,7 @@ answer (the paper's training footnote drops the first answer token). The paper a
 term alone; we allow :math:`\mathcal{L} = \gamma\,\mathcal{L}_{\mathrm{CE\text{-}U}} + \alpha\,
 \mathrm{NLL}_\theta(\text{retain})` with alpha = 0 by default (then no retain set is needed).
 
-Ours: the mean is per answer, then over answers (the library's reduction, see ``base.py``); the reference
+Ours: the mean is per answer, then over answers (the library's reduction, see ``ops.py``); the reference
 averages over all answer tokens of the batch. No reference model: the target comes from the model itself.
 
 Citation: Bo Yang. *CE-U: Cross Entropy Unlearning.* arXiv:2503.01224, 2025.
@@ -32,17 +32,28 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from medunlearn.unlearn.base import (
-    UnlearningConfig,
-    UnlearningTrainer,
-    answer_soft_cross_entropy,
-    shift_for_next_token,
-)
+from medunlearn.unlearn.config import UnlearningConfig
+from medunlearn.unlearn.ops import answer_soft_cross_entropy, shift_for_next_token
+from medunlearn.unlearn.trainer import UnlearningTrainer
 
 
 @dataclass
 class CEUConfig(UnlearningConfig):
-    """CE-U, with the paper's defaults."""
+    r"""Configuration of :class:`CEUTrainer`, with the paper's defaults.
+
+    Parameters:
+        ignore_first_n_answer_tokens (`int`, *optional*, defaults to `1`):
+            Answer tokens at the start of each answer left out of the loss [paper, training footnote].
+        forget_weight (`float`, *optional*, defaults to `1.0`):
+            γ, weight of the CE-U term [paper].
+        retain_weight (`float`, *optional*, defaults to `0.0`):
+            α, weight of the retain NLL; `0` (the paper has no retain term) means no retain set is needed
+            [ours].
+
+    > [!NOTE]
+    > The shared fields (retain sampling, reference mode, columns, ...) and the training defaults are those of
+    > [`UnlearningConfig`]; this config overrides no further [`~transformers.TrainingArguments`] default.
+    """
 
     ignore_first_n_answer_tokens: int = field(
         default=1, metadata={"help": "answer tokens at the start of each answer left out of the loss (paper: 1)"}

@@ -5,8 +5,11 @@ The commands print their message and exit non-zero without a traceback.
 
 from __future__ import annotations
 
+from medunlearn.chat import MissingChatTemplateError  # raised where prompts are rendered; re-exported
+from medunlearn.errors import MedunlearnError
 
-class UnlearningInputError(ValueError):
+
+class UnlearningInputError(MedunlearnError, ValueError):
     """Bad input to an unlearning run: the message names the file, config, row or field at fault."""
 
 
@@ -14,9 +17,13 @@ class EmptyForgetSetError(UnlearningInputError):
     """The forget set has no rows."""
 
 
-class MissingChatTemplateError(UnlearningInputError):
-    """The tokenizer has no chat template, so prompts and completions cannot be delimited."""
-
-
 class NonFiniteLossError(UnlearningInputError):
     """The loss became NaN or infinite; checkpoints written before this step are kept."""
+
+
+__all__ = [
+    "EmptyForgetSetError",
+    "MissingChatTemplateError",
+    "NonFiniteLossError",
+    "UnlearningInputError",
+]

@@ -3,7 +3,7 @@ r"""Gradient Ascent: maximise the NLL of the forget answers.
     L = γ · L_GA,    L_GA = −mean_b (1/|y_b|) Σ_t −log π_θ(y_{b,t} | y_{b,<t}, x_b)
 
 Jang et al., "Knowledge Unlearning for Mitigating Privacy Risks in Language Models", ACL 2023 (arXiv 2210.01504);
-the OpenUnlearning ``GradAscent`` baseline. The per-sequence reduction is ours (see ``base``).
+the OpenUnlearning ``GradAscent`` baseline. The per-sequence reduction is ours (see ``ops``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from medunlearn.unlearn.base import UnlearningConfig, UnlearningTrainer, nll_loss
+from medunlearn.unlearn.config import UnlearningConfig
+from medunlearn.unlearn.ops import nll_loss
+from medunlearn.unlearn.trainer import UnlearningTrainer
 
 
 def grad_ascent_loss(forget_logits: torch.Tensor, forget_labels: torch.Tensor) -> torch.Tensor:
@@ -22,7 +24,18 @@ def grad_ascent_loss(forget_logits: torch.Tensor, forget_labels: torch.Tensor) -
 
 @dataclass
 class GradAscentConfig(UnlearningConfig):
-    """GradAscent has one term; ``retain_weight`` is unused (no retain set is read)."""
+    r"""Configuration of :class:`GradAscentTrainer`: one ascent term, no retain set (OpenUnlearning).
+
+    Parameters:
+        forget_weight (`float`, *optional*, defaults to `1.0`):
+            γ, weight of the ascent term [OpenUnlearning].
+        retain_weight (`float`, *optional*, defaults to `0.0`):
+            Unused: GradAscent reads no retain set.
+
+    > [!NOTE]
+    > The shared fields (retain sampling, reference mode, columns, ...) and the training defaults are those of
+    > [`UnlearningConfig`]; this config overrides no further [`~transformers.TrainingArguments`] default.
+    """
 
     forget_weight: float = field(default=1.0, metadata={"help": "γ, weight of the ascent term"})
     retain_weight: float = field(default=0.0, metadata={"help": "unused by GradAscent"})

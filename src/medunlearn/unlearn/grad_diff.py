@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from medunlearn.unlearn.base import UnlearningConfig, UnlearningTrainer, nll_loss
+from medunlearn.unlearn.config import UnlearningConfig
+from medunlearn.unlearn.ops import nll_loss
+from medunlearn.unlearn.trainer import UnlearningTrainer
 
 
 def grad_diff_loss(
@@ -34,7 +36,18 @@ def grad_diff_loss(
 
 @dataclass
 class GradDiffConfig(UnlearningConfig):
-    """GradDiff: γ = α = 1 (OpenUnlearning)."""
+    r"""Configuration of :class:`GradDiffTrainer`, with OpenUnlearning's ``GradDiff`` defaults γ = α = 1.
+
+    Parameters:
+        forget_weight (`float`, *optional*, defaults to `1.0`):
+            γ, weight of the forget ascent term [OpenUnlearning].
+        retain_weight (`float`, *optional*, defaults to `1.0`):
+            α, weight of the retain NLL term [OpenUnlearning].
+
+    > [!NOTE]
+    > The shared fields (retain sampling, reference mode, columns, ...) and the training defaults are those of
+    > [`UnlearningConfig`]; this config overrides no further [`~transformers.TrainingArguments`] default.
+    """
 
     forget_weight: float = field(default=1.0, metadata={"help": "γ, weight of the forget ascent term"})
     retain_weight: float = field(default=1.0, metadata={"help": "α, weight of the retain NLL term"})

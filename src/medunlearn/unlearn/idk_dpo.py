@@ -42,13 +42,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from medunlearn.unlearn.base import (
-    UnlearningConfig,
-    UnlearningTrainer,
-    sequence_logps,
-    tokenize_prompt_completion,
-)
+from medunlearn.unlearn.config import UnlearningConfig
+from medunlearn.unlearn.data import tokenize_prompt_completion
 from medunlearn.unlearn.errors import UnlearningInputError
+from medunlearn.unlearn.ops import sequence_logps
+from medunlearn.unlearn.trainer import UnlearningTrainer
 
 IDK_ANSWERS_PATH = Path(__file__).with_name("idk_answers.txt")
 IDK_PREFIX = "idk_"
@@ -58,7 +56,25 @@ IDK_PREFIX = "idk_"
 
 @dataclass
 class IdkDPOConfig(UnlearningConfig):
-    """IdkDPO, with the defaults of the NPO paper's IdkDPO baseline (OpenUnlearning ``DPO``)."""
+    r"""Configuration of :class:`IdkDPOTrainer`: the NPO paper's IdkDPO baseline (OpenUnlearning ``DPO``).
+
+    Parameters:
+        beta (`float`, *optional*, defaults to `0.1`):
+            β, inverse temperature of the DPO loss [NPO paper, OpenUnlearning].
+        forget_weight (`float`, *optional*, defaults to `1.0`):
+            γ, weight of the DPO term [OpenUnlearning].
+        retain_weight (`float`, *optional*, defaults to `1.0`):
+            α, weight of the retain NLL [OpenUnlearning].
+        idk_answers_file (`str | None`, *optional*, defaults to `None`):
+            Refusal answers, one per line (blank lines and ``#`` comments skipped). Unset:
+            ``idk_answers.txt``, the list shipped with medunlearn [ours].
+        idk_seed (`int`, *optional*, defaults to `0`):
+            Seed of the refusal drawn for each forget example [ours].
+
+    > [!NOTE]
+    > The shared fields (retain sampling, reference mode, columns, ...) and the training defaults are those of
+    > [`UnlearningConfig`]; this config overrides no further [`~transformers.TrainingArguments`] default.
+    """
 
     beta: float = field(default=0.1, metadata={"help": "β, inverse temperature of the DPO loss"})
     forget_weight: float = field(default=1.0, metadata={"help": "γ, weight of the DPO term"})

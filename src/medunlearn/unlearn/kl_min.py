@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from medunlearn.unlearn.base import UnlearningConfig, UnlearningTrainer, kl_to_reference, nll_loss
+from medunlearn.unlearn.config import UnlearningConfig
+from medunlearn.unlearn.ops import kl_to_reference, nll_loss
+from medunlearn.unlearn.trainer import UnlearningTrainer
 
 
 def kl_min_loss(
@@ -39,7 +41,18 @@ def kl_min_loss(
 
 @dataclass
 class KLMinConfig(UnlearningConfig):
-    """KL-Min: γ = α = 1 (OpenUnlearning / TOFU)."""
+    r"""Configuration of :class:`KLMinTrainer`, with the TOFU / OpenUnlearning defaults γ = α = 1.
+
+    Parameters:
+        forget_weight (`float`, *optional*, defaults to `1.0`):
+            γ, weight of the forget ascent term [TOFU, OpenUnlearning].
+        retain_weight (`float`, *optional*, defaults to `1.0`):
+            α, weight of the KL(π_ref ‖ π_θ) term on retain completions [TOFU, OpenUnlearning].
+
+    > [!NOTE]
+    > The shared fields (retain sampling, reference mode, columns, ...) and the training defaults are those of
+    > [`UnlearningConfig`]; this config overrides no further [`~transformers.TrainingArguments`] default.
+    """
 
     forget_weight: float = field(default=1.0, metadata={"help": "γ, weight of the forget ascent term"})
     retain_weight: float = field(default=1.0, metadata={"help": "α, weight of the retain KL term"})

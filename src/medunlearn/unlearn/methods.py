@@ -1,7 +1,8 @@
 """The method table: the one place that maps a method's name to its module, classes, aliases and summary.
 
-Modules are imported only when a method is used, so listing methods is instant and a method whose module is
-absent (or fails to import) is simply not offered.
+Names are resolved from this table alone; a method's module is imported only when the method is used
+(``MethodSpec.load``), so listing and resolving are instant and never import torch. A module that fails to
+import raises its own error there, with its traceback: a bug or a missing dependency, never "unknown method".
 """
 
 from __future__ import annotations
@@ -151,27 +152,23 @@ def _alias_index() -> dict[str, str]:
 
 
 def is_available(stem: str) -> bool:
-    """Whether the method's module exists and imports (part of the table may still be in progress)."""
-    spec = METHODS[stem]
-    if importlib.util.find_spec(spec.module) is None:
-        return False
-    try:
-        spec.load()
-    except Exception:  # a half-written module must not break the others
-        return False
-    return True
+    """Whether the method's module is installed (found on the path; it is not imported)."""
+    return importlib.util.find_spec(METHODS[stem].module) is not None
 
 
 def available_methods() -> dict[str, MethodSpec]:
-    """The table restricted to methods whose module imports."""
+    """The table restricted to methods whose module is installed."""
     return {stem: spec for stem, spec in METHODS.items() if is_available(stem)}
 
 
 def resolve_method(name: str) -> MethodSpec:
-    """Look a method up by stem or alias, case-insensitively (``GradDiff``, ``grad-diff``, ``GRAD_DIFF``)."""
+    """Look a method up by stem or alias, case-insensitively (``GradDiff``, ``grad-diff``, ``GRAD_DIFF``).
+
+    Only the table is read: no module is imported, so an error in a method's module surfaces in ``load``.
+    """
     stem = _alias_index().get(_normalise(name))
-    if stem is None or not is_available(stem):
-        known = ", ".join(available_methods())
+    if stem is None:
+        known = ", ".join(METHODS)
         raise UnknownMethodError(f"unknown unlearning method {name!r}; known methods: {known}")
     return METHODS[stem]
 

@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from medunlearn.unlearn.base import UnlearningConfig, UnlearningTrainer, sequence_logps
+from medunlearn.unlearn.config import UnlearningConfig
+from medunlearn.unlearn.ops import sequence_logps
+from medunlearn.unlearn.trainer import UnlearningTrainer
 
 
 def npo_loss(policy_logps: torch.Tensor, reference_logps: torch.Tensor, beta: float) -> torch.Tensor:
@@ -29,7 +31,20 @@ def npo_loss(policy_logps: torch.Tensor, reference_logps: torch.Tensor, beta: fl
 
 @dataclass
 class NPOConfig(UnlearningConfig):
-    """NPO: β = 0.1 (paper), γ = α = 1 (OpenUnlearning NPO with retain NLL)."""
+    r"""Configuration of :class:`NPOTrainer`: β = 0.1 (paper), γ = α = 1 (OpenUnlearning NPO with retain NLL).
+
+    Parameters:
+        beta (`float`, *optional*, defaults to `0.1`):
+            β, inverse temperature of the NPO loss [paper].
+        forget_weight (`float`, *optional*, defaults to `1.0`):
+            γ, weight of the NPO term [OpenUnlearning].
+        retain_weight (`float`, *optional*, defaults to `1.0`):
+            α, weight of the retain NLL; `0` gives pure NPO [OpenUnlearning, NPO+RT].
+
+    > [!NOTE]
+    > The shared fields (retain sampling, reference mode, columns, ...) and the training defaults are those of
+    > [`UnlearningConfig`]; this config overrides no further [`~transformers.TrainingArguments`] default.
+    """
 
     beta: float = field(default=0.1, metadata={"help": "β, inverse temperature of the NPO loss"})
     forget_weight: float = field(default=1.0, metadata={"help": "γ, weight of the NPO term"})

@@ -45,19 +45,40 @@ from dataclasses import dataclass, field
 import torch
 from transformers import TrainerCallback
 
-from medunlearn.unlearn.base import (
-    UnlearningConfig,
-    UnlearningTrainer,
-    masked_sequence_mean,
-    nll_loss,
-    shift_for_next_token,
-)
+from medunlearn.unlearn.config import UnlearningConfig
 from medunlearn.unlearn.errors import UnlearningInputError
+from medunlearn.unlearn.ops import masked_sequence_mean, nll_loss, shift_for_next_token
+from medunlearn.unlearn.trainer import UnlearningTrainer
 
 
 @dataclass
 class PDUConfig(UnlearningConfig):
-    """PDU, with the authors' TOFU recipe as defaults."""
+    r"""Configuration of :class:`PDUTrainer`, with the authors' TOFU recipe as defaults.
+
+    Parameters:
+        forget_weight (`float`, *optional*, defaults to `1.0`):
+            γ, weight of the logit-margin flattening term [authors' recipe].
+        retain_weight (`float`, *optional*, defaults to `100.0`):
+            α, the initial dual variable λ₀, weight of the retain constraint; must be ≥ 0 [authors' recipe].
+        retain_loss_eps (`float | None`, *optional*, defaults to `None`):
+            ε, bound on the retain NLL; must be ≥ 0 (TOFU recipe: 0.3). Unset: ``retain_loss_eps_factor``
+            × the starting model's retain NLL on the first step [ours].
+        retain_loss_eps_factor (`float`, *optional*, defaults to `1.1`):
+            κ, the factor of the starting retain NLL that gives ε when ``retain_loss_eps`` is unset [ours].
+        primal_dual (`bool`, *optional*, defaults to `True`):
+            Whether to update λ by dual ascent; `False` keeps λ at α [authors].
+        dual_step_size (`float`, *optional*, defaults to `5.0`):
+            η, step of the dual ascent on λ; must be ≥ 0 [authors' recipe].
+        dual_warmup_epochs (`float`, *optional*, defaults to `5.0`):
+            Epochs with λ held at λ₀ before the dual updates start [authors' recipe].
+
+    > [!NOTE]
+    > These parameters have default values different from [`~transformers.TrainingArguments`] beyond those set
+    > by [`UnlearningConfig`] (whose shared fields and other training defaults apply):
+    > - `num_train_epochs`: defaults to `10.0` instead of `3.0` (authors' recipe).
+
+    The ranges (ε, λ₀, η ≥ 0) are checked in ``__post_init__``: ``HfArgumentParser`` has no way to state them.
+    """
 
     forget_weight: float = field(default=1.0, metadata={"help": "γ, weight of the logit-margin flattening term"})
     retain_weight: float = field(

@@ -23,13 +23,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from medunlearn.unlearn.base import (
-    UnlearningConfig,
-    UnlearningInputError,
-    UnlearningTrainer,
-    masked_sequence_mean,
-    select_parameters,
-)
+from medunlearn.unlearn.config import UnlearningConfig
+from medunlearn.unlearn.errors import UnlearningInputError
+from medunlearn.unlearn.ops import masked_sequence_mean, select_parameters
+from medunlearn.unlearn.trainer import UnlearningTrainer
 
 
 def activation_mse(activations: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -93,7 +90,26 @@ def capture_output(module: torch.nn.Module):
 
 @dataclass
 class RMUConfig(UnlearningConfig):
-    """RMU: layer 7, c = 20, γ = α = 1, train ``layers.{l-2..l}.mlp.down_proj.weight`` (OpenUnlearning)."""
+    r"""Configuration of :class:`RMUTrainer`, with OpenUnlearning's defaults (layer 7, as the AMNESIA paper).
+
+    Parameters:
+        layer (`int`, *optional*, defaults to `7`):
+            Decoder layer (0-based) whose output is steered [AMNESIA paper, OpenUnlearning].
+        steering_coeff (`float`, *optional*, defaults to `20.0`):
+            c, norm of the random control vector [OpenUnlearning].
+        trainable_params_regex (`list[str] | None`, *optional*, defaults to `None`):
+            Regexes (``re.search``) of the parameters trained under full fine-tuning; the rest are frozen.
+            Unset: ``layers\.(l-2..l)\.mlp\.down_proj\.weight``, the steered layer and the two before it
+            [OpenUnlearning, WMDP]. Ignored under PEFT, where the adapter is trained.
+        forget_weight (`float`, *optional*, defaults to `1.0`):
+            γ, weight of the steering term [OpenUnlearning].
+        retain_weight (`float`, *optional*, defaults to `1.0`):
+            α, weight of the retain activation term [OpenUnlearning].
+
+    > [!NOTE]
+    > The shared fields (retain sampling, reference mode, columns, ...) and the training defaults are those of
+    > [`UnlearningConfig`]; this config overrides no further [`~transformers.TrainingArguments`] default.
+    """
 
     layer: int = field(default=7, metadata={"help": "decoder layer whose output is steered"})
     steering_coeff: float = field(default=20.0, metadata={"help": "c, norm of the random control vector"})
@@ -117,14 +133,12 @@ class RMUTrainer(UnlearningTrainer):
     reference_usage = "model"
     uses_retain = True
 
-    def configure_trainable_parameters(self, model) -> None:
-        find_layer(model, self.args_for_setup.layer)
-        self.trainable_parameter_names = select_parameters(model, self.args_for_setup.trainable_patterns())
+    def configure_trainable_parameters(self, model, args: RMUConfig) -> None:
+        find_layer(model, args.layer)
+        self.trainable_parameter_names = select_parameters(model, args.trainable_patterns())
 
-    def __init__(self, model, args: RMUConfig | None = None, *positional, **kwargs):
-        # configure_trainable_parameters runs before Trainer.__init__ sets self.args.
-        self.args_for_setup = args or RMUConfig(output_dir="unlearned")
-        super().__init__(model, self.args_for_setup, *positional, **kwargs)
+    def __init__(self, *positional, **keywords):
+        super().__init__(*positional, **keywords)
         hidden_size = self.accelerator.unwrap_model(self.model).config.get_text_config().hidden_size
         self.control_vector = random_control_vector(hidden_size, self.args.steering_coeff, self.args.seed)
 

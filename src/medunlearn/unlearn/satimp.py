@@ -19,7 +19,7 @@ Defaults: :math:`\beta_1 = 5`, :math:`\beta_2 = 1`. For the loss weights the ref
 disagree (code: gamma = 1, alpha = 0.1; recipe ``SatImp.yaml``: gamma = 0.1, alpha = 1); we take the recipe,
 which is what the reference actually runs, with its lr 1e-5 and 5 epochs.
 
-Ours: the mean is per answer, then over answers (the library's reduction, see ``base.py``); the reference
+Ours: the mean is per answer, then over answers (the library's reduction, see ``ops.py``); the reference
 averages over all tokens of the batch. No reference model is built.
 
 Citation: Puning Yang, Qizhou Wang, Zhuo Huang, Tongliang Liu, Chengqi Zhang, Bo Han.
@@ -32,17 +32,29 @@ from dataclasses import dataclass, field
 
 import torch
 
-from medunlearn.unlearn.base import (
-    UnlearningConfig,
-    UnlearningTrainer,
-    completion_token_logps,
-    masked_sequence_mean,
-)
+from medunlearn.unlearn.config import UnlearningConfig
+from medunlearn.unlearn.ops import completion_token_logps, masked_sequence_mean
+from medunlearn.unlearn.trainer import UnlearningTrainer
 
 
 @dataclass
 class SatImpConfig(UnlearningConfig):
-    """SatImp, with the paper's exponents and the reference recipe's weights (OpenUnlearning ``SatImp.yaml``)."""
+    r"""Configuration of :class:`SatImpTrainer`: the paper's exponents, ``SatImp.yaml``'s loss weights.
+
+    Parameters:
+        beta1 (`float`, *optional*, defaults to `5.0`):
+            β1, saturation exponent: weight factor p^β1 [paper].
+        beta2 (`float`, *optional*, defaults to `1.0`):
+            β2, importance exponent: weight factor (1 − p)^β2 [paper].
+        forget_weight (`float`, *optional*, defaults to `0.1`):
+            γ, weight of the SatImp forget term [recipe; the reference code says 1].
+        retain_weight (`float`, *optional*, defaults to `1.0`):
+            α, weight of the retain NLL [recipe; the reference code says 0.1].
+
+    > [!NOTE]
+    > The shared fields (retain sampling, reference mode, columns, ...) and the training defaults are those of
+    > [`UnlearningConfig`]; this config overrides no further [`~transformers.TrainingArguments`] default.
+    """
 
     beta1: float = field(default=5.0, metadata={"help": "β1, saturation exponent: weight factor p^β1"})
     beta2: float = field(default=1.0, metadata={"help": "β2, importance exponent: weight factor (1 − p)^β2"})

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from medunlearn.unlearn.base import UnlearningConfig, UnlearningTrainer, nll_loss, sequence_mean_nll
+from medunlearn.unlearn.config import UnlearningConfig
+from medunlearn.unlearn.ops import nll_loss, sequence_mean_nll
+from medunlearn.unlearn.trainer import UnlearningTrainer
 
 
 def simnpo_loss(mean_nll: torch.Tensor, beta: float, delta: float) -> torch.Tensor:
@@ -26,7 +28,22 @@ def simnpo_loss(mean_nll: torch.Tensor, beta: float, delta: float) -> torch.Tens
 
 @dataclass
 class SimNPOConfig(UnlearningConfig):
-    """SimNPO: β = 4.5, δ = 0, γ = 0.125, α = 1 (OpenUnlearning's TOFU defaults)."""
+    r"""Configuration of :class:`SimNPOTrainer`: OpenUnlearning's TOFU defaults β = 4.5, δ = 0, γ = 1/8, α = 1.
+
+    Parameters:
+        beta (`float`, *optional*, defaults to `4.5`):
+            β, inverse temperature of the SimNPO loss [OpenUnlearning].
+        delta (`float`, *optional*, defaults to `0.0`):
+            δ, reward margin subtracted from the length-normalised NLL [OpenUnlearning].
+        forget_weight (`float`, *optional*, defaults to `0.125`):
+            γ, weight of the SimNPO term [OpenUnlearning].
+        retain_weight (`float`, *optional*, defaults to `1.0`):
+            α, weight of the retain NLL [OpenUnlearning].
+
+    > [!NOTE]
+    > The shared fields (retain sampling, reference mode, columns, ...) and the training defaults are those of
+    > [`UnlearningConfig`]; this config overrides no further [`~transformers.TrainingArguments`] default.
+    """
 
     beta: float = field(default=4.5, metadata={"help": "β, inverse temperature"})
     delta: float = field(default=0.0, metadata={"help": "δ, reward margin"})

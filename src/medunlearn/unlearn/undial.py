@@ -18,10 +18,10 @@ forget batch (labels ``!= -100``).
 
 Unlike the reference implementation, only answer tokens enter the mean: it averages over prompt, padding and −100
 positions as well (scattering the penalty into the last vocabulary id there), so the loss depends on padding.
-Ours: the mean is per answer, then over answers (the library's reduction, see ``base.py``).
+Ours: the mean is per answer, then over answers (the library's reduction, see ``ops.py``).
 
 Reference model: needs the reference's full next-token distributions, live. Under PEFT it is the same model with
-the adapter disabled; otherwise a frozen copy (``base.py``'s policy).
+the adapter disabled; otherwise a frozen copy (``trainer.py``'s policy).
 Defaults: the reference recipe (OpenUnlearning ``UNDIAL.yaml``): beta = 10, gamma = 1, alpha = 0 (no retain
 term; its community sweep also tries alpha in {1, 2, 5}), lr 1e-4, 10 epochs. With alpha = 0 no retain set is
 needed.
@@ -38,17 +38,29 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from medunlearn.unlearn.base import (
-    UnlearningConfig,
-    UnlearningTrainer,
-    answer_soft_cross_entropy,
-    shift_for_next_token,
-)
+from medunlearn.unlearn.config import UnlearningConfig
+from medunlearn.unlearn.ops import answer_soft_cross_entropy, shift_for_next_token
+from medunlearn.unlearn.trainer import UnlearningTrainer
 
 
 @dataclass
 class UNDIALConfig(UnlearningConfig):
-    """UNDIAL, with the reference recipe's defaults (OpenUnlearning ``UNDIAL.yaml``)."""
+    r"""Configuration of :class:`UNDIALTrainer`: the reference recipe's defaults (OpenUnlearning's UNDIAL).
+
+    Parameters:
+        beta (`float`, *optional*, defaults to `10.0`):
+            β, how much the answer token's reference logit is lowered in the target [recipe].
+        forget_weight (`float`, *optional*, defaults to `1.0`):
+            γ, weight of the distillation term [recipe].
+        retain_weight (`float`, *optional*, defaults to `0.0`):
+            α, weight of the retain NLL; `0` (the recipe's) means no retain term and no retain set [recipe].
+
+    > [!NOTE]
+    > These parameters have default values different from [`~transformers.TrainingArguments`] beyond those set
+    > by [`UnlearningConfig`] (whose shared fields and other training defaults apply):
+    > - `learning_rate`: defaults to `1e-4` instead of `5e-5` (recipe).
+    > - `num_train_epochs`: defaults to `10.0` instead of `3.0` (recipe).
+    """
 
     beta: float = field(
         default=10.0, metadata={"help": "β: how much the answer token's reference logit is lowered in the target"}

@@ -16,7 +16,7 @@ over the answer tokens :math:`y_b` (labels ``!= -100``); :math:`\operatorname{sg
 Minimising :math:`\mathcal{L}_{\mathrm{WGA}}` lowers the forget log-likelihood; :math:`\beta = 0` is plain
 gradient ascent.
 
-Ours: the mean is per answer, then over answers (the library's reduction, see ``base.py``), so results do not
+Ours: the mean is per answer, then over answers (the library's reduction, see ``ops.py``), so results do not
 depend on how a batch is split over processes; the reference implementation averages over all tokens of the
 batch. No reference model is built (the reference implementation builds one and never uses it).
 Defaults: the reference recipe (OpenUnlearning ``WGA.yaml``): beta = 1, gamma = alpha = 1, lr 1e-5, 5 epochs.
@@ -31,17 +31,27 @@ from dataclasses import dataclass, field
 
 import torch
 
-from medunlearn.unlearn.base import (
-    UnlearningConfig,
-    UnlearningTrainer,
-    completion_token_logps,
-    masked_sequence_mean,
-)
+from medunlearn.unlearn.config import UnlearningConfig
+from medunlearn.unlearn.ops import completion_token_logps, masked_sequence_mean
+from medunlearn.unlearn.trainer import UnlearningTrainer
 
 
 @dataclass
 class WGAConfig(UnlearningConfig):
-    """WGA, with the reference recipe's defaults (OpenUnlearning ``WGA.yaml``)."""
+    r"""Configuration of :class:`WGATrainer`: the reference recipe's defaults (OpenUnlearning ``WGA.yaml``).
+
+    Parameters:
+        beta (`float`, *optional*, defaults to `1.0`):
+            β, power of the detached token probability used as weight, w = p^β; `0` is plain ascent [recipe].
+        forget_weight (`float`, *optional*, defaults to `1.0`):
+            γ, weight of the WGA forget term [recipe].
+        retain_weight (`float`, *optional*, defaults to `1.0`):
+            α, weight of the retain NLL [recipe].
+
+    > [!NOTE]
+    > The shared fields (retain sampling, reference mode, columns, ...) and the training defaults are those of
+    > [`UnlearningConfig`]; this config overrides no further [`~transformers.TrainingArguments`] default.
+    """
 
     beta: float = field(
         default=1.0,

@@ -1,9 +1,10 @@
-"""The ``medunlearn`` command.
+"""The ``medunlearn`` command: one module per subcommand, each only parsing, calling the Python API and printing.
 
-Each subcommand lives next to the code it drives (``medunlearn/amnesia/cli.py`` for ``medunlearn amnesia``)
-and exposes two functions: ``build_parser(prog) -> argparse.ArgumentParser`` and ``run(args) -> int``.
-Subcommand modules are imported only when used, so ``medunlearn --help`` stays instant and a user without
-the training extras can still build datasets.
+Each subcommand module (``medunlearn/cli/amnesia.py`` for ``medunlearn amnesia``) exposes
+``build_parser(prog) -> argparse.ArgumentParser`` and ``run(args) -> int``. Subcommand modules are imported only
+when used, so ``medunlearn --help`` stays instant and a user without the training extras can still build
+datasets. Every error a user can cause is a :class:`~medunlearn.errors.MedunlearnError`; :func:`main` catches it
+here, once, and prints ``medunlearn <command>: error: <message>`` with exit status 2.
 """
 
 from __future__ import annotations
@@ -13,27 +14,26 @@ import importlib
 import importlib.util
 import sys
 
+from medunlearn import __version__
+from medunlearn.errors import MedunlearnError
+
 # name -> (module, one-line summary). Order is the order of the data flow.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "amnesia": ("medunlearn.amnesia.cli", "build, audit and publish AMNESIA dataset folders"),
-    "biodivergence": ("medunlearn.biodivergence.cli", "build, audit and evaluate BioDivergence claim-pair splits"),
-    "finetune": ("medunlearn.unlearn.finetune_cli", "notes pretraining then QA SFT: the model to unlearn from"),
-    "unlearn": ("medunlearn.unlearn.cli", "run an unlearning method on a model"),
-    "evaluate": ("medunlearn.evaluation.cli", "score a model on an AMNESIA forget config"),
-    "report": ("medunlearn.evaluation.report_cli", "table, JSON and plots from evaluation folders"),
-    "tofu": ("medunlearn.tofu.cli", "TOFU-format data and the TOFU metric set (OpenUnlearning-compatible)"),
-    "publish": ("medunlearn.unlearn.publish_cli", "push an unlearned model and its card to the Hub"),
-    "demo": ("medunlearn.demo", "the whole pipeline on the embedded default, on a laptop CPU"),
+    "amnesia": ("medunlearn.cli.amnesia", "build, audit and publish AMNESIA dataset folders"),
+    "biodivergence": ("medunlearn.cli.biodivergence", "build, audit and evaluate BioDivergence claim-pair splits"),
+    "finetune": ("medunlearn.cli.finetune", "notes pretraining then QA SFT: the model to unlearn from"),
+    "unlearn": ("medunlearn.cli.unlearn", "run an unlearning method on a model"),
+    "evaluate": ("medunlearn.cli.evaluate", "score a model on an AMNESIA (or TOFU) forget config"),
+    "report": ("medunlearn.cli.report", "table, JSON and plots from evaluation folders"),
+    "tofu": ("medunlearn.cli.tofu", "TOFU-format data and the TOFU metric set (OpenUnlearning-compatible)"),
+    "publish": ("medunlearn.cli.publish", "push an unlearned model and its card to the Hub"),
+    "demo": ("medunlearn.cli.demo", "the whole pipeline on the embedded default, on a laptop CPU"),
 }
 
 
 def _available_subcommands() -> dict[str, tuple[str, str]]:
     """Subcommands whose module is installed (extras may be missing)."""
-    found = {}
-    for name, (module, summary) in SUBCOMMANDS.items():
-        if importlib.util.find_spec(module) is not None:
-            found[name] = (module, summary)
-    return found
+    return {name: entry for name, entry in SUBCOMMANDS.items() if importlib.util.find_spec(entry[0]) is not None}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,8 +48,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("command", choices=sorted(commands), metavar="COMMAND", help="one of the commands below")
     parser.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-    from medunlearn import __version__
-
     parser.add_argument("--version", action="version", version=f"medunlearn {__version__}")
     return parser
 
@@ -70,8 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     module = importlib.import_module(SUBCOMMANDS[ns.command][0])
     parser = module.build_parser(f"medunlearn {ns.command}")
     args = parser.parse_args(argv[1:])
-    return int(module.run(args) or 0)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        return int(module.run(args) or 0)
+    except MedunlearnError as error:
+        print(f"medunlearn {ns.command}: error: {error}", file=sys.stderr)
+        return 2

@@ -5,8 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
-from medunlearn.amnesia.schema import DISEASE_LEVEL_DEFAULT, DISEASES
+from medunlearn.amnesia.audit import AuditFailure, audit_folder
+from medunlearn.amnesia.build import build_amnesia
+from medunlearn.amnesia.hub import print_split_table, publish_folder
+from medunlearn.ontology.amnesia import DISEASE_LEVEL_DEFAULT, DISEASES
 
 EXAMPLES = """examples:
   medunlearn amnesia build --out amnesia --patients 200 --seed 0
@@ -69,68 +73,30 @@ def build_parser(prog: str = "medunlearn amnesia") -> argparse.ArgumentParser:
     return parser
 
 
-def print_split_table(folder) -> None:
-    import json
-
-    from rich.console import Console
-    from rich.table import Table
-
-    from medunlearn.amnesia.hub import BUILD_FILE
-
-    manifest = json.loads((folder / BUILD_FILE).read_text())
-    table = Table(title=f"AMNESIA splits in {folder}")
-    for column in ("config", "patients", "train QA", "holdout QA"):
-        table.add_column(column, justify="left" if column == "config" else "right")
-    for config in manifest["configs"]:
-        sizes = manifest["sizes"][config]
-        if config == "notes":
-            table.add_row(config, f"{sizes['train']['patients']:,}", "—", "—")
-        else:
-            table.add_row(config, f"{sizes['train']['patients']:,}", f"{sizes['train']['rows']:,}",
-                          f"{sizes['holdout']['rows']:,}")
-    console = Console()
-    console.print(table)
-    for name, reason in manifest["omitted"].items():
-        console.print(f"omitted {name}: {reason}")
-    for reason, ids in manifest["skipped"].items():
-        console.print(f"skipped {len(ids)} patients: {reason}")
-
-
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from medunlearn.amnesia.audit import AuditFailure, audit_folder
-    from medunlearn.amnesia.build import build_amnesia_folder
-    from medunlearn.amnesia.hub import publish_folder
-
-    try:
-        if args.action == "build":
-            start = time.perf_counter()
-            diseases = [d.strip() for d in args.disease_level.split(",") if d.strip()]
-            folder = build_amnesia_folder(
-                args.out, overwrite=args.overwrite, source=args.source, patients=args.patients, seed=args.seed,
-                notes_path=args.notes, qa_path=args.qa, disease_level=diseases, qa_per_type=args.qa_per_type,
-            )
-            print_split_table(Path(folder))
-            print(f"wrote {folder} in {time.perf_counter() - start:.1f} s")
-            return 0
-        if args.action == "audit":
+    if args.action == "build":
+        start = time.perf_counter()
+        diseases = [d.strip() for d in args.disease_level.split(",") if d.strip()]
+        folder = build_amnesia(
+            args.out, overwrite=args.overwrite, source=args.source, patients=args.patients, seed=args.seed,
+            notes_path=args.notes, qa_path=args.qa, disease_level=diseases, qa_per_type=args.qa_per_type,
+        )
+        print_split_table(Path(folder))
+        print(f"wrote {folder} in {time.perf_counter() - start:.1f} s")
+        return 0
+    if args.action == "audit":
+        try:
             result = audit_folder(args.folder)
-            for invariant, detail in result.checks:
-                print(f"ok  {invariant}: {detail}")
-            print(f"{args.folder}: all {len(result.checks)} invariant groups hold")
-            return 0
-        if args.action == "publish":
-            files = publish_folder(args.folder, args.repo, private=args.private, dry_run=args.dry_run)
-            verb = "would upload" if args.dry_run else "uploaded"
-            for name in files:
-                print(f"{verb} {name}")
-            print(f"{verb} {len(files)} files to https://huggingface.co/datasets/{args.repo}")
-            return 0
-    except AuditFailure as failure:
-        print(f"FAIL {failure}", file=sys.stderr)
-        return 1
-    except (ValueError, FileNotFoundError, FileExistsError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    return 2
+        except AuditFailure as failure:  # a verdict, not a usage error: exit 1
+            print(f"FAIL {failure}", file=sys.stderr)
+            return 1
+        for invariant, detail in result.checks:
+            print(f"ok  {invariant}: {detail}")
+        print(f"{args.folder}: all {len(result.checks)} invariant groups hold")
+        return 0
+    files = publish_folder(args.folder, args.repo, private=args.private, dry_run=args.dry_run)
+    verb = "would upload" if args.dry_run else "uploaded"
+    for name in files:
+        print(f"{verb} {name}")
+    print(f"{verb} {len(files)} files to https://huggingface.co/datasets/{args.repo}")
+    return 0

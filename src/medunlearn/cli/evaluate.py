@@ -1,10 +1,22 @@
-"""``medunlearn evaluate``: score a model on an AMNESIA forget config into an evaluation folder."""
+"""``medunlearn evaluate``: score a model on an AMNESIA (or TOFU) forget config into an evaluation folder.
+
+The work is :func:`medunlearn.evaluation.evaluate_unlearning` (AMNESIA) or :func:`medunlearn.tofu.evaluate_tofu`.
+"""
 
 from __future__ import annotations
 
 import argparse
-import os
-import sys
+from pathlib import Path
+
+from medunlearn.cli.options import missing_options
+from medunlearn.cli.tofu import print_tofu_summary, tofu_conventions
+from medunlearn.errors import InputError
+from medunlearn.evaluation.pipeline import evaluate_unlearning, score_evaluation
+from medunlearn.evaluation.populations import PopulationConfig
+from medunlearn.evaluation.runner import RunnerConfig
+from medunlearn.tofu.conventions import PRESETS
+from medunlearn.tofu.evaluate import evaluate_tofu, score_tofu
+from medunlearn.utils.distributed import launched_processes
 
 EPILOG = """example (a fictitious cohort, a fine-tuned model, then its evaluation on forget_10):
   medunlearn amnesia build --out amnesia --patients 40 --seed 0
@@ -16,16 +28,24 @@ model as --before so AFE compares against it (--before-outputs lets several meth
   medunlearn evaluate --model ckpt/grad_diff --before ckpt/finetuned --data amnesia --forget forget_10 \\
       --out evals/grad_diff --before-outputs evals/before_forget_10
 
+TOFU mode (--benchmark tofu): --data is a TOFU-format folder, --forget forget01/05/10, and --preset chooses the
+conventions (system prompt, stop strings, generation length) unless --system-prompt, --stop or --max-new-tokens
+are given:
+  medunlearn tofu build --out tofu --authors 10
+  medunlearn evaluate --benchmark tofu --preset open-unlearning --model ckpt/finetuned --data tofu \
+      --forget forget10 --out evals/tofu --max-new-tokens 4
+
 The folder holds per-example outputs (parquet), summary.json and run.json. An interrupted run resumes
 when rerun with the same arguments; --rescore recomputes summary.json from the stored outputs, no model needed."""
 
 
-def build_parser(prog: str) -> argparse.ArgumentParser:
+def build_parser(prog: str = "medunlearn evaluate") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
         description=(
             "Score a model on an AMNESIA forget config: forget (seen and holdout QA), retained same-disease and "
-            "out-of-disease patients, by QA type (MU, AFE, LS, DS, ROUGE-L, Prob, MIA)."
+            "out-of-disease patients, by QA type (MU, AFE, LS, DS, ROUGE-L, Prob, MIA); or, with --benchmark "
+            "tofu, on a TOFU forget config with the TOFU metric set."
         ),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -48,7 +68,10 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     )
     parser.add_argument("--name", help="method name shown in reports (default: the model folder's name)")
     parser.add_argument("--batch-size", type=int, default=16, help="sequences per batch (default 16)")
-    parser.add_argument("--max-new-tokens", type=int, default=64, help="generation length limit (default 64)")
+    parser.add_argument(
+        "--max-new-tokens", type=int, default=None,
+        help=f"generation length limit (default {RunnerConfig.max_new_tokens}; TOFU: the preset's)",
+    )
     parser.add_argument(
         "--max-retain-patients", type=int, default=100,
         help="seeded sample of retained patients per population (default 100; 0 keeps all)",
@@ -61,61 +84,42 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         "--benchmark", choices=("amnesia", "tofu"), default="amnesia",
         help="tofu: --data is a TOFU-format folder or Hub id, --forget forget01/05/10; TOFU metric set",
     )
-    parser.add_argument(
-        "--tofu-preset", default="medunlearn", choices=("medunlearn", "open-unlearning", "open-unlearning-llama3"),
-        help="TOFU conventions (open-unlearning: the reference implementation's)",
-    )
+    tofu = parser.add_argument_group("TOFU conventions (--benchmark tofu)")
+    tofu.add_argument("--preset", "--tofu-preset", dest="preset", default="medunlearn", choices=sorted(PRESETS),
+                      help="conventions preset (open-unlearning: the reference implementation's)")
+    tofu.add_argument("--system-prompt", help="override the preset's system prompt")
+    tofu.add_argument("--stop", action="append", help="stop string cutting generations (repeatable)")
     return parser
 
 
-class UsageError(ValueError):
-    """A missing or inconsistent option."""
-
-
 def run(args) -> int:
-    from medunlearn.evaluation.pipeline import score_evaluation
-
     if args.benchmark == "tofu":
-        from medunlearn.tofu.cli import evaluate_from_evaluate_args
-
-        return evaluate_from_evaluate_args(args)
-    try:
-        if args.rescore:
-            summary = score_evaluation(args.out)
-        else:
-            summary = _evaluate(args)
-    except (ValueError, FileNotFoundError, OSError) as error:
-        print(f"medunlearn evaluate: error: {error}", file=sys.stderr)
-        return 2
+        return _run_tofu(args)
+    if args.rescore:
+        summary = score_evaluation(args.out)
+    else:
+        summary = _evaluate_amnesia(args)
     if summary:
         _print_headline(summary, args.out)
-    elif int(os.environ.get("RANK", "0")) == 0:
+    elif summary is not None:
         print(f"stopped before every batch was done; rerun the same command to resume ({args.out})")
     return 0
 
 
-def _evaluate(args) -> dict:
-    from pathlib import Path
+def _runner_config(args, **values) -> RunnerConfig:
+    if args.batch_size < 1 or (args.max_new_tokens is not None and args.max_new_tokens < 1):
+        raise InputError("--batch-size and --max-new-tokens must be at least 1")
+    if args.max_new_tokens is not None:
+        values["max_new_tokens"] = args.max_new_tokens
+    return RunnerConfig(batch_size=args.batch_size, progress=not args.no_progress, **values)
 
-    from medunlearn.evaluation.pipeline import evaluate_unlearning
-    from medunlearn.evaluation.populations import PopulationConfig
-    from medunlearn.evaluation.runner import RunnerConfig
 
-    missing = [flag for flag, value in (("--model", args.model), ("--data", args.data), ("--forget", args.forget)) if not value]
+def _evaluate_amnesia(args) -> dict | None:
+    """The summary; ``{}`` when batches are left, ``None`` on a launched process that does not write it."""
+    missing = missing_options(args, "--model", "--data", "--forget")
     if missing:
-        raise UsageError(f"{', '.join(missing)} required (or --rescore to rescore an existing --out)")
-    from medunlearn.models import BUILTIN_MODELS
-
-    offline = os.environ.get("HF_HUB_OFFLINE") == "1"
-    for flag, value in (("--model", args.model), ("--before", args.before), ("--retain-model", args.retain_model)):
-        if value == "tiny-llama":
-            raise UsageError(f"{flag} tiny-llama is an untrained model built from data: fine-tune it first")
-        # Offline, a name that is not a folder can only fail later with a long Hub error: say it plainly now.
-        if value and offline and value not in BUILTIN_MODELS and not Path(value).is_dir():
-            raise FileNotFoundError(f"{flag} {value}: no such model folder (HF_HUB_OFFLINE=1, so no Hub download)")
-    if args.batch_size < 1 or args.max_new_tokens < 1:
-        raise UsageError("--batch-size and --max-new-tokens must be at least 1")
-    return evaluate_unlearning(
+        raise InputError(f"{', '.join(missing)} required (or --rescore to rescore an existing --out)")
+    summary = evaluate_unlearning(
         args.model,
         args.data,
         args.forget,
@@ -125,12 +129,26 @@ def _evaluate(args) -> dict:
         before_outputs=args.before_outputs,
         embedding_similarity=args.embedding_similarity,
         name=args.name,
-        runner_config=RunnerConfig(
-            batch_size=args.batch_size, max_new_tokens=args.max_new_tokens, progress=not args.no_progress
-        ),
+        runner_config=_runner_config(args),
         population_config=PopulationConfig(max_retain_patients=args.max_retain_patients or None, seed=args.seed),
         overwrite=args.overwrite,
     )
+    return summary if summary or launched_processes().is_main else None
+
+
+def _run_tofu(args) -> int:
+
+    if args.rescore:
+        print_tofu_summary(score_tofu(args.out), Path(args.out))
+        return 0
+    missing = missing_options(args, "--model", "--data")
+    if missing:
+        raise InputError(f"{', '.join(missing)} required")
+    summary = evaluate_tofu(args.model, args.data, args.forget or "forget10", Path(args.out),
+                            retain_model=args.retain_model, conventions=tofu_conventions(args),
+                            runner_config=_runner_config(args), overwrite=args.overwrite)
+    print_tofu_summary(summary, Path(args.out))
+    return 0
 
 
 def _print_headline(summary: dict, out: str) -> None:

@@ -10,10 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from medunlearn.errors import MedunlearnError
+
 NO_CONFOUNDER = "none"
 
 
-class UnknownLabelError(ValueError):
+class UnknownLabelError(MedunlearnError, ValueError):
     """A label that is not in the registry; the message lists the allowed ones."""
 
 
@@ -76,7 +78,7 @@ def check_conflict_type(value: str) -> str:
     >>> check_conflict_type("maybe")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    medunlearn.biodivergence.ontology.UnknownLabelError: unknown conflict_type 'maybe'; allowed: direct_contradiction, ...
+    medunlearn.ontology.biodivergence.UnknownLabelError: unknown conflict_type 'maybe'; allowed: direct_contradiction, ...
     """
     if value not in CONFLICT_TYPE_IDS:
         raise UnknownLabelError(_allowed(f"conflict_type {value!r}", CONFLICT_TYPE_IDS))

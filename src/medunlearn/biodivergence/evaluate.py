@@ -1,0 +1,119 @@
+"""``evaluate_biodivergence``: a baseline or a predictions file, scored on one split of a BioDivergence folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from pathlib import Path
+
+import pandas as pd
+
+from medunlearn.biodivergence.audit import read_hub_folder
+from medunlearn.biodivergence.baselines import (
+    ZeroShotConfig,
+    make_baseline,
+    prediction_rows,
+    write_predictions,
+)
+from medunlearn.errors import MedunlearnError
+from medunlearn.metrics.contextual_contradiction import (
+    OUTPUT_KEYS,
+    SPAN_KEYS,
+    check_record,
+    contextual_contradiction,
+)
+
+
+class PredictionsFormatError(MedunlearnError, ValueError):
+    """A predictions file that cannot be matched to the gold split (the message names the file and line)."""
+
+
+def gold_split(data: str | os.PathLike, config: str, split: str, limit: int | None = None):
+    """``(every split of config, the gold rows of split)``; the first ``limit`` rows only when given."""
+    configs = read_hub_folder(data)
+    if config not in configs:
+        raise PredictionsFormatError(f"{data}: no config {config!r} (found {sorted(configs)})")
+    if split not in configs[config]:
+        raise PredictionsFormatError(f"{data}: config {config!r} has no split {split!r}")
+    gold = configs[config][split]
+    if limit is not None:
+        gold = gold.iloc[:limit]
+    return configs[config], gold.reset_index(drop=True)
+
+
+def read_predictions(path: str | os.PathLike, pair_ids) -> list:
+    """Predictions in the order of ``pair_ids``; a pair without a prediction counts as unparseable ("") and
+    a warning says how many there are."""
+    path = Path(path)
+    if not path.is_file():
+        raise PredictionsFormatError(f"predictions file {path} does not exist")
+    wanted = set(pair_ids)
+    found: dict = {}
+    for line_number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise PredictionsFormatError(f"{path}: line {line_number}: not JSON ({error.msg})") from None
+        if not isinstance(row, dict) or "pair_id" not in row:
+            raise PredictionsFormatError(f"{path}: line {line_number}: needs a `pair_id` field")
+        pair_id = row.pop("pair_id")
+        if pair_id not in wanted:
+            raise PredictionsFormatError(f"{path}: line {line_number}: pair_id {pair_id!r} is not in the gold split")
+        if pair_id in found:
+            raise PredictionsFormatError(f"{path}: line {line_number}: pair_id {pair_id!r} appears twice")
+        if "prediction" in row:
+            if not isinstance(row["prediction"], str):
+                raise PredictionsFormatError(f"{path}: line {line_number}: field `prediction` must be a string")
+            found[pair_id] = row["prediction"]
+        else:
+            try:
+                found[pair_id] = check_record("prediction", line_number, row)
+            except ValueError as error:
+                raise PredictionsFormatError(f"{path}: line {line_number}: {error}") from None
+    missing = [pair_id for pair_id in pair_ids if pair_id not in found]
+    if missing:
+        warnings.warn(f"{len(missing)} pairs have no prediction in {path} (e.g. {missing[0]!r}); they count as wrong",
+                      stacklevel=2)
+    return [found.get(pair_id, "") for pair_id in pair_ids]
+
+
+def references_of(gold: pd.DataFrame) -> list[dict]:
+    """The gold records the metric reads (axes as lists)."""
+    references = gold[list(OUTPUT_KEYS + SPAN_KEYS)].to_dict(orient="records")
+    for record in references:
+        record["axes"] = list(record["axes"])
+    return references
+
+
+def evaluate_biodivergence(data: str | os.PathLike, out: str | os.PathLike | None = None, *,
+                           baseline: str | None = None, predictions: str | os.PathLike | None = None,
+                           config: str = "v1.0", split: str = "test", limit: int | None = None,
+                           model: str | None = None, zero_shot: ZeroShotConfig | None = None,
+                           device: str | None = None) -> dict:
+    """Score a ``baseline`` (fit on the config's train split) or a ``predictions`` file on ``config/split``.
+
+    Writes ``out/metrics.json`` (and, for a baseline, ``out/predictions.jsonl``); ``out`` defaults to
+    ``biodivergence_eval/<system>-<config>-<split>``. Returns the summary, with ``out`` and ``n`` added.
+    """
+    if (baseline is None) == (predictions is None):
+        raise PredictionsFormatError("give exactly one of a baseline or a predictions file")
+    splits, gold = gold_split(data, config, split, limit)
+    if baseline:
+        options = {"model": model, "config": zero_shot or ZeroShotConfig(), "device": device} \
+            if baseline == "zero-shot" else {}
+        predicted = make_baseline(baseline, **options).fit(splits["train"]).predict(gold)
+        name = baseline
+    else:
+        predicted = read_predictions(predictions, list(gold["pair_id"]))
+        name = Path(predictions).stem
+    scores = contextual_contradiction(predicted, references_of(gold))
+    out = Path(out) if out is not None else Path("biodivergence_eval") / f"{name}-{config}-{split}"
+    out.mkdir(parents=True, exist_ok=True)
+    if baseline:
+        write_predictions(prediction_rows(gold, predicted), out / "predictions.jsonl")
+    summary = {"data": str(data), "config": config, "split": split, "system": name, "scores": scores}
+    (out / "metrics.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    return {**summary, "out": str(out), "n": len(gold)}

@@ -1,0 +1,127 @@
+"""``medunlearn tofu``: build a fictitious TOFU-format folder, evaluate a model with the TOFU metric set.
+
+``tofu evaluate`` is ``medunlearn evaluate --benchmark tofu`` with TOFU's defaults; both call
+:func:`medunlearn.tofu.evaluate_tofu`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from medunlearn.errors import MissingInputError
+from medunlearn.evaluation.runner import RunnerConfig
+from medunlearn.tofu.conventions import PRESETS, TofuConventions, preset
+from medunlearn.tofu.data import FORGET_CONFIGS, TofuInputError
+from medunlearn.tofu.evaluate import evaluate_tofu
+from medunlearn.tofu.scoring import compare_summaries
+from medunlearn.tofu.synthetic import build_tofu_folder
+
+EPILOG = """examples:
+  medunlearn tofu build --out /tmp/tofu --authors 20 --seed 0
+  medunlearn tofu evaluate --model tiny-llama --data /tmp/tofu --forget forget10 --out /tmp/tofu-eval \\
+      --preset open-unlearning --max-new-tokens 16
+  medunlearn tofu compare /tmp/tofu-eval/summary.json /tmp/tofu-eval/TOFU_SUMMARY.json
+
+--data is a local folder of the locuslab/TOFU layout or a Hub id (locuslab/TOFU). The summary JSON holds
+our metric names under "metrics" and OpenUnlearning's names under "open_unlearning"; --preset open-unlearning
+selects the reference's conventions (system prompt, 64 new tokens, EOS dropped from token-wise metrics, ...)."""
+
+
+def build_parser(prog: str = "medunlearn tofu") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="TOFU-compatible benchmark mode: TOFU-format data and the TOFU metric set through the runner.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    build = commands.add_parser("build", help="write a small fictitious TOFU-format folder")
+    build.add_argument("--out", required=True, type=Path, help="folder to write")
+    build.add_argument("--authors", type=int, default=20, help="fictitious authors in `full` (default 20)")
+    build.add_argument("--qa-per-author", type=int, default=4, help="questions per author, 1-5 (default 4)")
+    build.add_argument("--perturbed", type=int, default=3, help="perturbed answers per question, 1-5 (default 3)")
+    build.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+
+    evaluate = commands.add_parser("evaluate", help="score a model with the TOFU metric set")
+    evaluate.add_argument("--model", required=True, help="model folder, Hub id, tiny-llama or smollm2-135m")
+    evaluate.add_argument("--data", required=True, help="TOFU-format folder or Hub id (locuslab/TOFU)")
+    evaluate.add_argument("--forget", default="forget10", choices=FORGET_CONFIGS, help="forget config")
+    evaluate.add_argument("--out", required=True, type=Path, help="evaluation folder to write")
+    evaluate.add_argument("--retain-model", help="model fine-tuned without the forget set: forget quality, privleak")
+    evaluate.add_argument("--preset", "--tofu-preset", dest="preset", default="medunlearn", choices=sorted(PRESETS), help="conventions preset")
+    evaluate.add_argument("--max-new-tokens", type=int, help="override the preset's generation length")
+    evaluate.add_argument("--stop", action="append", help="stop string cutting generations (repeatable)")
+    evaluate.add_argument("--system-prompt", help="override the preset's system prompt")
+    evaluate.add_argument("--batch-size", type=int, default=16, help="sequences per forward pass (default 16)")
+    evaluate.add_argument("--no-progress", action="store_true", help="no progress bars")
+    evaluate.add_argument("--overwrite", action="store_true", help="discard outputs of another run in --out")
+
+    compare = commands.add_parser("compare", help="our summary vs a reference TOFU_SUMMARY.json, metric by metric")
+    compare.add_argument("ours", type=Path, help="our summary.json (or TOFU_SUMMARY.json)")
+    compare.add_argument("reference", type=Path, help="OpenUnlearning's TOFU_SUMMARY.json (or TOFU_EVAL.json)")
+    compare.add_argument("--tolerance", type=float, default=None,
+                         help="exit 1 if any shared metric differs by more than this")
+    return parser
+
+
+def _read_json(path: Path) -> dict:
+    if not path.is_file():
+        raise MissingInputError(f"{path} does not exist")
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise TofuInputError(f"{path}: not JSON ({error})") from error
+
+
+def _compare(args) -> int:
+
+    rows = compare_summaries(_read_json(args.ours), _read_json(args.reference))
+
+    def show(value):
+        return "-" if value is None else f"{value:.6g}"
+
+    print(f"{'metric':<26}{'ours':>14}{'reference':>14}{'|diff|':>12}")
+    for row in rows:
+        print(f"{row['metric']:<26}{show(row['ours']):>14}{show(row['reference']):>14}{show(row['abs_difference']):>12}")
+    differences = [row["abs_difference"] for row in rows if row["abs_difference"] is not None]
+    if args.tolerance is not None and differences and max(differences) > args.tolerance:
+        print(f"largest difference {max(differences):.3g} exceeds --tolerance {args.tolerance}")
+        return 1
+    return 0
+
+
+def tofu_conventions(args) -> TofuConventions:
+    """The preset of ``--preset``, with ``--max-new-tokens``, ``--stop`` and ``--system-prompt`` over it (shared
+    with ``medunlearn evaluate --benchmark tofu``: one set of options)."""
+    return preset(args.preset).with_options(
+        max_new_tokens=args.max_new_tokens,
+        stop_strings=tuple(args.stop) if args.stop else None,
+        system_prompt=args.system_prompt,
+    )
+
+
+def print_tofu_summary(summary: dict, out: Path) -> None:
+    if not summary:
+        print(f"stopped before every batch was done; rerun the same command to resume ({out})")
+        return
+    print(json.dumps(summary["open_unlearning"], indent=2))
+    print(f"summary: {out / 'summary.json'}")
+
+
+def run(args) -> int:
+
+    if args.action == "build":
+        folder = build_tofu_folder(args.out, authors=args.authors, qa_per_author=args.qa_per_author,
+                                   perturbed=args.perturbed, seed=args.seed)
+        print(f"wrote TOFU-format folder {folder}")
+        return 0
+    if args.action == "compare":
+        return _compare(args)
+    summary = evaluate_tofu(args.model, args.data, args.forget, args.out, retain_model=args.retain_model,
+                            conventions=tofu_conventions(args),
+                            runner_config=RunnerConfig(batch_size=args.batch_size, progress=not args.no_progress),
+                            overwrite=args.overwrite)
+    print_tofu_summary(summary, args.out)
+    return 0

@@ -1,0 +1,90 @@
+"""``medunlearn unlearn``: run an unlearning method on a model with an AMNESIA (or TOFU) forget config.
+
+Options of the method's config (learning rate, β, layer, …) come from a recipe YAML (``--config``) and/or the
+command line (``--learning_rate 1e-5``), as with TRL's ``TrlParser``: command line over recipe over paper default.
+The work is :func:`medunlearn.unlearn.run_unlearning`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+from pathlib import Path
+
+from medunlearn.cli.options import OverridableParser, add_model_arguments, missing_options, model_arguments
+from medunlearn.unlearn.errors import UnlearningInputError
+from medunlearn.unlearn.methods import METHODS, resolve_method
+from medunlearn.unlearn.run import UnlearningDataArguments, build_method_config, read_recipe, run_unlearning
+
+EPILOG = """example (a tiny end-to-end run on CPU):
+  medunlearn amnesia build --out /tmp/amnesia --patients 40 --seed 0
+  medunlearn finetune --model tiny-llama --data /tmp/amnesia --out /tmp/ft --num_train_epochs 1
+  medunlearn unlearn --method GradDiff --model /tmp/ft --data /tmp/amnesia --forget forget_10 --out /tmp/gd \\
+      --config recipes/grad_diff.yaml --max_steps 5
+
+  medunlearn unlearn --list                     # the methods, one line each
+  medunlearn unlearn --method npo --help-method # every option of the method's config
+
+Any field of the method's config can be given as --field value (recipe values are overridden).
+Retain config: derived from the forget config (forget_10 -> retain_90) unless --retain is given."""
+
+
+def build_parser(prog: str = "medunlearn unlearn") -> argparse.ArgumentParser:
+    parser = OverridableParser(
+        prog=prog,
+        description="Run an unlearning method (GradDiff, KL-Min, NPO, SimNPO, RMU, …) on a model and save the "
+        "unlearned model (safetensors, or the LoRA adapter) with a model card.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--list", action="store_true", help="list the methods and exit")
+    parser.add_argument("--method", help="method stem or paper spelling (grad_diff, GradDiff, KL-Min, …)")
+    parser.add_argument("--config", type=Path, help="recipe YAML (recipes/<method>.yaml); may set `method:`")
+    add_model_arguments(parser, "checkpoint folder, Hub id, or smollm2-135m")
+    parser.add_argument("--data", help="AMNESIA folder (or Hub id) readable by datasets.load_dataset")
+    parser.add_argument("--forget", help="forget config, e.g. forget_10 or disease_cancer_forget_5")
+    parser.add_argument("--retain", help="retain config (default: derived from --forget)")
+    parser.add_argument("--out", type=Path, help="output folder for the unlearned model")
+    parser.add_argument("--help-method", action="store_true", help="print the method config's options and exit")
+    parser.add_argument(
+        "--benchmark", choices=("amnesia", "tofu"), default="amnesia",
+        help="tofu: --data is a TOFU-format folder or Hub id (--forget forget10 -> retain90)",
+    )
+    return parser
+
+
+def list_methods() -> str:
+    # find_spec only: listing must not import torch and every method module.
+    lines = []
+    for stem, spec in METHODS.items():
+        status = "" if importlib.util.find_spec(spec.module) is not None else "  (not installed)"
+        lines.append(f"  {stem:<12} {spec.summary} [aliases: {', '.join(spec.aliases)}]{status}")
+    return "unlearning methods (--method accepts the name or an alias, any case):\n" + "\n".join(lines)
+
+
+def run(args) -> int:
+    if args.list:
+        print(list_methods())
+        return 0
+    if args.help_method:
+        if not args.method:
+            raise UnlearningInputError("--help-method needs --method")
+        from trl import TrlParser
+
+        TrlParser(dataclass_types=[resolve_method(args.method).load()[0]]).print_help()
+        return 0
+    recipe = read_recipe(args.config) if args.config else {}
+    method_name = args.method or recipe.get("method")
+    recipe.pop("method", None)
+    if not method_name:
+        raise UnlearningInputError("--method is required (or `method:` in the recipe); see --list")
+    config_class, _ = resolve_method(method_name).load()
+    missing = missing_options(args, "--model", "--data", "--forget", "--out")
+    if missing:
+        raise UnlearningInputError(f"missing {', '.join(missing)}")
+    config = build_method_config(config_class, recipe, args.overrides, str(args.out), args.config)
+    data_args = UnlearningDataArguments(args.data, args.forget, args.retain, args.benchmark)
+    out = run_unlearning(config, model_arguments(args), data_args)
+    if out is not None:  # under accelerate launch, only the process that wrote the folder says so
+        print(f"unlearned model written to {out}")
+    return 0

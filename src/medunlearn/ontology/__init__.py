@@ -1,0 +1,7 @@
+"""Label sets as data: a leaf package that imports nothing of medunlearn but ``medunlearn.errors``.
+
+- :mod:`medunlearn.ontology.amnesia`: AMNESIA's disease categories and QA types.
+- :mod:`medunlearn.ontology.biodivergence`: BioDivergence's six conflict classes and 13 divergence axes.
+
+Metrics, builders and baselines read their labels from here, so a metric never imports a benchmark package.
+"""

@@ -1,0 +1,279 @@
+"""The training half as Python functions: ``run_finetune`` and ``run_unlearning``.
+
+They take typed arguments in TRL's style (a script-arguments dataclass, the trainer's config, and
+:class:`~medunlearn.models.ModelArguments`) and return the folder they wrote. ``medunlearn finetune`` and
+``medunlearn unlearn`` only parse their options into these; the demo, the study runner and notebooks call
+them directly::
+
+    from medunlearn.models import ModelArguments
+    from medunlearn.unlearn import make_method_config, run_unlearning, UnlearningDataArguments
+
+    config = make_method_config("grad_diff", "ckpt/gd", learning_rate=1e-5, max_steps=5)
+    run_unlearning(config, ModelArguments("ckpt/finetuned"), UnlearningDataArguments("amnesia", "forget_10"))
+
+Under ``accelerate launch`` every process runs the same call; the folder is returned on the process that
+wrote it and ``None`` on the others.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from medunlearn.chat import require_chat_template
+from medunlearn.data_loading import load_split, retain_config_for
+from medunlearn.errors import MissingInputError
+from medunlearn.models import ModelArguments, load_model
+from medunlearn.unlearn.card import write_model_card
+from medunlearn.unlearn.errors import UnlearningInputError
+from medunlearn.unlearn.methods import METHODS, MethodSpec, resolve_method
+from medunlearn.utils.distributed import leave_process_group
+
+Benchmark = Literal["amnesia", "tofu"]
+TINY_LLAMA_LEARNING_RATE = 1e-3  # a randomly initialised model needs a far larger step than a pretrained one
+
+
+@dataclass
+class UnlearningDataArguments:
+    """What to forget and what to retain.
+
+    Parameters:
+        data (`str`):
+            An AMNESIA folder (or Hub id) readable by `datasets.load_dataset`; with `benchmark="tofu"` a
+            TOFU-format folder or Hub id.
+        forget (`str`):
+            The forget config, e.g. `forget_10` or `disease_cancer_forget_5` (TOFU: `forget10`).
+        retain (`str` or `None`, *optional*, defaults to `None`):
+            The retain config; `None` derives it from `forget` (`forget_10` → `retain_90`).
+        benchmark (`"amnesia"` or `"tofu"`, *optional*, defaults to `"amnesia"`):
+            Which benchmark the folder holds (named in the model card).
+    """
+
+    data: str
+    forget: str
+    retain: str | None = None
+    benchmark: Benchmark = "amnesia"
+
+    def retain_config(self) -> str:
+        return self.retain or retain_config_for(self.forget)
+
+
+@dataclass
+class FinetuneArguments:
+    """The two stages of fine-tuning (AMNESIA's pipeline): notes pretraining, then completion-only QA SFT.
+
+    Parameters:
+        data (`str`):
+            An AMNESIA folder (or Hub id); with `benchmark="tofu"` a TOFU-format folder (QA only).
+        output_dir (`str`):
+            Where the fine-tuned model is written.
+        notes_epochs (`float`, *optional*, defaults to `1.0`):
+            Stage 1 epochs of next-token loss over the `notes` config (0 skips the stage; TOFU has no notes).
+        qa_epochs (`float`, *optional*, defaults to `3.0`):
+            Stage 2 epochs over the seen QA (`full`'s `train` split), loss on the answer only.
+        benchmark (`"amnesia"` or `"tofu"`, *optional*, defaults to `"amnesia"`).
+    """
+
+    data: str
+    output_dir: str
+    notes_epochs: float = 1.0
+    qa_epochs: float = 3.0
+    benchmark: Benchmark = "amnesia"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Method configs: paper default < recipe < command line
+
+
+def read_recipe(path: str | Path) -> dict:
+    """A recipe YAML (``recipes/<method>.yaml``): a mapping of config fields, optionally with ``method:``."""
+    path = Path(path)
+    if not path.is_file():
+        raise MissingInputError(f"recipe {path} does not exist")
+    recipe = yaml.safe_load(path.read_text())
+    if not isinstance(recipe, dict):
+        raise UnlearningInputError(f"recipe {path} must be a YAML mapping of config fields")
+    return recipe
+
+
+def build_method_config(config_class, recipe: dict, overrides: list[str], output_dir: str, recipe_path=None):
+    """Paper defaults < recipe < command-line ``--field value`` pairs, with TRL's parser; unknown fields are an
+    error naming them. On a machine without CUDA the run is put on the CPU in float32."""
+    import torch
+    from trl import TrlParser
+
+    parser = TrlParser(dataclass_types=[config_class])
+    if not torch.cuda.is_available():
+        parser.set_defaults_with_config(use_cpu=True, bf16=False)
+    unknown_in_recipe = parser.set_defaults_with_config(**recipe)
+    if unknown_in_recipe:
+        where = f"recipe {recipe_path}" if recipe_path else "recipe"
+        raise UnlearningInputError(f"{where}: unknown fields for {config_class.__name__}: {unknown_in_recipe}")
+    config, unknown = parser.parse_args_into_dataclasses(
+        args=[*overrides, "--output_dir", str(output_dir)], return_remaining_strings=True
+    )
+    if unknown:
+        raise UnlearningInputError(f"unknown options for {config_class.__name__}: {unknown} (see --help-method)")
+    return config
+
+
+def make_method_config(method: str, output_dir: str | Path, **fields: Any):
+    """The config of ``method`` (any name or alias of the method table) with ``fields`` over its paper defaults.
+
+    >>> make_method_config("npo", "out", beta=0.2).beta  # doctest: +SKIP
+    0.2
+    """
+    config_class, _ = resolve_method(method).load()
+    return build_method_config(config_class, dict(fields), [], str(output_dir))
+
+
+def method_of_config(config) -> MethodSpec:
+    """The method-table entry whose config class ``config`` is an instance of."""
+    for spec in METHODS.values():
+        if spec.config_class == type(config).__name__:
+            return spec
+    raise UnlearningInputError(f"{type(config).__name__} is not the config of a method in the method table")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Unlearning
+
+
+def run_unlearning(config, model_args: ModelArguments, data_args: UnlearningDataArguments) -> Path | None:
+    """Unlearn ``data_args.forget`` from ``model_args``'s model with the method whose config ``config`` is.
+
+    Writes ``config.output_dir``: the weights (safetensors, or the LoRA adapter), the tokenizer,
+    ``unlearning_config.json`` and a model card. Returns that folder on the process that wrote it.
+    """
+
+    spec = method_of_config(config)
+    _, trainer_class = spec.load()
+    out = Path(config.output_dir)
+    forget = load_split(data_args.data, data_args.forget)
+    retain_name = retain = None
+    if trainer_class.uses_retain:
+        retain_name = data_args.retain_config()
+        retain = load_split(data_args.data, retain_name)
+    # A LoRA checkpoint is merged, so that the reference (adapter disabled) is the starting model.
+    model, tokenizer = load_model(model_args, merge_adapter=True)
+    peft_config = model_args.lora_config()
+    trainer = trainer_class(model, config, forget, retain, processing_class=tokenizer, peft_config=peft_config)
+    trainer.train()
+    trainer.save_model(str(out))  # every process takes part (sharded states), the main one writes
+    writer = trainer.is_world_process_zero()
+    if writer:
+        tokenizer.save_pretrained(str(out))
+        # The Trainer pickles its arguments; the output holds only safetensors and JSON (the JSON below replaces it).
+        (out / "training_args.bin").unlink(missing_ok=True)
+        (out / "unlearning_config.json").write_text(config.to_json_string())
+        write_model_card(out, base_model=model_args.model_name_or_path, method=spec, config=config,
+                         data_args=data_args, retain=retain_name, forget_rows=forget, peft=peft_config is not None)
+    leave_process_group(trainer.accelerator)
+    return out if writer else None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Fine-tuning
+
+
+def notes_texts(notes) -> list[str]:
+    """Stage 1's documents: each patient's title and note."""
+    return [f"{title}\n{note}" for title, note in zip(notes["title"], notes["note"])]
+
+
+def qa_conversations(qa):
+    """Prompt-completion conversational rows, the format for which TRL's SFT trains on completions only."""
+    return qa.map(
+        lambda batch: {
+            "prompt": [[{"role": "user", "content": q}] for q in batch["question"]],
+            "completion": [[{"role": "assistant", "content": a}] for a in batch["answer"]],
+        },
+        batched=True,
+        remove_columns=qa.column_names,
+    )
+
+
+def default_sft_config(model_args: ModelArguments, output_dir: str | Path, overrides: list[str] = ()):
+    """The ``SFTConfig`` both stages start from: ours (no checkpoints, no trackers, logging every 10 steps, no
+    gradient checkpointing, CPU float32 without CUDA, a larger step for ``tiny-llama``) < ``overrides``."""
+    import torch
+    from trl import SFTConfig, TrlParser
+
+    parser = TrlParser(dataclass_types=[SFTConfig])
+    defaults: dict[str, Any] = {"output_dir": str(output_dir), "save_strategy": "no", "report_to": "none",
+                                "logging_steps": 10, "gradient_checkpointing": False}
+    if model_args.is_tiny_llama:
+        defaults["learning_rate"] = TINY_LLAMA_LEARNING_RATE
+    if not torch.cuda.is_available():
+        defaults.update(use_cpu=True, bf16=False)
+    parser.set_defaults_with_config(**defaults)
+    config, unknown = parser.parse_args_into_dataclasses(args=list(overrides), return_remaining_strings=True)
+    if unknown:
+        raise UnlearningInputError(f"unknown SFTConfig options: {unknown}")
+    return config
+
+
+def _stage_config(template, out: Path, stage: str, epochs: float):
+    config = copy.deepcopy(template)
+    config.output_dir = str(out / stage)
+    config.num_train_epochs = epochs
+    if stage == "notes":
+        config.dataset_text_field = "text"
+    return config
+
+
+def run_finetune(args: FinetuneArguments, model_args: ModelArguments, sft_config=None) -> Path | None:
+    """Both stages; returns ``args.output_dir`` on the process that wrote it (``None`` on the others).
+
+    ``sft_config`` (an ``SFTConfig``) holds the training settings of both stages; its ``output_dir`` and
+    ``num_train_epochs`` are replaced per stage (``args.notes_epochs``, ``args.qa_epochs``). ``None`` takes
+    :func:`default_sft_config`. With LoRA the adapter is merged at the end (with 4-bit weights only the
+    adapter is saved).
+    """
+    import datasets
+    from trl import SFTTrainer
+
+
+    out = Path(args.output_dir)
+    template = sft_config if sft_config is not None else default_sft_config(model_args, out)
+    notes = None if args.benchmark == "tofu" else load_split(args.data, "notes")  # TOFU has QA only
+    qa = load_split(args.data, "full")
+    if len(qa) == 0:
+        raise UnlearningInputError(f"{args.data}: config 'full' split 'train' has no rows")
+    texts = [] if notes is None else notes_texts(notes)
+    tokenizer_texts = texts + list(qa["question"]) + list(qa["answer"]) if model_args.is_tiny_llama else None
+    model, tokenizer = load_model(model_args, texts=tokenizer_texts)
+    require_chat_template(tokenizer)
+    peft_config = model_args.lora_config()
+
+    if args.notes_epochs > 0 and texts:
+        trainer = SFTTrainer(model=model, args=_stage_config(template, out, "notes", args.notes_epochs),
+                             train_dataset=datasets.Dataset.from_dict({"text": texts}),
+                             processing_class=tokenizer, peft_config=peft_config)
+        trainer.train()
+        model = trainer.model
+        peft_config = None  # stage 2 continues the same adapter
+    trainer = SFTTrainer(model=model, args=_stage_config(template, out, "qa", args.qa_epochs),
+                         train_dataset=qa_conversations(qa), processing_class=tokenizer, peft_config=peft_config)
+    trainer.train()
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    if hasattr(model, "merge_and_unload") and not model_args.load_in_4bit:
+        model = model.merge_and_unload()
+    writer = trainer.is_world_process_zero()  # under accelerate launch, one process writes the folder
+    if writer:
+        _write_finetuned_folder(out, model, tokenizer)
+    leave_process_group(trainer.accelerator)
+    return out if writer else None
+
+
+def _write_finetuned_folder(out: Path, model, tokenizer) -> None:
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    for stage in ("notes", "qa"):  # the stages' Trainer output folders stay empty unless checkpoints were asked for
+        stage_dir = out / stage
+        if stage_dir.is_dir() and not any(stage_dir.iterdir()):
+            stage_dir.rmdir()

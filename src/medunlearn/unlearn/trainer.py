@@ -1,0 +1,327 @@
+"""``UnlearningTrainer``: the Trainer every method subclasses (reference policy, NaN guard, logging).
+
+How to add a method
+-------------------
+1. One file ``src/medunlearn/unlearn/<stem>.py`` holding
+
+   * a pure loss function on tensors (what the tests check against a hand computation), e.g.
+     ``def my_loss(policy_logps, reference_logps, beta) -> torch.Tensor``, built on ``unlearn.ops``;
+   * ``MyConfig(UnlearningConfig)``: a dataclass whose fields hold the paper's defaults (one place only), its
+     docstring a ``Parameters`` block (type, default, meaning) as ``UnlearningConfig``'s;
+   * ``MyTrainer(UnlearningTrainer)`` with ``config_class = MyConfig``, ``reference_usage`` (see below),
+     ``uses_retain`` and ``unlearning_loss(model, forget, retain) -> UnlearningLoss``.
+     The class docstring states the loss equation and cites the paper.
+2. One line in ``METHODS`` in ``src/medunlearn/unlearn/methods.py`` (stem, module, classes, aliases, summary).
+3. One test ``tests/unlearn/test_<stem>.py``: the loss equals a hand computation on fixed tensors with −100
+   labels and padding (to 1e-5), and a few trainer steps on the tiny model move the forget loss the intended
+   way.
+
+Then a recipe ``recipes/<stem>.yaml`` (``method: <stem>`` + the config's defaults) and a page
+``docs/methods/<stem>.md``. ``tests/unlearn/test_configs.py`` checks the page's default table and the
+config's docstring against the config, ``tests/unlearn/test_recipes.py`` the recipe. The batches a method sees
+are described in ``unlearn.data``, the loss reduction in ``unlearn.ops``.
+
+Reference model policy (``reference_usage`` class attribute, ``UnlearningConfig.reference_mode``)
+----------------------------------------------------------------------------------------------------
+* ``"none"``: the method never looks at a reference; nothing is built.
+* ``"sequence_logps"``: the method needs only a fixed number per forget example (NPO: log π_ref(y|x)). They
+  are computed once, before training, with the starting model and stored as the forget column
+  ``reference_logps`` (``reference_mode="auto"`` or ``"precomputed"``). No second model exists in training.
+* ``"model"``: the method needs live reference outputs (KL-Min's distributions, RMU's activations). Under PEFT
+  the reference is the same model with its adapter disabled (no copy); otherwise a frozen copy, the only case
+  where one is built. ``reference_mode="copy"`` / ``"adapter"`` force one of them (a benchmark compares them).
+
+Reference statistics are those of the model as it enters the trainer. A model fine-tuned with LoRA must
+therefore be merged before a new unlearning adapter is added (``medunlearn unlearn`` does this), otherwise
+"adapter disabled" would be the pretrained base rather than the fine-tuned starting point.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import ClassVar, Literal
+
+import torch
+from transformers import Trainer, TrainerCallback
+
+from medunlearn.chat import require_chat_template
+from medunlearn.unlearn.config import UnlearningConfig
+from medunlearn.unlearn.data import (
+    EpochPairingCallback,
+    ForgetRetainCollator,
+    ForgetRetainDataset,
+    tokenize_qa_dataset,
+)
+from medunlearn.unlearn.errors import EmptyForgetSetError, NonFiniteLossError, UnlearningInputError
+from medunlearn.unlearn.ops import nll_loss, sequence_logps
+
+ReferenceUsage = Literal["none", "sequence_logps", "model"]
+
+
+UnlearningLoss = dict[str, torch.Tensor]
+"""``{"loss": total, "forget_loss": ..., "retain_loss": ..., ...}``; each entry is logged (step mean)."""
+
+
+def _is_peft_model(model) -> bool:
+    try:
+        from peft import PeftModel
+    except ImportError:  # pragma: no cover - peft is a train extra
+        return False
+    return isinstance(model, PeftModel)
+
+
+class UnlearningTrainer(Trainer):
+    """Base trainer: forget/retain pairing, completion-only tokenisation, reference policy, NaN guard, logs.
+
+    Subclasses set ``config_class``, ``reference_usage``, ``uses_retain`` and implement ``unlearning_loss``.
+
+    Args:
+        model: a ``PreTrainedModel`` (or a ``PeftModel``).
+        args: the method's config (an ``UnlearningConfig`` subclass).
+        forget_dataset: QA rows to forget (columns ``question``, ``answer``, optionally ``disease``).
+        retain_dataset: QA rows to keep (required when the method ``uses_retain``).
+        processing_class: the tokenizer (must have a chat template).
+        peft_config: a ``peft.LoraConfig`` to train an adapter instead of the full model.
+        reference_model: an explicit frozen reference (only used by ``reference_usage == "model"``).
+    """
+
+    config_class: ClassVar[type[UnlearningConfig]] = UnlearningConfig
+    reference_usage: ClassVar[ReferenceUsage] = "none"
+    uses_retain: ClassVar[bool] = True
+    # True for methods whose retain term is only α·(something): with α = 0 no retain set is paired or needed.
+    retain_only_when_weighted: ClassVar[bool] = False
+    # Our losses are per-batch means; the Trainer then divides by the accumulation steps.
+    loss_is_scaled_for_ga = False
+
+    def __init__(
+        self,
+        model,
+        args: UnlearningConfig | None = None,
+        forget_dataset=None,
+        retain_dataset=None,
+        processing_class=None,
+        peft_config=None,
+        reference_model=None,
+        callbacks: list[TrainerCallback] | None = None,
+    ):
+        args = args or self.config_class(output_dir="unlearned")
+        if self.retain_only_when_weighted and args.retain_weight == 0:
+            self.uses_retain = False
+        if processing_class is None:
+            raise UnlearningInputError("processing_class (the tokenizer) is required")
+        require_chat_template(processing_class)
+        if forget_dataset is None or len(forget_dataset) == 0:
+            raise EmptyForgetSetError(
+                "the forget set has no rows: nothing to unlearn (check the forget config name)"
+            )
+        if self.uses_retain and (retain_dataset is None or len(retain_dataset) == 0):
+            raise UnlearningInputError(f"{type(self).__name__} needs a non-empty retain set")
+        if processing_class.pad_token_id is None:
+            processing_class.pad_token = processing_class.eos_token
+
+        self.reference_source = self._resolve_reference_source(args, model, peft_config)
+        self.ref_model = None
+        if self.reference_source == "copy":
+            self.ref_model = reference_model if reference_model is not None else copy.deepcopy(model)
+            self.ref_model.eval().requires_grad_(False)
+
+        if peft_config is not None:
+            model = self._wrap_peft(model, peft_config)
+        else:
+            self.configure_trainable_parameters(model, args)
+
+        forget = self.prepare_forget_dataset(
+            tokenize_qa_dataset(forget_dataset, processing_class, args, "forget")
+        )
+        retain = None
+        if self.uses_retain:
+            retain = self.prepare_retain_dataset(
+                tokenize_qa_dataset(retain_dataset, processing_class, args, "retain")
+            )
+        self.pairs = ForgetRetainDataset(
+            forget, retain, strategy=args.retain_sampling, seed=args.seed, disease_column=args.disease_column
+        )
+        super().__init__(
+            model=model,
+            args=args,
+            train_dataset=self.pairs,
+            data_collator=ForgetRetainCollator(processing_class.pad_token_id),
+            processing_class=processing_class,
+            callbacks=[EpochPairingCallback(self.pairs), *(callbacks or [])],
+        )
+        self._logged_sums: dict[str, torch.Tensor | float] = defaultdict(float)
+        self._logged_count = 0
+        if self.ref_model is not None:
+            self.ref_model = self._prepare_reference_copy(self.ref_model)
+        if self.reference_source == "precomputed":
+            self.pairs.forget = self.pairs.forget.add_column(
+                "reference_logps", self.compute_sequence_logps(self.pairs.forget).tolist()
+            )
+
+    # ----- hooks for subclasses -----------------------------------------------------------------------------
+
+    def prepare_forget_dataset(self, forget):
+        """Add method-specific columns to the tokenised forget set (e.g. other answers); default: as is."""
+        return forget
+
+    def prepare_retain_dataset(self, retain):
+        """Add method-specific columns to the tokenised retain set. Default: as is."""
+        return retain
+
+    def configure_trainable_parameters(self, model, args: UnlearningConfig) -> None:
+        """Freeze what the method does not train (full fine-tuning only; under PEFT the adapter is trained).
+
+        Called before ``Trainer.__init__``, so ``self.args`` is not set yet: read the config from ``args``.
+        """
+
+    def unlearning_loss(self, model, forget: dict[str, torch.Tensor], retain: dict[str, torch.Tensor] | None):
+        """``UnlearningLoss``: at least ``loss``; ``forget_loss`` and ``retain_loss`` where they exist."""
+        raise NotImplementedError
+
+    # ----- forward passes -----------------------------------------------------------------------------------
+
+    @staticmethod
+    def forward(model, batch: dict[str, torch.Tensor], **kwargs):
+        """Model outputs on a forget/retain batch (labels are not passed: losses are computed here)."""
+        return model(
+            input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], use_cache=False, **kwargs
+        )
+
+    def with_retain_nll(self, model, retain, losses: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Complete ``losses`` (holding ``forget_loss``) with ``loss = γ·forget_loss + α·NLL(retain)``.
+
+        The retain NLL is computed (and logged as ``retain_loss``) only when ``retain_weight`` α ≠ 0.
+        """
+        loss = self.args.forget_weight * losses["forget_loss"]
+        if self.args.retain_weight:
+            losses["retain_loss"] = nll_loss(self.logits(model, retain), retain["labels"])
+            loss = loss + self.args.retain_weight * losses["retain_loss"]
+        losses["loss"] = loss
+        return losses
+
+    def logits(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.forward(model, batch).logits
+
+    @contextmanager
+    def reference(self, model) -> Iterator[torch.nn.Module]:
+        """Yield the module to call as reference (no grad): the frozen copy or the adapter-disabled model."""
+        if self.reference_source in ("none", "precomputed"):
+            raise RuntimeError(
+                f"{type(self).__name__} has no live reference model (source {self.reference_source})"
+            )
+        with torch.no_grad():
+            if self.ref_model is not None:
+                yield self.ref_model
+            else:
+                unwrapped = self.accelerator.unwrap_model(model)
+                with unwrapped.disable_adapter():
+                    yield unwrapped
+
+    def reference_logits(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        with self.reference(model) as reference_model:
+            return self.forward(reference_model, batch).logits
+
+    def reference_sequence_logps(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """log π_ref(y|x) per sequence: the stored column when precomputed, else a live reference pass."""
+        if "reference_logps" in batch:
+            return batch["reference_logps"].to(torch.float32)
+        return sequence_logps(self.reference_logits(model, batch), batch["labels"])
+
+    @torch.no_grad()
+    def compute_sequence_logps(self, dataset) -> torch.Tensor:
+        """log π(y|x) of each row of a tokenised dataset under the current model, batched (pre-training)."""
+        model = self.model
+        was_training = model.training
+        model.eval()
+        batch_size = self.args.per_device_eval_batch_size
+        collate = ForgetRetainCollator(self.processing_class.pad_token_id)
+        columns = ["input_ids", "attention_mask", "labels"]
+        out = []
+        for start in range(0, len(dataset), batch_size):
+            rows = dataset.select_columns(columns)[start : start + batch_size]
+            examples = [dict(zip(columns, values)) for values in zip(*(rows[c] for c in columns))]
+            batch = collate([{"forget": e} for e in examples])["forget"]
+            batch = {k: v.to(self.args.device) for k, v in batch.items()}
+            out.append(sequence_logps(self.logits(model, batch), batch["labels"]).float().cpu())
+        model.train(was_training)
+        return torch.cat(out)
+
+    # ----- Trainer overrides --------------------------------------------------------------------------------
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        losses = self.unlearning_loss(model, inputs["forget"], inputs.get("retain"))
+        loss = losses["loss"]
+        if not torch.isfinite(loss).all():
+            step = self.state.global_step
+            raise NonFiniteLossError(
+                f"{type(self).__name__}: loss is {loss.detach().item()} at step {step} "
+                f"(components: { {k: float(v.detach()) for k, v in losses.items()} }); "
+                "lower the learning rate or the weights. "
+                f"Checkpoints already written in {self.args.output_dir} are kept."
+            )
+        if model.training:
+            # Kept as tensors: no device synchronisation per step, only when logging.
+            for name, value in losses.items():
+                self._logged_sums[name] = self._logged_sums[name] + value.detach().float()
+            self._logged_count += 1
+        return (loss, losses) if return_outputs else loss
+
+    def log(self, logs: dict[str, float], *args, **kwargs) -> None:
+        if self._logged_count and "loss" in logs:
+            names = sorted(name for name in self._logged_sums if name != "loss")
+            sums = [torch.as_tensor(self._logged_sums[n], device=self.args.device).reshape(()) for n in names]
+            means = torch.stack(sums) / self._logged_count
+            # Every process logs at the same step with the same components: average them like the loss.
+            means = (
+                self.accelerator.reduce(means, reduction="mean")
+                if self.accelerator.num_processes > 1
+                else means
+            )
+            logs.update({name: round(float(value), 6) for name, value in zip(names, means)})
+            self._logged_sums.clear()
+            self._logged_count = 0
+        super().log(logs, *args, **kwargs)
+
+    # ----- set-up helpers -----------------------------------------------------------------------------------
+
+    def _resolve_reference_source(self, args: UnlearningConfig, model, peft_config) -> str:
+        usage, mode = self.reference_usage, args.reference_mode
+        peft = peft_config is not None or _is_peft_model(model)
+        if usage == "none":
+            return "none"
+        if mode == "auto":
+            if usage == "sequence_logps":
+                return "precomputed"
+            return "adapter" if peft else "copy"
+        if mode == "precomputed" and usage != "sequence_logps":
+            raise UnlearningInputError(
+                f"{type(self).__name__} needs live reference outputs; "
+                "reference_mode='precomputed' is not possible"
+            )
+        if mode == "adapter" and not peft:
+            raise UnlearningInputError(
+                "reference_mode='adapter' needs a PEFT model (pass --lora / peft_config)"
+            )
+        return mode
+
+    def _prepare_reference_copy(self, ref_model):
+        """Shard the frozen copy like the policy under DeepSpeed ZeRO-3 / FSDP (TRL's helpers); or move it."""
+        if self.is_deepspeed_enabled:
+            from trl.models import prepare_deepspeed
+
+            return prepare_deepspeed(ref_model, self.accelerator)
+        if self.is_fsdp_enabled:
+            from trl.models import prepare_fsdp
+
+            return prepare_fsdp(ref_model, self.accelerator)
+        return ref_model.to(self.args.device)
+
+    def _wrap_peft(self, model, peft_config):
+        from peft import get_peft_model, prepare_model_for_kbit_training
+
+        if getattr(model, "is_loaded_in_4bit", False) or getattr(model, "is_loaded_in_8bit", False):
+            model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+        return get_peft_model(model, peft_config)

@@ -1,0 +1,1 @@
+"""Helpers every layer may use: atomic writes, fingerprints, distributed helpers (one place for each)."""
