@@ -25,8 +25,9 @@ def naive_build_splits(notes, qa, config: SplitConfig):
     patients = sorted(notes["patient_id"].to_pylist())
     disease_of = dict(zip(notes["patient_id"].to_pylist(), notes["disease"].to_pylist()))
     groups: dict[tuple[str, str], list[str]] = {}
-    for qa_id, patient, qa_type in zip(qa["qa_id"].to_pylist(), qa["patient_id"].to_pylist(),
-                                       qa["qa_type"].to_pylist()):
+    for qa_id, patient, qa_type in zip(
+        qa["qa_id"].to_pylist(), qa["patient_id"].to_pylist(), qa["qa_type"].to_pylist()
+    ):
         groups.setdefault((patient, qa_type), []).append(qa_id)
     holdout = set()
     for ids in groups.values():
@@ -72,13 +73,21 @@ def split_and_select(notes, qa, config):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--skip-largest-export", action="store_true", help="do not write the 88,200-patient folder")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--skip-largest-export", action="store_true", help="do not write the 88,200-patient folder"
+    )
     args = parser.parse_args()
     config = SplitConfig(seed=0)
-    print("splits s = build_splits alone; +select s = with each config's row selection (what the naive baseline does)")
-    print(f"{'patients':>9} {'cohort s':>9} {'splits s':>9} {'+select s':>9} {'naive s':>9} {'naive/ours':>10} "
-          f"{'export s':>9} {'build+export s':>14} {'MB':>6}")
+    print(
+        "splits s = build_splits alone; +select s = with each config's row selection (what the naive baseline does)"
+    )
+    print(
+        f"{'patients':>9} {'cohort s':>9} {'splits s':>9} {'+select s':>9} {'naive s':>9} {'naive/ours':>10} "
+        f"{'export s':>9} {'build+export s':>14} {'MB':>6}"
+    )
     split_times = {}
     for patients in (882, 8820, 88200):
         start = time.perf_counter()
@@ -98,12 +107,16 @@ def main() -> None:
                 folder = write_folder(contents, Path(tmp) / "amnesia", progress=False)
                 export_seconds = time.perf_counter() - start
                 megabytes = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 1e6
-        print(f"{patients:>9,} {cohort_seconds:>9.2f} {splits_only:>9.3f} {ours:>9.3f} {naive:>9.3f} {naive / ours:>9.1f}x "
-              f"{export_seconds:>9.2f} {cohort_seconds + export_seconds:>14.2f} {megabytes:>6.1f}")
+        print(
+            f"{patients:>9,} {cohort_seconds:>9.2f} {splits_only:>9.3f} {ours:>9.3f} {naive:>9.3f} {naive / ours:>9.1f}x "
+            f"{export_seconds:>9.2f} {cohort_seconds + export_seconds:>14.2f} {megabytes:>6.1f}"
+        )
     growth_small = split_times[8820] / split_times[882]
     growth_large = split_times[88200] / split_times[8820]
-    print(f"split construction growth per 10x patients: {growth_small:.1f}x (882→8,820), "
-          f"{growth_large:.1f}x (8,820→88,200); linear is 10x")
+    print(
+        f"split construction growth per 10x patients: {growth_small:.1f}x (882→8,820), "
+        f"{growth_large:.1f}x (8,820→88,200); linear is 10x"
+    )
 
 
 if __name__ == "__main__":

@@ -22,7 +22,9 @@ def best_of(repeats: int, function, *args):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--pairs", type=int, default=50_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
@@ -49,16 +51,24 @@ def main() -> None:
     fast, fast_labels = best_of(args.repeats, key_components, keys, n_keys)
     naive, naive_labels = best_of(1, naive_union_find_components, keys)
     assert len(set(zip(fast_labels, naive_labels))) == len(set(fast_labels)) == len(set(naive_labels))
-    print(f"components ({len(cleaned):,} pairs, {n_keys:,} keys): vectorised {fast * 1000:.1f} ms, "
-          f"naive union-find {naive * 1000:.1f} ms, speed-up x{naive / fast:.1f}")
+    print(
+        f"components ({len(cleaned):,} pairs, {n_keys:,} keys): vectorised {fast * 1000:.1f} ms, "
+        f"naive union-find {naive * 1000:.1f} ms, speed-up x{naive / fast:.1f}"
+    )
 
-    split_time, (split, stats) = best_of(args.repeats, article_disjoint_split, cleaned, SplitConfig(seed=args.seed))
-    print(f"v1.0 assignment (components, carving, dev/test choice): {split_time:.2f} s; "
-          f"sizes { {name: int((split == name).sum()) for name in ('train', 'dev', 'test')} }; "
-          f"bridging pairs dropped {stats['bridging_pairs_dropped']}")
+    split_time, (split, stats) = best_of(
+        args.repeats, article_disjoint_split, cleaned, SplitConfig(seed=args.seed)
+    )
+    print(
+        f"v1.0 assignment (components, carving, dev/test choice): {split_time:.2f} s; "
+        f"sizes { {name: int((split == name).sum()) for name in ('train', 'dev', 'test')} }; "
+        f"bridging pairs dropped {stats['bridging_pairs_dropped']}"
+    )
     total, (_, full_stats) = best_of(args.repeats, build_splits, pool, SplitConfig(seed=args.seed))
-    print(f"build_splits (clean + v1.0 + pair-level, {args.pairs:,}-pair pool): {total:.2f} s "
-          f"(target 5 s: {'met' if total <= 5 else 'MISSED'}, ratio to target {total / 5:.2f})")
+    print(
+        f"build_splits (clean + v1.0 + pair-level, {args.pairs:,}-pair pool): {total:.2f} s "
+        f"(target 5 s: {'met' if total <= 5 else 'MISSED'}, ratio to target {total / 5:.2f})"
+    )
 
 
 if __name__ == "__main__":

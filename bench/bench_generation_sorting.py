@@ -54,7 +54,9 @@ def train_briefly(model, tokenizer, questions, answers, steps: int, seed: int = 
             input_ids[row, : len(ids)] = ids
             start, end = encoded.answer_start[i], encoded.answer_end[i]
             labels[row, start:end] = ids[start:end]
-        loss = model(input_ids=input_ids, attention_mask=(input_ids != tokenizer.pad_token_id).long(), labels=labels).loss
+        loss = model(
+            input_ids=input_ids, attention_mask=(input_ids != tokenizer.pad_token_id).long(), labels=labels
+        ).loss
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -68,7 +70,9 @@ def generate_all(model, tokenizer, prompt_ids, batches):
     outputs = [None] * len(prompt_ids)
     eos = eos_token_ids(tokenizer, model)
     for batch in batches:
-        tokens = greedy_generate(model, [prompt_ids[i] for i in batch], tokenizer.pad_token_id, eos, MAX_NEW_TOKENS)
+        tokens = greedy_generate(
+            model, [prompt_ids[i] for i in batch], tokenizer.pad_token_id, eos, MAX_NEW_TOKENS
+        )
         for i, generated in zip(batch, tokens):
             outputs[i] = generated
     return outputs
@@ -90,10 +94,14 @@ def main() -> None:
         seen = load_config(folder, "full", "train")
     questions, answers = seen["question"], seen["answer"]
     tokenizer = train_bpe_tokenizer([f"{q} {a}" for q, a in zip(questions, answers)], vocab_size=1024)
-    model = build_tiny_llama(tokenizer, TinyLlamaConfig(hidden_size=128, intermediate_size=256, num_hidden_layers=2))
+    model = build_tiny_llama(
+        tokenizer, TinyLlamaConfig(hidden_size=128, intermediate_size=256, num_hidden_layers=2)
+    )
     encoded = encode_examples(tokenizer, questions, answers)
     lengths = sorted(len(p) for p in encoded.prompt_ids)
-    print(f"{len(questions)} prompts, {lengths[0]}-{lengths[-1]} tokens; batch {BATCH_SIZE}, max_new_tokens {MAX_NEW_TOKENS}")
+    print(
+        f"{len(questions)} prompts, {lengths[0]}-{lengths[-1]} tokens; batch {BATCH_SIZE}, max_new_tokens {MAX_NEW_TOKENS}"
+    )
     trained = 0
     for total_steps in TRAIN_STAGES:
         started = time.perf_counter()
@@ -113,7 +121,11 @@ def compare_orders(model, tokenizer, encoded) -> None:
     plans = {order: generation_batches(encoded, BATCH_SIZE, order) for order in (False, True)}
     generate_all(model, tokenizer, prompt_ids, plans[True][:1])  # warm-up
     # Alternate the two orders and keep each one's best time: the machine is shared, so single runs are noisy.
-    wall, cpu, results = {False: float("inf"), True: float("inf")}, {False: float("inf"), True: float("inf")}, {}
+    wall, cpu, results = (
+        {False: float("inf"), True: float("inf")},
+        {False: float("inf"), True: float("inf")},
+        {},
+    )
     for _ in range(REPEATS):
         for order in (False, True):
             started, started_cpu = time.perf_counter(), time.process_time()
@@ -122,15 +134,26 @@ def compare_orders(model, tokenizer, encoded) -> None:
             cpu[order] = min(cpu[order], time.process_time() - started_cpu)
     agree = sum(a == b for a, b in zip(results[False], results[True])) / len(prompt_ids)
     answer_lengths = [len(t) for t in results[True]]
-    steps = {order: sum(max(answer_lengths[i] for i in batch) for batch in plans[order]) for order in (False, True)}
-    padding = {order: sum(max(len(prompt_ids[i]) for i in b) * len(b) - sum(len(prompt_ids[i]) for i in b)
-                          for b in plans[order]) for order in (False, True)}
+    steps = {
+        order: sum(max(answer_lengths[i] for i in batch) for batch in plans[order]) for order in (False, True)
+    }
+    padding = {
+        order: sum(
+            max(len(prompt_ids[i]) for i in b) * len(b) - sum(len(prompt_ids[i]) for i in b)
+            for b in plans[order]
+        )
+        for order in (False, True)
+    }
     print(f"best of {REPEATS} runs each; mean answer {sum(answer_lengths) / len(answer_lengths):.1f} tokens")
     for order, name in ((False, "data order"), (True, "runner order")):
-        print(f"{name:<13}: wall {wall[order]:6.2f}s  cpu {cpu[order]:6.2f}s  decoding steps {steps[order]:5d}  "
-              f"prompt padding {padding[order]:5d} tokens")
+        print(
+            f"{name:<13}: wall {wall[order]:6.2f}s  cpu {cpu[order]:6.2f}s  decoding steps {steps[order]:5d}  "
+            f"prompt padding {padding[order]:5d} tokens"
+        )
     print(f"identical outputs: {agree:.1%}")
-    print(f"speed-up sorted vs unsorted: {wall[False] / wall[True]:.2f}x wall, {cpu[False] / cpu[True]:.2f}x cpu")
+    print(
+        f"speed-up sorted vs unsorted: {wall[False] / wall[True]:.2f}x wall, {cpu[False] / cpu[True]:.2f}x cpu"
+    )
 
 
 if __name__ == "__main__":

@@ -24,11 +24,42 @@ FILLER = (
     "follow up imaging confirmed stable findings discharged home week later"
 ).split()
 DISEASE_TERMS = [
-    "myocardial infarction", "heart failure", "atrial fibrillation", "hypertension", "angina", "cardiomyopathy",
-    "lung cancer", "breast cancer", "cancer", "carcinoma", "lymphoma", "leukemia", "melanoma", "metastasis",
-    "pneumonia", "sepsis", "tuberculosis", "hiv", "hepatitis b", "cellulitis", "meningitis", "endocarditis",
-    "diabetes mellitus", "asthma", "copd", "stroke", "anemia", "lupus", "sarcoidosis", "pancreatitis",
-    "chronic kidney disease", "cirrhosis", "appendicitis", "osteomyelitis", "covid-19", "influenza",
+    "myocardial infarction",
+    "heart failure",
+    "atrial fibrillation",
+    "hypertension",
+    "angina",
+    "cardiomyopathy",
+    "lung cancer",
+    "breast cancer",
+    "cancer",
+    "carcinoma",
+    "lymphoma",
+    "leukemia",
+    "melanoma",
+    "metastasis",
+    "pneumonia",
+    "sepsis",
+    "tuberculosis",
+    "hiv",
+    "hepatitis b",
+    "cellulitis",
+    "meningitis",
+    "endocarditis",
+    "diabetes mellitus",
+    "asthma",
+    "copd",
+    "stroke",
+    "anemia",
+    "lupus",
+    "sarcoidosis",
+    "pancreatitis",
+    "chronic kidney disease",
+    "cirrhosis",
+    "appendicitis",
+    "osteomyelitis",
+    "covid-19",
+    "influenza",
 ]
 
 
@@ -42,7 +73,11 @@ def synthetic_answers(n_answers: int, seed: int = 0):
         words = rng.choices(FILLER, k=30)
         if rng.random() < 0.35:
             words[rng.randrange(30)] = rng.choice(patient_keywords)
-        question = "What was found in the patient with " + (patient_keywords[0] if rng.random() < 0.3 else "it") + "?"
+        question = (
+            "What was found in the patient with "
+            + (patient_keywords[0] if rng.random() < 0.3 else "it")
+            + "?"
+        )
         answers.append(" ".join(words).capitalize() + ".")
         # a fresh list per row, as datasets' to_pylist gives it
         references.append(list(patient_keywords))
@@ -79,20 +114,26 @@ def answers_per_second(function, *args, repeats: int = 3) -> tuple[float, float,
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--answers", type=int, default=100_000)
     parser.add_argument("--naive-answers", type=int, default=20_000, help="the baseline runs on this prefix")
     options = parser.parse_args()
     answers, references, questions = synthetic_answers(options.answers)
     fast_rate, fast_wall, fast = answers_per_second(leakage_per_example, answers, references, questions)
     cut = min(options.naive_answers, options.answers)
-    naive_rate, naive_wall, naive = answers_per_second(naive_leakage, answers[:cut], references[:cut], questions[:cut])
+    naive_rate, naive_wall, naive = answers_per_second(
+        naive_leakage, answers[:cut], references[:cut], questions[:cut]
+    )
     if not np.allclose(fast[:cut], naive):
         raise SystemExit("the fast scan and the naive scan disagree")
     print(f"answers: {options.answers:,} (baseline on the first {cut:,}); mean LS {np.nanmean(fast):.4f}")
     print("                              answers/CPU-s   answers/wall-s")
     print(f"naive per-keyword re.search : {naive_rate:13,.0f}  {naive_wall:15,.0f}")
-    print(f"medunlearn scan             : {fast_rate:13,.0f}  {fast_wall:15,.0f}   (target >= 100,000 on one core)")
+    print(
+        f"medunlearn scan             : {fast_rate:13,.0f}  {fast_wall:15,.0f}   (target >= 100,000 on one core)"
+    )
     print(f"ratio                       : {fast_rate / naive_rate:13.1f}x {fast_wall / naive_wall:14.1f}x")
     return 0
 

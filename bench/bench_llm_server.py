@@ -26,7 +26,12 @@ def bench_requests(count: int, max_tokens: int, offset: int) -> list[ChatRequest
     """Distinct prompts (``offset`` keeps the two runs' prompts apart, so neither gains from vLLM's prefix cache)."""
     return [
         ChatRequest(
-            [{"role": "user", "content": f"Case {offset + index}: a patient has fever and cough. List three tests."}],
+            [
+                {
+                    "role": "user",
+                    "content": f"Case {offset + index}: a patient has fever and cough. List three tests.",
+                }
+            ],
             max_tokens=max_tokens,
         )
         for index in range(count)
@@ -34,7 +39,9 @@ def bench_requests(count: int, max_tokens: int, offset: int) -> list[ChatRequest
 
 
 def timed_run(spec: str, concurrency: int, requests: list[ChatRequest]) -> tuple[float, int]:
-    chat = BulkChat.from_spec(spec, cache=None, show_progress=False, config=ServerConfig(concurrency=concurrency))
+    chat = BulkChat.from_spec(
+        spec, cache=None, show_progress=False, config=ServerConfig(concurrency=concurrency)
+    )
     start = time.perf_counter()
     results = chat.complete(requests)
     seconds = time.perf_counter() - start
@@ -54,20 +61,27 @@ def main() -> None:
         return
     from medunlearn.models import smollm2_checkpoint
 
-    config = VLLMServerConfig(model_dir=smollm2_checkpoint(), served_model_name="smollm2-135m", venv=VLLM_VENV)
+    config = VLLMServerConfig(
+        model_dir=smollm2_checkpoint(), served_model_name="smollm2-135m", venv=VLLM_VENV
+    )
     with VLLMServer(config) as server:
         print(f"vLLM server ready in {server.started_in_s:.1f} s at {server.base_url}")
         timed_run(server.spec, 8, bench_requests(4, 8, offset=10_000))  # warm-up, not timed
         rows = []
         for run, concurrency in enumerate((1, 8)):
-            seconds, tokens = timed_run(server.spec, concurrency, bench_requests(args.requests, args.max_tokens,
-                                                                                 offset=run * args.requests))
+            seconds, tokens = timed_run(
+                server.spec,
+                concurrency,
+                bench_requests(args.requests, args.max_tokens, offset=run * args.requests),
+            )
             rows.append((concurrency, args.requests / seconds, tokens / seconds, seconds))
     print(f"{'concurrency':>11}  {'requests/s':>10}  {'tokens/s':>8}  {'seconds':>7}")
     for concurrency, rps, tps, seconds in rows:
         print(f"{concurrency:>11}  {rps:>10.2f}  {tps:>8.1f}  {seconds:>7.1f}")
-    print(f"ratio requests/s, concurrency 8 / 1: {rows[1][1] / rows[0][1]:.2f}x "
-          f"(tokens/s: {rows[1][2] / rows[0][2]:.2f}x)")
+    print(
+        f"ratio requests/s, concurrency 8 / 1: {rows[1][1] / rows[0][1]:.2f}x "
+        f"(tokens/s: {rows[1][2] / rows[0][2]:.2f}x)"
+    )
 
 
 if __name__ == "__main__":

@@ -62,15 +62,25 @@ def _baseline_outputs(model, tokenizer, source, config, column, conventions, gen
     if generate:
         texts = []
         for index in batches:
-            tokens = greedy_generate(model, [encoded.prompt_ids[i] for i in index], pad, eos_token_ids(tokenizer, model),
-                                     conventions.max_new_tokens)
+            tokens = greedy_generate(
+                model,
+                [encoded.prompt_ids[i] for i in index],
+                pad,
+                eos_token_ids(tokenizer, model),
+                conventions.max_new_tokens,
+            )
             texts += tokenizer.batch_decode(tokens, skip_special_tokens=True)
         out["generated_text"] = texts
         return pd.DataFrame(out)
     columns = {"token_logprobs": [], "token_is_argmax": [], "token_mean_logprob": [], "token_std_logprob": []}
     for index in batches:
-        stats = answer_token_statistics(model, [encoded.full_ids[i] for i in index], encoded.answer_start[index],
-                                        encoded.answer_end[index], pad)
+        stats = answer_token_statistics(
+            model,
+            [encoded.full_ids[i] for i in index],
+            encoded.answer_start[index],
+            encoded.answer_end[index],
+            pad,
+        )
         for name in columns:
             columns[name] += stats[name]
     out.update(columns)
@@ -121,30 +131,43 @@ def baseline_metrics(model, retain, tokenizer, source, conventions) -> dict:
         return mia.mia_auc(forget[score], holdout[score])
 
     forget_tr = lambda m: truth_ratios(m, splits.forget_perturbed, "paraphrased_answer")  # noqa: E731
-    sets = {"forget": splits.forget_perturbed, "retain": "retain_perturbed",
-            "real_authors": "real_authors_perturbed", "world_facts": "world_facts_perturbed"}
+    sets = {
+        "forget": splits.forget_perturbed,
+        "retain": "retain_perturbed",
+        "real_authors": "real_authors_perturbed",
+        "world_facts": "world_facts_perturbed",
+    }
     metric_functions = {}
     for name, config in sets.items():
         metric_functions[f"{name}_prob"] = lambda c=config: prob(model, c, "answer")
         metric_functions[f"{name}_perturbed_prob"] = lambda c=config: prob(model, c, "perturbed_answer")
         metric_functions[f"{name}_rouge"] = lambda c=config: rouge(c)
         if name in ("forget", "retain"):
-            metric_functions[f"{name}_paraphrased_prob"] = lambda c=config: prob(model, c, "paraphrased_answer")
+            metric_functions[f"{name}_paraphrased_prob"] = lambda c=config: prob(
+                model, c, "paraphrased_answer"
+            )
             mode = "closer_to_1_better" if name == "forget" else "true_better"
-            metric_functions[f"{name}_truth_ratio"] = lambda c=config, mode=mode: scoring.aggregate_truth_ratio(
-                truth_ratios(model, c, "paraphrased_answer"), mode, eps)
+            metric_functions[f"{name}_truth_ratio"] = lambda c=config, mode=mode: (
+                scoring.aggregate_truth_ratio(truth_ratios(model, c, "paraphrased_answer"), mode, eps)
+            )
         else:
             metric_functions[f"{name}_normalised_prob"] = lambda c=config: normalised(c)
             metric_functions[f"{name}_truth_ratio"] = lambda c=config: scoring.aggregate_truth_ratio(
-                truth_ratios(model, c, "answer"), "true_better", eps)
+                truth_ratios(model, c, "answer"), "true_better", eps
+            )
     components = dict(metric_functions)
     metric_functions["model_utility"] = lambda: harmonic_mean_utility(
-        [components[name]() for name in scoring.UTILITY_COMPONENTS])
-    metric_functions["forget_quality"] = lambda: forget_quality(forget_tr(model), forget_tr(retain))["forget_quality"]
-    metric_functions["extraction_strength"] = lambda: float(losses(model, splits.forget_perturbed, "answer")[1]
-                                                            ["extraction_strength"].mean())
-    metric_functions["exact_memorization"] = lambda: float(losses(model, splits.forget_perturbed, "answer")[1]
-                                                           ["exact_memorization"].mean())
+        [components[name]() for name in scoring.UTILITY_COMPONENTS]
+    )
+    metric_functions["forget_quality"] = lambda: forget_quality(forget_tr(model), forget_tr(retain))[
+        "forget_quality"
+    ]
+    metric_functions["extraction_strength"] = lambda: float(
+        losses(model, splits.forget_perturbed, "answer")[1]["extraction_strength"].mean()
+    )
+    metric_functions["exact_memorization"] = lambda: float(
+        losses(model, splits.forget_perturbed, "answer")[1]["exact_memorization"].mean()
+    )
     metric_functions["mia_min_k_auc"] = lambda: auc(model)
     metric_functions["mia_loss_auc"] = lambda: auc(model, "avg_loss")
     metric_functions["mia_zlib_auc"] = lambda: auc(model, "zlib")
@@ -167,20 +190,34 @@ def main() -> None:
     from medunlearn.tofu import build_tofu_folder, evaluate_tofu, preset, tofu_examples
 
     work = tempfile.mkdtemp(prefix="bench-tofu-")
-    source = build_tofu_folder(f"{work}/data", authors=AUTHORS, qa_per_author=QA_PER_AUTHOR, perturbed=PERTURBED)
+    source = build_tofu_folder(
+        f"{work}/data", authors=AUTHORS, qa_per_author=QA_PER_AUTHOR, perturbed=PERTURBED
+    )
     examples = tofu_examples(source, FORGET)
     from medunlearn.models import train_bpe_tokenizer
 
-    tokenizer = train_bpe_tokenizer(examples["question"].tolist() + examples["answer"].tolist(), vocab_size=600)
+    tokenizer = train_bpe_tokenizer(
+        examples["question"].tolist() + examples["answer"].tolist(), vocab_size=600
+    )
     torch.manual_seed(0)
     model, retain = build_tiny_llama(tokenizer), build_tiny_llama(tokenizer)
     conventions = preset("open-unlearning").with_options(max_new_tokens=MAX_NEW_TOKENS)
-    print(f"TOFU folder: {AUTHORS} authors x {QA_PER_AUTHOR} QA, {PERTURBED} perturbed answers; "
-          f"{len(examples)} (question, answer variant) examples; max_new_tokens={MAX_NEW_TOKENS}")
+    print(
+        f"TOFU folder: {AUTHORS} authors x {QA_PER_AUTHOR} QA, {PERTURBED} perturbed answers; "
+        f"{len(examples)} (question, answer variant) examples; max_new_tokens={MAX_NEW_TOKENS}"
+    )
 
     start = time.perf_counter()
-    summary = evaluate_tofu(model, source, FORGET, f"{work}/eval", tokenizer=tokenizer, retain_model=(retain, tokenizer),
-                            conventions=conventions, runner_config=RunnerConfig(batch_size=BATCH_SIZE, progress=False))
+    summary = evaluate_tofu(
+        model,
+        source,
+        FORGET,
+        f"{work}/eval",
+        tokenizer=tokenizer,
+        retain_model=(retain, tokenizer),
+        conventions=conventions,
+        runner_config=RunnerConfig(batch_size=BATCH_SIZE, progress=False),
+    )
     runner_seconds = time.perf_counter() - start
 
     start = time.perf_counter()
@@ -193,8 +230,10 @@ def main() -> None:
     print(f"per-metric (reference):   {baseline_seconds:7.1f} s")
     print(f"speed-up: {baseline_seconds / runner_seconds:.1f}x")
     print(f"largest metric difference between the two: {differences[worst]:.2e} ({worst})")
-    pairs = int(((examples["set"] == "forget") & (examples["variant"] == "answer")).sum()
-                * ((examples["set"] == "holdout") & (examples["variant"] == "answer")).sum())
+    pairs = int(
+        ((examples["set"] == "forget") & (examples["variant"] == "answer")).sum()
+        * ((examples["set"] == "holdout") & (examples["variant"] == "answer")).sum()
+    )
     # The two sides batch and pad differently, so float32 rounding differs; an MIA AUC moves by 1/pairs when
     # the order of one (forget, holdout) pair of near-tied scores flips.
     print(f"(one flipped forget/holdout pair moves an MIA AUC by 1/{pairs} = {1 / pairs:.2e})")

@@ -17,7 +17,9 @@ from medunlearn.amnesia.hub import publish_folder
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--out", default="build/amnesia-synthetic")
     parser.add_argument("--patients", type=int, default=N_PAPER_PATIENTS)
     parser.add_argument("--seed", type=int, default=0)

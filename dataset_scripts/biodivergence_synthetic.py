@@ -15,7 +15,9 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--pairs", type=int, default=50_000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, required=True)
@@ -24,7 +26,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from medunlearn.biodivergence import PoolSource, audit_folder, build_biodivergence
 
-    folder, stats = build_biodivergence(args.out, PoolSource(synthetic=True, pairs=args.pairs), seed=args.seed)
+    folder, stats = build_biodivergence(
+        args.out, PoolSource(synthetic=True, pairs=args.pairs), seed=args.seed
+    )
     report = audit_folder(folder)
     print("\n".join(report.lines()))
     status = 0 if report.ok else 1

@@ -19,7 +19,6 @@ MARKER = "<!-- medunlearn-cli-reference -->"
 WIDTH = "100"  # argparse wraps to $COLUMNS: fix it so the page does not depend on the terminal
 
 
-
 def _nested_parsers(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.ArgumentParser]]:
     found = []
     for action in parser._actions:  # argparse has no public accessor for sub-parsers
@@ -35,9 +34,13 @@ def render() -> str:
     parts = ["## medunlearn\n\n```text\n" + build_parser().format_help().rstrip() + "\n```\n"]
     for name, (_, summary) in SUBCOMMANDS.items():
         parser = subcommand_parser(name)
-        parts.append(f"\n## medunlearn {name}\n\n{summary}.\n\n```text\n{parser.format_help().rstrip()}\n```\n")
+        parts.append(
+            f"\n## medunlearn {name}\n\n{summary}.\n\n```text\n{parser.format_help().rstrip()}\n```\n"
+        )
         for sub_name, sub_parser in _nested_parsers(parser):
-            parts.append(f"\n### medunlearn {name} {sub_name}\n\n```text\n{sub_parser.format_help().rstrip()}\n```\n")
+            parts.append(
+                f"\n### medunlearn {name} {sub_name}\n\n```text\n{sub_parser.format_help().rstrip()}\n```\n"
+            )
     return "".join(parts)
 
 

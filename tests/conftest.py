@@ -61,7 +61,9 @@ def one_torch_thread():
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
-        pytest.skip(f"real data folder {SHARED_DATA} is absent (it sits beside the repository in ../shared/data)")
+        pytest.skip(
+            f"real data folder {SHARED_DATA} is absent (it sits beside the repository in ../shared/data)"
+        )
     return SHARED_DATA
 
 

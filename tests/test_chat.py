@@ -7,7 +7,11 @@ import pytest
 from medunlearn.chat import render_conversations, render_prompts, require_chat_template
 
 QUESTIONS = ["What was the creatinine at admission?", "Which drug was started?", "Why was the scan repeated?"]
-ANSWERS = ["It was 2.1 mg/dL, above the reference range.", "Metformin.", "The first scan showed a new opacity."]
+ANSWERS = [
+    "It was 2.1 mg/dL, above the reference range.",
+    "Metformin.",
+    "The first scan showed a new opacity.",
+]
 
 
 def test_a_prompt_is_the_prefix_of_its_conversation(tiny_tokenizer):

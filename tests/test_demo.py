@@ -46,8 +46,13 @@ def test_missing_population_gives_no_delta():
 
 
 def _row(method, forget, same, out, baseline=False):
-    return {"method": method, "forget_config": forget, "delta_mu_same_disease": same,
-            "delta_mu_out_of_disease": out, "baseline": baseline}
+    return {
+        "method": method,
+        "forget_config": forget,
+        "delta_mu_same_disease": same,
+        "delta_mu_out_of_disease": out,
+        "baseline": baseline,
+    }
 
 
 def test_finding_is_computed_per_disease_level_method():
@@ -109,8 +114,14 @@ def test_quick_demo_prints_table_and_report_path_and_writes_the_report(quick_dem
     assert rc == 0
     report = out / "report"
     assert f"report folder: {report.resolve()}" in printed
-    for name in ("demo_summary.json", "table.txt", "report.json", "mu_afe_tradeoff.png",
-                 "mu_same_vs_out_of_disease.png", "leakage_vs_degeneration.png"):
+    for name in (
+        "demo_summary.json",
+        "table.txt",
+        "report.json",
+        "mu_afe_tradeoff.png",
+        "mu_same_vs_out_of_disease.png",
+        "leakage_vs_degeneration.png",
+    ):
         assert (report / name).is_file() and (report / name).stat().st_size > 0, name
     summary = json.loads((report / "demo_summary.json").read_text())
     methods_run = {(row["method"], row["forget_config"]) for row in summary["amnesia_rows"]}
@@ -148,8 +159,10 @@ def test_the_quick_example_in_the_help_is_the_one_tested():
 
 
 def test_degenerate_method_gets_a_caution_in_the_verdict():
-    rows = [_row("GradDiff", "disease_cancer_forget_10", -0.9, -0.7) | {"degeneration_score": 1.0},
-            _row("SimNPO", "disease_cancer_forget_10", -0.3, -0.2) | {"degeneration_score": 0.0}]
+    rows = [
+        _row("GradDiff", "disease_cancer_forget_10", -0.9, -0.7) | {"degeneration_score": 1.0},
+        _row("SimNPO", "disease_cancer_forget_10", -0.3, -0.2) | {"degeneration_score": 0.0},
+    ]
     sentence = finding_sentence(collateral_finding(rows))
     assert "APPEARS" in sentence and "Caution: GradDiff" in sentence and "SimNPO answers" not in sentence
     assert "ΔMU same-disease -0.900, out-of-disease -0.700 (yes)" in sentence

@@ -10,7 +10,10 @@ def test_tiny_llama_forward_and_loss(tiny_model, tiny_tokenizer):
 
 
 def test_chat_template_marks_assistant_tokens(tiny_tokenizer):
-    messages = [{"role": "user", "content": "Which artery?"}, {"role": "assistant", "content": "The right one."}]
+    messages = [
+        {"role": "user", "content": "Which artery?"},
+        {"role": "assistant", "content": "The right one."},
+    ]
     enc = tiny_tokenizer.apply_chat_template(
         messages, tokenize=True, return_assistant_tokens_mask=True, return_dict=True
     )

@@ -19,7 +19,9 @@ def test_the_three_notebooks_exist_and_are_stripped():
         nbformat.validate(notebook)
         code = [cell for cell in notebook.cells if cell.cell_type == "code"]
         assert code, path.name
-        assert all(not cell.outputs and cell.execution_count is None for cell in code), f"{path.name} has outputs"
+        assert all(not cell.outputs and cell.execution_count is None for cell in code), (
+            f"{path.name} has outputs"
+        )
         assert "QUICK = True" in code[0].source, f"{path.name}: the first code cell sets QUICK = True"
 
 
@@ -30,8 +32,15 @@ def test_notebook_runs_top_to_bottom(path, tmp_path):
     from nbclient import NotebookClient
 
     notebook = nbformat.read(path, as_version=4)
-    client = NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
+    client = NotebookClient(
+        notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    )
     client.execute()  # raises CellExecutionError (with the cell and traceback) when a cell fails
-    errors = [output for cell in notebook.cells if cell.cell_type == "code" for output in cell.outputs
-              if output.output_type == "error"]
+    errors = [
+        output
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+        for output in cell.outputs
+        if output.output_type == "error"
+    ]
     assert not errors

@@ -17,7 +17,9 @@ from medunlearn.unlearn.ops import nll_loss
 
 def qa_batch(tokenizer, rows):
     tokens = tokenize_prompt_completion(rows["question"], rows["answer"], tokenizer, 128)
-    return collate_examples([dict(zip(tokens, values)) for values in zip(*tokens.values())], tokenizer.pad_token_id)
+    return collate_examples(
+        [dict(zip(tokens, values)) for values in zip(*tokens.values())], tokenizer.pad_token_id
+    )
 
 
 def memorised_tiny_model(tokenizer, rows, steps=60):
@@ -27,7 +29,10 @@ def memorised_tiny_model(tokenizer, rows, steps=60):
     batch = qa_batch(tokenizer, rows)
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     for _ in range(steps):
-        loss = nll_loss(model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits, batch["labels"])
+        loss = nll_loss(
+            model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits,
+            batch["labels"],
+        )
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -49,7 +54,11 @@ def parameters_of(model):
 
 
 def changed_parameters(before, model):
-    return [name for name, p in model.named_parameters() if name in before and not torch.equal(before[name], p.detach())]
+    return [
+        name
+        for name, p in model.named_parameters()
+        if name in before and not torch.equal(before[name], p.detach())
+    ]
 
 
 @st.composite
@@ -76,7 +85,9 @@ def assert_loss_splits_like_one_batch(loss, batch) -> None:
     logits, labels, split = batch
     whole = loss(logits, labels)
     rows = len(labels)
-    shards = (split * loss(logits[:split], labels[:split]) + (rows - split) * loss(logits[split:], labels[split:])) / rows
+    shards = (
+        split * loss(logits[:split], labels[:split]) + (rows - split) * loss(logits[split:], labels[split:])
+    ) / rows
     torch.testing.assert_close(whole, shards, atol=1e-5, rtol=1e-5)
     garbage = torch.linspace(-50.0, 50.0, logits.shape[-1]).expand(rows, 2, -1)
     padded_logits = torch.cat([logits, garbage], dim=1)

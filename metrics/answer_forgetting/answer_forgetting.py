@@ -54,7 +54,9 @@ class AnswerForgetting(evaluate_base.CheckedMetric):
             description=_DESCRIPTION,
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features({"predictions": datasets.Value("string"), "references": datasets.Value("string")}),
+            features=datasets.Features(
+                {"predictions": datasets.Value("string"), "references": datasets.Value("string")}
+            ),
             reference_urls=["https://arxiv.org/abs/2605.30599"],
         )
 
@@ -64,7 +66,9 @@ class AnswerForgetting(evaluate_base.CheckedMetric):
         if before_predictions is not None:
             check_sequence("before_predictions", before_predictions)
             check_same_length(references=references, before_predictions=before_predictions)
-            before = answer_similarity(before_predictions, references, use_embedding=use_embedding)["similarity"]
+            before = answer_similarity(before_predictions, references, use_embedding=use_embedding)[
+                "similarity"
+            ]
         result = answer_forgetting(after, before)
         return {
             "answer_forgetting": result["answer_forgetting"],

@@ -56,7 +56,10 @@ class DiseaseLeakage(evaluate_base.CheckedMetric):
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
             features=datasets.Features(
-                {"predictions": datasets.Value("string"), "references": datasets.Sequence(datasets.Value("string"))}
+                {
+                    "predictions": datasets.Value("string"),
+                    "references": datasets.Sequence(datasets.Value("string")),
+                }
             ),
             reference_urls=["https://arxiv.org/abs/2605.30599"],
         )

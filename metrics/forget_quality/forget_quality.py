@@ -46,10 +46,14 @@ class ForgetQuality(evaluate_base.CheckedMetric):
             description=_DESCRIPTION,
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features({"predictions": datasets.Value("float64"), "references": datasets.Value("float64")}),
+            features=datasets.Features(
+                {"predictions": datasets.Value("float64"), "references": datasets.Value("float64")}
+            ),
             reference_urls=["https://arxiv.org/abs/2401.06121"],
         )
 
     def _compute(self, predictions, references):
         # Checked here so that errors name this module's arguments, not the pure function's.
-        return forget_quality(as_float_array("predictions", predictions), as_float_array("references", references))
+        return forget_quality(
+            as_float_array("predictions", predictions), as_float_array("references", references)
+        )

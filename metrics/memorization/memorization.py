@@ -71,7 +71,9 @@ def _matches(predictions, references):
     check_same_length(predictions=predictions, references=references)
     for index, (predicted, gold) in enumerate(zip(predictions, references)):
         if predicted is None or gold is None or len(predicted) != len(gold):
-            raise ValueError(f"`predictions`[{index}] and `references`[{index}] must be token lists of one length")
+            raise ValueError(
+                f"`predictions`[{index}] and `references`[{index}] must be token lists of one length"
+            )
         if len(gold) == 0:
             raise ValueError(f"`references`[{index}] has no answer token")
     predicted, mask = pad_token_values(predictions, fill=-1, dtype=np.int64)

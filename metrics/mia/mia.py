@@ -81,13 +81,17 @@ class Mia(evaluate_base.CheckedMetric):
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
             features=datasets.Features(
-                {"predictions": datasets.Sequence(datasets.Value("float64")), "references": datasets.Value("int64")}
+                {
+                    "predictions": datasets.Sequence(datasets.Value("float64")),
+                    "references": datasets.Value("int64"),
+                }
             ),
             reference_urls=["https://arxiv.org/abs/2407.06460", "https://arxiv.org/abs/2404.02936"],
         )
 
-    def _compute(self, predictions, references, texts=None, vocab_mean=None, vocab_std=None, k=0.4,
-                 retrained_auc=None):
+    def _compute(
+        self, predictions, references, texts=None, vocab_mean=None, vocab_std=None, k=0.4, retrained_auc=None
+    ):
         check_sequence("predictions", predictions)
         check_sequence("references", references)
         labels = np.asarray(references)
@@ -97,7 +101,9 @@ class Mia(evaluate_base.CheckedMetric):
             raise ValueError("`references` must contain both members (1) and non-members (0)")
         logprobs, mask = pad_token_values(predictions)
         if np.isnan(logprobs[mask]).any():
-            raise ValueError(f"`predictions`[{int(np.argwhere(np.isnan(logprobs) & mask)[0, 0])}] holds a NaN log-prob")
+            raise ValueError(
+                f"`predictions`[{int(np.argwhere(np.isnan(logprobs) & mask)[0, 0])}] holds a NaN log-prob"
+            )
         scores = {"loss": loss_score(logprobs, mask), "min_k": min_k_score(logprobs, mask, k=k)}
         if texts is not None:
             scores["zlib"] = zlib_score(logprobs, mask, texts)
@@ -107,12 +113,16 @@ class Mia(evaluate_base.CheckedMetric):
             mean, _ = pad_token_values(vocab_mean)
             std, _ = pad_token_values(vocab_std, fill=1.0)
             if mean.shape != logprobs.shape or std.shape != logprobs.shape:
-                raise ValueError("`vocab_mean` and `vocab_std` must have one value per token of `predictions`")
+                raise ValueError(
+                    "`vocab_mean` and `vocab_std` must have one value per token of `predictions`"
+                )
             scores["min_k_plus_plus"] = min_k_plus_plus_score(logprobs, mask, mean, std, k=k)
         members = labels == 1
         output = {f"{name}_auc": mia_auc(score[members], score[~members]) for name, score in scores.items()}
         for name, reference_auc in (retrained_auc or {}).items():
             if f"{name}_auc" not in output:
-                raise ValueError(f"`retrained_auc` names {name!r}, which was not computed; have {sorted(scores)}")
+                raise ValueError(
+                    f"`retrained_auc` names {name!r}, which was not computed; have {sorted(scores)}"
+                )
             output[f"privleak_{name}"] = privleak(output[f"{name}_auc"], reference_auc)
         return output

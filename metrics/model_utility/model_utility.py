@@ -62,7 +62,9 @@ class ModelUtility(evaluate_base.CheckedMetric):
             description=_DESCRIPTION,
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features({"predictions": datasets.Value("string"), "references": datasets.Value("string")}),
+            features=datasets.Features(
+                {"predictions": datasets.Value("string"), "references": datasets.Value("string")}
+            ),
             reference_urls=["https://arxiv.org/abs/2605.30599", "https://arxiv.org/abs/2401.06121"],
         )
 

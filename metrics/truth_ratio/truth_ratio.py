@@ -49,7 +49,10 @@ class TruthRatio(evaluate_base.CheckedMetric):
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
             features=datasets.Features(
-                {"predictions": datasets.Sequence(datasets.Value("float64")), "references": datasets.Value("float64")}
+                {
+                    "predictions": datasets.Sequence(datasets.Value("float64")),
+                    "references": datasets.Value("float64"),
+                }
             ),
             reference_urls=["https://arxiv.org/abs/2401.06121"],
         )

@@ -33,6 +33,7 @@ def render_prompts(tokenizer, questions: Sequence[str]) -> list[str]:
 def render_conversations(tokenizer, questions: Sequence[str], answers: Sequence[str]) -> list[str]:
     """Each (question, answer) as a user turn and an assistant turn."""
     conversations = [
-        [{"role": "user", "content": q}, {"role": "assistant", "content": a}] for q, a in zip(questions, answers)
+        [{"role": "user", "content": q}, {"role": "assistant", "content": a}]
+        for q, a in zip(questions, answers)
     ]
     return list(tokenizer.apply_chat_template(conversations, tokenize=False))

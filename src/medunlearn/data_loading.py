@@ -56,8 +56,9 @@ def load_config(data: str | os.PathLike, config: str, split: str | None = None):
     with quiet_datasets():
         if Path(data).is_dir():
             with tempfile.TemporaryDirectory(prefix="medunlearn-data-") as cache_dir:
-                return datasets.load_dataset(str(data), config, split=split, cache_dir=cache_dir,
-                                             keep_in_memory=True)
+                return datasets.load_dataset(
+                    str(data), config, split=split, cache_dir=cache_dir, keep_in_memory=True
+                )
         return datasets.load_dataset(str(data), config, split=split)
 
 

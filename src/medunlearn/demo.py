@@ -55,6 +55,7 @@ BEFORE_NAME = "fine-tuned (no unlearning)"
 @dataclass
 class DemoSettings:
     """Sizes and steps of one demo run (ours; chosen so the model memorises the cohort within the time budget)."""
+
     patients: int = 100
     hidden_size: int = 128
     num_hidden_layers: int = 2
@@ -124,7 +125,9 @@ def comparison_row(method: str, forget_config: str, summary: dict, before: dict 
     return row
 
 
-DEGENERATE_SHARE = 0.5  # ours: above this DS, a method's MU drop says more about collapse than about collateral damage
+DEGENERATE_SHARE = (
+    0.5  # ours: above this DS, a method's MU drop says more about collapse than about collateral damage
+)
 
 
 def collateral_finding(rows: list[dict]) -> dict:
@@ -138,12 +141,22 @@ def collateral_finding(rows: list[dict]) -> dict:
     per_method = []
     for row in rows:
         same, out = row.get("delta_mu_same_disease"), row.get("delta_mu_out_of_disease")
-        if row.get("baseline") or not row["forget_config"].startswith("disease_") or same is None or out is None:
+        if (
+            row.get("baseline")
+            or not row["forget_config"].startswith("disease_")
+            or same is None
+            or out is None
+        ):
             continue
         per_method.append(
-            {"method": row["method"], "forget_config": row["forget_config"], "drop_same_disease": -same,
-             "drop_out_of_disease": -out, "appears": -same > -out,
-             "degeneration_score": row.get("degeneration_score")}
+            {
+                "method": row["method"],
+                "forget_config": row["forget_config"],
+                "drop_same_disease": -same,
+                "drop_out_of_disease": -out,
+                "appears": -same > -out,
+                "degeneration_score": row.get("degeneration_score"),
+            }
         )
     verdicts = {entry["appears"] for entry in per_method}
     appears = None if not verdicts else (verdicts.pop() if len(verdicts) == 1 else "mixed")
@@ -164,11 +177,16 @@ def finding_sentence(finding: dict) -> str:
         "mixed": "appears for some methods only",
     }[finding["appears"]]
     sentence = f"The paper's collateral-damage finding {verdict}. {details}."
-    collapsed = [e["method"] for e in finding["per_method"]
-                 if e.get("degeneration_score") is not None and e["degeneration_score"] > DEGENERATE_SHARE]
+    collapsed = [
+        e["method"]
+        for e in finding["per_method"]
+        if e.get("degeneration_score") is not None and e["degeneration_score"] > DEGENERATE_SHARE
+    ]
     if collapsed:
-        sentence += (f" Caution: {', '.join(collapsed)} answers the forget questions degenerately (DS > {DEGENERATE_SHARE}),"
-                     " so its MU drop reflects collapse more than targeted collateral damage.")
+        sentence += (
+            f" Caution: {', '.join(collapsed)} answers the forget questions degenerately (DS > {DEGENERATE_SHARE}),"
+            " so its MU drop reflects collapse more than targeted collateral damage."
+        )
     return sentence
 
 
@@ -210,11 +228,15 @@ def build_base_model(data_dir: Path, out: Path, settings: DemoSettings, seed: in
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     parameters = sum(p.numel() for p in model.parameters())
-    print(f"  tiny-llama: {parameters / 1e6:.2f}M parameters, vocabulary {len(tokenizer)}, {config.num_hidden_layers} layers")
+    print(
+        f"  tiny-llama: {parameters / 1e6:.2f}M parameters, vocabulary {len(tokenizer)}, {config.num_hidden_layers} layers"
+    )
     return out
 
 
-def finetune_model(base: Path, data_dir: Path, out: Path, settings: DemoSettings, seed: int, progress: bool) -> Path:
+def finetune_model(
+    base: Path, data_dir: Path, out: Path, settings: DemoSettings, seed: int, progress: bool
+) -> Path:
     model_args = ModelArguments(str(base))
     sft_config = default_sft_config(model_args, out)
     sft_config.learning_rate = settings.finetune_learning_rate
@@ -224,11 +246,25 @@ def finetune_model(base: Path, data_dir: Path, out: Path, settings: DemoSettings
     return run_finetune(arguments, model_args, sft_config)
 
 
-def unlearn_model(method: str, model: Path, data_dir: Path, forget: str, out: Path, settings: DemoSettings,
-                  seed: int, progress: bool) -> Path:
-    fields = {"learning_rate": settings.unlearn_learning_rates[method], "logging_steps": 100, "seed": seed,
-              "disable_tqdm": not progress}
-    if method == "rmu":  # steer the last decoder layer of this small model (the paper's layer 7 does not exist)
+def unlearn_model(
+    method: str,
+    model: Path,
+    data_dir: Path,
+    forget: str,
+    out: Path,
+    settings: DemoSettings,
+    seed: int,
+    progress: bool,
+) -> Path:
+    fields = {
+        "learning_rate": settings.unlearn_learning_rates[method],
+        "logging_steps": 100,
+        "seed": seed,
+        "disable_tqdm": not progress,
+    }
+    if (
+        method == "rmu"
+    ):  # steer the last decoder layer of this small model (the paper's layer 7 does not exist)
         fields["layer"] = settings.num_hidden_layers - 1
     if settings.unlearn_max_steps is not None:
         fields["max_steps"] = settings.unlearn_max_steps
@@ -236,10 +272,26 @@ def unlearn_model(method: str, model: Path, data_dir: Path, forget: str, out: Pa
     return run_unlearning(config, ModelArguments(str(model)), UnlearningDataArguments(str(data_dir), forget))
 
 
-def evaluate_model(model: Path, name: str, data_dir: Path, forget: str, out: Path, before: Path,
-                   before_outputs: Path, settings: DemoSettings, seed: int, progress: bool) -> dict:
+def evaluate_model(
+    model: Path,
+    name: str,
+    data_dir: Path,
+    forget: str,
+    out: Path,
+    before: Path,
+    before_outputs: Path,
+    settings: DemoSettings,
+    seed: int,
+    progress: bool,
+) -> dict:
     return evaluate_unlearning(
-        str(model), data_dir, forget, out, before=str(before), before_outputs=before_outputs, name=name,
+        str(model),
+        data_dir,
+        forget,
+        out,
+        before=str(before),
+        before_outputs=before_outputs,
+        name=name,
         runner_config=RunnerConfig(max_new_tokens=settings.max_new_tokens, progress=progress),
         population_config=PopulationConfig(max_retain_patients=settings.max_retain_patients, seed=seed),
         overwrite=True,
@@ -263,9 +315,15 @@ def comparison_table(rows: list[dict]):
             table.add_section()
         previous = row["forget_config"]
         table.add_row(
-            row["method"], row["forget_config"], fmt(row["afe"]), fmt(row["leakage_score"]),
-            fmt(row["degeneration_score"]), fmt(row["mu_same_disease"]), fmt(row["mu_out_of_disease"]),
-            fmt(row["delta_mu_same_disease"], True), fmt(row["delta_mu_out_of_disease"], True),
+            row["method"],
+            row["forget_config"],
+            fmt(row["afe"]),
+            fmt(row["leakage_score"]),
+            fmt(row["degeneration_score"]),
+            fmt(row["mu_same_disease"]),
+            fmt(row["mu_out_of_disease"]),
+            fmt(row["delta_mu_same_disease"], True),
+            fmt(row["delta_mu_out_of_disease"], True),
         )
     return table
 
@@ -282,7 +340,12 @@ def biodivergence_table(scores: dict):
     for baseline, by_config in scores.items():
         for config in ("v1.0-pairlevel", "v1.0"):
             cell = by_config[config]
-            table.add_row(baseline, config, str(cell["n"]), *(f"{cell['scores'][key]:.3f}" for _, key in BIODIVERGENCE_METRICS))
+            table.add_row(
+                baseline,
+                config,
+                str(cell["n"]),
+                *(f"{cell['scores'][key]:.3f}" for _, key in BIODIVERGENCE_METRICS),
+            )
         table.add_row(baseline, "gap (pair − v1.0)", "", *(f"{v:+.3f}" for v in by_config["gap"].values()))
         table.add_section()
     return table
@@ -291,15 +354,21 @@ def biodivergence_table(scores: dict):
 def run_biodivergence(out: Path, settings: DemoSettings, seed: int) -> dict:
     pool = biodivergence.generate_pair_pool(n_pairs=settings.biodivergence_pairs, seed=seed)
     configs, stats = biodivergence.build_splits(pool, biodivergence.SplitConfig(seed=seed))
-    folder = biodivergence.write_hub_folder(configs, stats, out, {"seed": seed, "pairs": settings.biodivergence_pairs})
-    print(f"  v1.0 (article-disjoint) {stats.split_sizes}; v1.0-pairlevel {stats.pairlevel_split_sizes}; "
-          f"bridging pairs dropped: {stats.bridging_pairs_dropped}")
+    folder = biodivergence.write_hub_folder(
+        configs, stats, out, {"seed": seed, "pairs": settings.biodivergence_pairs}
+    )
+    print(
+        f"  v1.0 (article-disjoint) {stats.split_sizes}; v1.0-pairlevel {stats.pairlevel_split_sizes}; "
+        f"bridging pairs dropped: {stats.bridging_pairs_dropped}"
+    )
     report = biodivergence.audit_folder(folder)
     for line in report.lines():
         if line.startswith("info") or not line.startswith("ok"):
             print("  " + line)
     if not report.ok:
-        raise DemoError(f"BioDivergence audit failed: {report.first_violation.name}: {report.first_violation.detail}")
+        raise DemoError(
+            f"BioDivergence audit failed: {report.first_violation.name}: {report.first_violation.detail}"
+        )
     print(f"  audit passed: {sum(c.ok for c in report.checks)} checks")
     splits = biodivergence.read_hub_folder(folder)
     scores: dict = {}
@@ -311,24 +380,35 @@ def run_biodivergence(out: Path, settings: DemoSettings, seed: int) -> dict:
             for record in references:
                 record["axes"] = list(record["axes"])
             predictions = make_baseline(baseline).fit(splits[config]["train"]).predict(gold)
-            scores[baseline][config] = {"n": len(gold), "scores": contextual_contradiction(predictions, references)}
-        scores[baseline]["gap"] = split_gap(scores[baseline]["v1.0-pairlevel"]["scores"], scores[baseline]["v1.0"]["scores"])
-    return {"folder": str(folder), "split_sizes": stats.split_sizes, "pairlevel_split_sizes": stats.pairlevel_split_sizes,
-            "bridging_pairs_dropped": stats.bridging_pairs_dropped, "baselines": scores}
+            scores[baseline][config] = {
+                "n": len(gold),
+                "scores": contextual_contradiction(predictions, references),
+            }
+        scores[baseline]["gap"] = split_gap(
+            scores[baseline]["v1.0-pairlevel"]["scores"], scores[baseline]["v1.0"]["scores"]
+        )
+    return {
+        "folder": str(folder),
+        "split_sizes": stats.split_sizes,
+        "pairlevel_split_sizes": stats.pairlevel_split_sizes,
+        "bridging_pairs_dropped": stats.bridging_pairs_dropped,
+        "baselines": scores,
+    }
 
 
 def gap_sentence(biodivergence: dict) -> str:
     lexical = biodivergence["baselines"]["lexical"]["gap"]
     key = "contextual_contradiction_f1"
     direction = "higher" if lexical[key] > 0 else "not higher"
-    return (f"Lexical baseline: contextual-contradiction F1 is {direction} on the leaky pair-level split than on the "
-            f"article-disjoint v1.0 split (gap {lexical[key]:+.3f}; accuracy gap {lexical['accuracy']:+.3f}).")
+    return (
+        f"Lexical baseline: contextual-contradiction F1 is {direction} on the leaky pair-level split than on the "
+        f"article-disjoint v1.0 split (gap {lexical[key]:+.3f}; accuracy gap {lexical['accuracy']:+.3f})."
+    )
 
 
 def run_demo(out: Path, settings: DemoSettings, seed: int, progress: bool) -> dict:
     """Every stage; returns the demo summary (also written to ``out/report/demo_summary.json``)."""
     from rich.console import Console
-
 
     console = Console(width=160, record=True)
     timings: dict[str, float] = {}
@@ -341,20 +421,31 @@ def run_demo(out: Path, settings: DemoSettings, seed: int, progress: bool) -> di
         return now
 
     clock = started
-    _stage(1, total, f"building the AMNESIA folder from the fictitious cohort ({settings.patients:,} patients, seed {seed})")
-    data_dir = build_amnesia(out / "amnesia", overwrite=True, source="synthetic", patients=settings.patients,
-                                    seed=seed)
+    _stage(
+        1,
+        total,
+        f"building the AMNESIA folder from the fictitious cohort ({settings.patients:,} patients, seed {seed})",
+    )
+    data_dir = build_amnesia(
+        out / "amnesia", overwrite=True, source="synthetic", patients=settings.patients, seed=seed
+    )
     print_split_table(data_dir)
     for invariant, detail in audit_folder(data_dir).checks:  # raises AuditFailure naming the first violation
         print(f"  ok  {invariant}: {detail}")
     card = (data_dir / "README.md").read_text()
     for forget in (RANDOM_FORGET, DISEASE_FORGET):
         if f"config_name: {forget}\n" not in card:
-            raise DemoError(f"{data_dir}: config {forget} is missing for this cohort size; use more --patients")
+            raise DemoError(
+                f"{data_dir}: config {forget} is missing for this cohort size; use more --patients"
+            )
     clock = lap("build", clock)
 
     models = out / "models"
-    _stage(2, total, "fine-tuning tiny-llama on the cohort: notes pretraining, then QA SFT (the model to unlearn from)")
+    _stage(
+        2,
+        total,
+        "fine-tuning tiny-llama on the cohort: notes pretraining, then QA SFT (the model to unlearn from)",
+    )
     base = build_base_model(data_dir, models / "base", settings, seed)
     finetuned = finetune_model(base, data_dir, models / "finetuned", settings, seed, progress)
     clock = lap("finetune", clock)
@@ -365,30 +456,57 @@ def run_demo(out: Path, settings: DemoSettings, seed: int, progress: bool) -> di
     unlearned = {}
     for method, forget in runs:
         print(f"  {DISPLAY_NAMES[method]} on {forget}", flush=True)
-        unlearned[method, forget] = unlearn_model(method, finetuned, data_dir, forget, models / f"{method}-{forget}",
-                                                  settings, seed, progress)
+        unlearned[method, forget] = unlearn_model(
+            method, finetuned, data_dir, forget, models / f"{method}-{forget}", settings, seed, progress
+        )
     clock = lap("unlearn", clock)
 
-    _stage(4, total, "evaluating every model (the fine-tuned model is `before` for AFE and the no-unlearning row)")
+    _stage(
+        4,
+        total,
+        "evaluating every model (the fine-tuned model is `before` for AFE and the no-unlearning row)",
+    )
     evals = out / "evaluations"
     eval_dirs, rows, summaries = [], [], {}
     for forget in (RANDOM_FORGET, DISEASE_FORGET):
         shared_before = evals / f"before-{forget}"
         summaries[BEFORE_NAME, forget] = evaluate_model(
-            finetuned, f"{BEFORE_NAME} [{forget}]", data_dir, forget, evals / f"finetuned-{forget}", finetuned,
-            shared_before, settings, seed, progress)
+            finetuned,
+            f"{BEFORE_NAME} [{forget}]",
+            data_dir,
+            forget,
+            evals / f"finetuned-{forget}",
+            finetuned,
+            shared_before,
+            settings,
+            seed,
+            progress,
+        )
         eval_dirs.append(evals / f"finetuned-{forget}")
         for method, method_forget in runs:
             if method_forget != forget:
                 continue
             name = f"{DISPLAY_NAMES[method]} [{forget}]"
             summaries[method, forget] = evaluate_model(
-                unlearned[method, forget], name, data_dir, forget, evals / f"{method}-{forget}", finetuned,
-                shared_before, settings, seed, progress)
+                unlearned[method, forget],
+                name,
+                data_dir,
+                forget,
+                evals / f"{method}-{forget}",
+                finetuned,
+                shared_before,
+                settings,
+                seed,
+                progress,
+            )
             eval_dirs.append(evals / f"{method}-{forget}")
         before = summaries[BEFORE_NAME, forget]
         rows.append({**comparison_row(BEFORE_NAME, forget, before, before), "baseline": True})
-        rows += [comparison_row(DISPLAY_NAMES[m], forget, summaries[m, forget], before) for m, f in runs if f == forget]
+        rows += [
+            comparison_row(DISPLAY_NAMES[m], forget, summaries[m, forget], before)
+            for m, f in runs
+            if f == forget
+        ]
     clock = lap("evaluate", clock)
 
     _stage(5, total, "comparison table")
@@ -396,15 +514,22 @@ def run_demo(out: Path, settings: DemoSettings, seed: int, progress: bool) -> di
     finding = collateral_finding(rows)
     sentence = finding_sentence(finding)
     console.print(sentence, highlight=False)
-    console.print("LS is shown beside DS: a low leakage score from degenerate answers is not forgetting.", highlight=False)
+    console.print(
+        "LS is shown beside DS: a low leakage score from degenerate answers is not forgetting.",
+        highlight=False,
+    )
 
     report_dir = out / "report"
     _stage(6, total, f"writing the report folder ({report_dir})")
     payload = write_report(eval_dirs, report_dir)
     clock = lap("report", clock)
 
-    _stage(7, total, f"BioDivergence: fictitious pool ({settings.biodivergence_pairs} pairs) → v1.0 and pair-level "
-                     "splits → audit → baselines")
+    _stage(
+        7,
+        total,
+        f"BioDivergence: fictitious pool ({settings.biodivergence_pairs} pairs) → v1.0 and pair-level "
+        "splits → audit → baselines",
+    )
     biodivergence = run_biodivergence(out / "biodivergence", settings, seed)
     console.print(biodivergence_table(biodivergence["baselines"]))
     gap = gap_sentence(biodivergence)

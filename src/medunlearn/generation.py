@@ -28,8 +28,13 @@ def pad_batch(sequences: Sequence[Sequence[int]], pad_token_id: int, side: str):
     return input_ids, pad_sequence(ones, batch_first=True, padding_value=0, padding_side=side)
 
 
-def greedy_generate(model, prompts: Sequence[Sequence[int]], pad_token_id: int, eos_token_ids: Iterable[int],
-                    max_new_tokens: int) -> list[list[int]]:
+def greedy_generate(
+    model,
+    prompts: Sequence[Sequence[int]],
+    pad_token_id: int,
+    eos_token_ids: Iterable[int],
+    max_new_tokens: int,
+) -> list[list[int]]:
     """Greedy continuations (token ids) of a batch of prompts; each is cut before its first EOS."""
     import torch
 
@@ -62,8 +67,15 @@ def eos_token_ids(tokenizer, model=None) -> set[int]:
     return ids
 
 
-def generate_texts(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int, batch_size: int = 8,
-                   max_prompt_tokens: int | None = None) -> list[str]:
+def generate_texts(
+    model,
+    tokenizer,
+    prompts: Sequence[str],
+    *,
+    max_new_tokens: int,
+    batch_size: int = 8,
+    max_prompt_tokens: int | None = None,
+) -> list[str]:
     """Greedy completions of already-rendered prompt texts, decoded without special tokens.
 
     A prompt longer than ``max_prompt_tokens`` keeps its *last* tokens (where a chat template puts the
@@ -79,7 +91,9 @@ def generate_texts(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: 
     texts: list[str] = []
     try:
         for start in range(0, len(encoded), batch_size):
-            tokens = greedy_generate(model, encoded[start:start + batch_size], pad_token_id, stops, max_new_tokens)
+            tokens = greedy_generate(
+                model, encoded[start : start + batch_size], pad_token_id, stops, max_new_tokens
+            )
             texts += tokenizer.batch_decode(tokens, skip_special_tokens=True)
     finally:
         model.train(was_training)

@@ -249,8 +249,13 @@ class ModelArguments:
             return None
         from peft import LoraConfig
 
-        return LoraConfig(r=self.lora_r, lora_alpha=self.lora_alpha, lora_dropout=0.0,
-                          target_modules="all-linear", task_type="CAUSAL_LM")
+        return LoraConfig(
+            r=self.lora_r,
+            lora_alpha=self.lora_alpha,
+            lora_dropout=0.0,
+            target_modules="all-linear",
+            task_type="CAUSAL_LM",
+        )
 
     def model_kwargs(self) -> dict:
         """Keyword arguments of `from_pretrained` these options imply (the 4-bit quantization config)."""
@@ -293,8 +298,13 @@ def check_model_name(name: str, flag: str = "--model", trainable_from_scratch: b
         raise MissingInputError(f"{flag} {name!r} is neither a folder nor a Hub id (ORG/NAME)")
 
 
-def load_model(model_args: ModelArguments | str, *, texts: Iterable[str] | None = None,
-               merge_adapter: bool = False, flag: str = "--model"):
+def load_model(
+    model_args: ModelArguments | str,
+    *,
+    texts: Iterable[str] | None = None,
+    merge_adapter: bool = False,
+    flag: str = "--model",
+):
     """The one model loader of every command: `(model, tokenizer)` for `model_args`.
 
     `texts` trains the tokenizer of `tiny-llama` (and is required for it). `merge_adapter` folds a saved LoRA

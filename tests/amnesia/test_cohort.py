@@ -46,7 +46,10 @@ def test_no_two_notes_share_their_facts_and_questions_identify_one_patient(cohor
     # Each patient's descriptor ("the 54-year-old male ... for three days") occurs in exactly one patient's QA.
     owners: dict[str, set] = {}
     for question, patient in zip(qa["question"].to_pylist(), qa["patient_id"].to_pylist()):
-        match = re.search(r"(\d+-year-old (?:male|female) [a-z ]+? who presented with .+? for [a-z ]+?)(?:\?| treated| show| have| change|,)", question)
+        match = re.search(
+            r"(\d+-year-old (?:male|female) [a-z ]+? who presented with .+? for [a-z ]+?)(?:\?| treated| show| have| change|,)",
+            question,
+        )
         assert match, question
         owners.setdefault(match.group(1), set()).add(patient)
     assert all(len(patients) == 1 for patients in owners.values())
@@ -84,17 +87,23 @@ def test_reasoning_answers_combine_several_facts_of_the_note(cohort):
         note = note_of[row["patient_id"]].lower()
         answer = row["answer"].lower().rstrip(".")
         # Split the answer into its clauses; at least two must be facts taken from this note.
-        clauses = [re.sub(r"^(on a background of|a|it rose|it fell)\b", "", c.strip()).strip()
-                   for c in re.split(r",| together with | supported by | and | after | from | to | showing ", answer)]
-        facts_in_note = [c for c in clauses if len(c) > 3 and (c in note or (number.fullmatch(c.split()[0] or "")
-                                                                              and c.split()[0] in note))]
+        clauses = [
+            re.sub(r"^(on a background of|a|it rose|it fell)\b", "", c.strip()).strip()
+            for c in re.split(r",| together with | supported by | and | after | from | to | showing ", answer)
+        ]
+        facts_in_note = [
+            c
+            for c in clauses
+            if len(c) > 3 and (c in note or (number.fullmatch(c.split()[0] or "") and c.split()[0] in note))
+        ]
         assert len(facts_in_note) >= 2, (answer, note)
 
 
 def test_disease_keywords_come_from_the_note(cohort):
     notes, _ = cohort
-    for title, note, keywords in zip(notes["title"].to_pylist(), notes["note"].to_pylist(),
-                                     notes["disease_keywords"].to_pylist()):
+    for title, note, keywords in zip(
+        notes["title"].to_pylist(), notes["note"].to_pylist(), notes["disease_keywords"].to_pylist()
+    ):
         assert keywords, note
         lowered = re.sub(r"[^a-z0-9]+", " ", f"{title} | {note}".lower())
         for keyword in keywords:
@@ -118,10 +127,16 @@ def test_shipped_icd_terms_are_what_icd10cm_gives():
 def test_vocabulary_matches_on_word_boundaries_case_insensitively():
     from medunlearn.amnesia.vocabulary import DiseaseVocabulary
 
-    vocabulary = DiseaseVocabulary({"gout": "musculoskeletal", "heart failure": "cardiovascular",
-                                    "st-elevation myocardial infarction": "cardiovascular"})
-    assert vocabulary.find_terms("Gouty tophi; no HEART   FAILURE. An ST elevation myocardial infarction.") == [
-        "heart failure", "st elevation myocardial infarction"]
+    vocabulary = DiseaseVocabulary(
+        {
+            "gout": "musculoskeletal",
+            "heart failure": "cardiovascular",
+            "st-elevation myocardial infarction": "cardiovascular",
+        }
+    )
+    assert vocabulary.find_terms(
+        "Gouty tophi; no HEART   FAILURE. An ST elevation myocardial infarction."
+    ) == ["heart failure", "st elevation myocardial infarction"]
     assert vocabulary.find_terms("gout, then gout again") == ["gout"]
     assert vocabulary.classify("Heart failure", "gout") == "cardiovascular"  # title weighs 3, note 1
     assert vocabulary.classify("A case", "nothing medical here") is None

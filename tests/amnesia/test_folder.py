@@ -25,8 +25,11 @@ from medunlearn.ontology.amnesia import DISEASE_LEVEL_DEFAULT, DISEASES
 
 
 def digest(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -76,8 +79,15 @@ def test_card_states_license_sizes_parameters_and_omissions(folder):
 
 def test_audit_passes_on_a_built_folder(folder):
     names = [name for name, _ in audit_folder(folder).checks]
-    assert names == ["configs and fields", "records", "QA per patient", "holdout", "forget/retain", "random level",
-                     "disease level"]
+    assert names == [
+        "configs and fields",
+        "records",
+        "QA per patient",
+        "holdout",
+        "forget/retain",
+        "random level",
+        "disease level",
+    ]
 
 
 def _rewrite(path: Path, transform) -> None:
@@ -94,19 +104,40 @@ def _move_one_row(source: Path, target: Path) -> None:
     "tamper, message",
     [
         # A retained patient's QA copied into the forget set: forget and retain overlap.
-        (lambda f: _move_one_row(f / hub_module.data_path("retain_90", "train"),
-                                 f / hub_module.data_path("forget_10", "train")), "in both"),
+        (
+            lambda f: _move_one_row(
+                f / hub_module.data_path("retain_90", "train"), f / hub_module.data_path("forget_10", "train")
+            ),
+            "in both",
+        ),
         # A holdout QA in a train split.
-        (lambda f: _move_one_row(f / hub_module.data_path("full", "holdout"),
-                                 f / hub_module.data_path("forget_5", "train")), "holdout"),
+        (
+            lambda f: _move_one_row(
+                f / hub_module.data_path("full", "holdout"), f / hub_module.data_path("forget_5", "train")
+            ),
+            "holdout",
+        ),
         # forget_15 loses its first patient's QA: sizes and nesting break.
-        (lambda f: [_rewrite(f / hub_module.data_path("forget_15", s),
-                             lambda t: t.filter(pa.compute.not_equal(t["patient_id"], t["patient_id"][0])))
-                    for s in ("train", "holdout")], "forget_15"),
+        (
+            lambda f: [
+                _rewrite(
+                    f / hub_module.data_path("forget_15", s),
+                    lambda t: t.filter(pa.compute.not_equal(t["patient_id"], t["patient_id"][0])),
+                )
+                for s in ("train", "holdout")
+            ],
+            "forget_15",
+        ),
         # A disease-level set gets a patient of another disease.
-        (lambda f: [_rewrite(f / hub_module.data_path("disease_cancer_forget_5", "train"),
-                             lambda t: t.set_column(2, "disease", pa.array(["digestive"] * t.num_rows)))],
-         "disease"),
+        (
+            lambda f: [
+                _rewrite(
+                    f / hub_module.data_path("disease_cancer_forget_5", "train"),
+                    lambda t: t.set_column(2, "disease", pa.array(["digestive"] * t.num_rows)),
+                )
+            ],
+            "disease",
+        ),
     ],
 )
 def test_audit_names_the_violation(folder, tmp_path, tamper, message):
@@ -143,7 +174,9 @@ def test_an_existing_folder_is_not_replaced_without_overwrite(folder):
 
 
 def test_builder_class_gives_the_same_rows_as_the_folder(folder, tmp_path):
-    builder = AmnesiaBuilder(config_name="disease_cancer_retain_90", patients=120, seed=3, cache_dir=str(tmp_path))
+    builder = AmnesiaBuilder(
+        config_name="disease_cancer_retain_90", patients=120, seed=3, cache_dir=str(tmp_path)
+    )
     builder.download_and_prepare()
     built = builder.as_dataset("train")
     from_folder = datasets.load_dataset(str(folder), "disease_cancer_retain_90")["train"]
@@ -152,8 +185,9 @@ def test_builder_class_gives_the_same_rows_as_the_folder(folder, tmp_path):
 
 
 def test_builder_names_an_omitted_config(tmp_path):
-    builder = AmnesiaBuilder(config_name="disease_cardiovascular_forget_25", patients=40, seed=0,
-                             cache_dir=str(tmp_path))
+    builder = AmnesiaBuilder(
+        config_name="disease_cardiovascular_forget_25", patients=40, seed=0, cache_dir=str(tmp_path)
+    )
     with pytest.raises(ValueError, match="cardiovascular has"):
         builder.download_and_prepare()
 
@@ -176,19 +210,34 @@ def test_cli_build_audit_publish_dry_run(tmp_path, capsys):
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(patients=st.integers(1, 60), seed=st.integers(0, 10_000),
-       weights=st.lists(st.floats(0.0, 1.0), min_size=len(DISEASES), max_size=len(DISEASES)).filter(
-           lambda w: sum(w) > 0))
+@given(
+    patients=st.integers(1, 60),
+    seed=st.integers(0, 10_000),
+    weights=st.lists(st.floats(0.0, 1.0), min_size=len(DISEASES), max_size=len(DISEASES)).filter(
+        lambda w: sum(w) > 0
+    ),
+)
 def test_any_cohort_mix_writes_a_folder_that_passes_the_audit(tmp_path_factory, patients, seed, weights):
     """Random sizes and disease mixes (diseases that cannot fill a percentage included) through the real writer."""
     notes, qa = generate_cohort(patients=patients, seed=seed, disease_shares=dict(zip(DISEASES, weights)))
     splits = build_splits(notes, qa, SplitConfig(seed=seed))
-    parameters = {"source": "synthetic", "patients": patients, "seed": seed, "qa_per_type": 4, "holdout_per_type": 1,
-                  "forget_percentages": [5, 10, 15, 20, 25], "disease_level": list(DISEASE_LEVEL_DEFAULT)}
-    contents = FolderContents(notes=notes, qa=qa, splits=splits, source="synthetic", build_parameters=parameters)
+    parameters = {
+        "source": "synthetic",
+        "patients": patients,
+        "seed": seed,
+        "qa_per_type": 4,
+        "holdout_per_type": 1,
+        "forget_percentages": [5, 10, 15, 20, 25],
+        "disease_level": list(DISEASE_LEVEL_DEFAULT),
+    }
+    contents = FolderContents(
+        notes=notes, qa=qa, splits=splits, source="synthetic", build_parameters=parameters
+    )
     folder = write_folder(contents, tmp_path_factory.mktemp("mix") / "amnesia", progress=False)
     audit_folder(folder)
     manifest = json.loads((folder / "amnesia_build.json").read_text())
     assert set(manifest["omitted"]) | {c for c in manifest["configs"] if "forget_" in c} == {
-        f"{prefix}forget_{p}" for prefix in ["", *(f"disease_{d}_" for d in DISEASE_LEVEL_DEFAULT)]
-        for p in (5, 10, 15, 20, 25)}
+        f"{prefix}forget_{p}"
+        for prefix in ["", *(f"disease_{d}_" for d in DISEASE_LEVEL_DEFAULT)]
+        for p in (5, 10, 15, 20, 25)
+    }

@@ -22,9 +22,14 @@ def sentence_qa(patient_id: str, note: str, per_type: int = 4) -> list[dict]:
     for qa_type in ("factual", "reasoning"):
         for k in range(per_type):
             sentence = sentences[(k + (per_type if qa_type == "reasoning" else 0)) % len(sentences)]
-            rows.append({"patient_id": patient_id, "qa_type": qa_type,
-                         "question": f"What does the case report say in its part {k + 1} ({qa_type})?",
-                         "answer": sentence})
+            rows.append(
+                {
+                    "patient_id": patient_id,
+                    "qa_type": qa_type,
+                    "question": f"What does the case report say in its part {k + 1} ({qa_type})?",
+                    "answer": sentence,
+                }
+            )
     return rows
 
 
@@ -47,9 +52,19 @@ def toy_rows(n: int = 6) -> list[dict]:
         "A 30-year-old woman had fever and cough. Chest radiograph showed pneumonia. She received antibiotics.",
         "A 55-year-old woman had a breast lump. Biopsy showed invasive ductal carcinoma. She had a lumpectomy.",
     ]
-    return [{"patient_id": str(i), "patient_uid": f"100{i}-1", "PMID": str(900 + i), "file_path": "comm/x.xml",
-             "title": ["Myocardial infarction", "Pneumonia in an adult", "Breast cancer"][i % 3],
-             "patient": notes[i % 3], "age": "[[61.0, 'year']]", "gender": "M"} for i in range(n)]
+    return [
+        {
+            "patient_id": str(i),
+            "patient_uid": f"100{i}-1",
+            "PMID": str(900 + i),
+            "file_path": "comm/x.xml",
+            "title": ["Myocardial infarction", "Pneumonia in an adult", "Breast cancer"][i % 3],
+            "patient": notes[i % 3],
+            "age": "[[61.0, 'year']]",
+            "gender": "M",
+        }
+        for i in range(n)
+    ]
 
 
 @pytest.mark.integration
@@ -60,16 +75,22 @@ def test_real_pmc_patients_sample_builds_and_audits(shared_data, tmp_path):
     assert notes.num_rows > 450  # most real notes get a category from the vocabulary
     assert notes["patient_id"][0].as_py() == "7665777-1"  # patient_uid is the id
     assert all(notes["disease_keywords"].to_pylist()[i] for i in range(20) if i < notes.num_rows)
-    qa_rows = [row for pid, note in zip(notes["patient_id"].to_pylist(), notes["note"].to_pylist())
-               for row in sentence_qa(pid, note)]
+    qa_rows = [
+        row
+        for pid, note in zip(notes["patient_id"].to_pylist(), notes["note"].to_pylist())
+        for row in sentence_qa(pid, note)
+    ]
     qa_file = write_jsonl(tmp_path / "qa.jsonl", qa_rows)
-    folder = build_amnesia_folder(tmp_path / "amnesia-pmc", source="pmc-patients", notes_path=notes_file,
-                                  qa_path=qa_file, seed=0)
+    folder = build_amnesia_folder(
+        tmp_path / "amnesia-pmc", source="pmc-patients", notes_path=notes_file, qa_path=qa_file, seed=0
+    )
     audit_folder(folder)
     card = (folder / "README.md").read_text()
     assert "license: cc-by-nc-sa-4.0" in card
     manifest = json.loads((folder / "amnesia_build.json").read_text())
-    assert len(manifest["skipped"]["no disease category could be assigned from title and note"]) == len(unclassified)
+    assert len(manifest["skipped"]["no disease category could be assigned from title and note"]) == len(
+        unclassified
+    )
     full = datasets.load_dataset(str(folder), "full")
     assert full["train"].num_rows == notes.num_rows * 6 and full["holdout"].num_rows == notes.num_rows * 2
 
@@ -105,10 +126,21 @@ def test_json_and_jsonl_notes(tmp_path, suffix):
     "mutate, columns, match",
     [
         (lambda rows: rows, [c for c in PMC_COLUMNS if c != "title"], r"field 'title': missing column"),
-        (lambda rows: rows[1].update(patient="  "), PMC_COLUMNS, r"n.csv, row 2, field 'patient': empty value"),
-        (lambda rows: rows[2].update(patient_uid="1000-1"), PMC_COLUMNS, r"row 3, field 'patient_id': duplicate"),
-        (lambda rows: [r.update(disease="martian flu") for r in rows], PMC_COLUMNS + ["disease"],
-         r"field 'disease': unknown value 'martian flu'; allowed: cancer"),
+        (
+            lambda rows: rows[1].update(patient="  "),
+            PMC_COLUMNS,
+            r"n.csv, row 2, field 'patient': empty value",
+        ),
+        (
+            lambda rows: rows[2].update(patient_uid="1000-1"),
+            PMC_COLUMNS,
+            r"row 3, field 'patient_id': duplicate",
+        ),
+        (
+            lambda rows: [r.update(disease="martian flu") for r in rows],
+            PMC_COLUMNS + ["disease"],
+            r"field 'disease': unknown value 'martian flu'; allowed: cancer",
+        ),
     ],
 )
 def test_bad_notes_are_named_by_file_row_and_field(tmp_path, mutate, columns, match):
@@ -124,8 +156,12 @@ def test_patients_with_the_wrong_number_of_qa_are_skipped_and_counted(tmp_path):
     notes_file = write_csv(tmp_path / "n.csv", rows)
     qa_rows = [q for r in rows for q in sentence_qa(r["patient_uid"], r["patient"])]
     qa_rows = [q for q in qa_rows if not (q["patient_id"] == "1002-1" and q["qa_type"] == "factual")][:-1]
-    folder = build_amnesia_folder(tmp_path / "out", source="pmc-patients", notes_path=notes_file,
-                                  qa_path=write_jsonl(tmp_path / "qa.jsonl", qa_rows))
+    folder = build_amnesia_folder(
+        tmp_path / "out",
+        source="pmc-patients",
+        notes_path=notes_file,
+        qa_path=write_jsonl(tmp_path / "qa.jsonl", qa_rows),
+    )
     manifest = json.loads((folder / "amnesia_build.json").read_text())
     assert manifest["skipped"] == {"not exactly 4 factual and 4 reasoning QA": ["1002-1", "1005-1"]}
     assert "not exactly 4 factual and 4 reasoning QA: 2 patients" in (folder / "README.md").read_text()
@@ -138,11 +174,16 @@ def test_qa_about_an_unknown_patient_or_bad_json_is_an_error_and_writes_nothing(
     qa_rows = [q for r in rows for q in sentence_qa(r["patient_uid"], r["patient"])]
     qa_rows[5]["patient_id"] = "nobody"
     with pytest.raises(RecordError, match=r"qa.jsonl, row 6, field 'patient_id': unknown patient 'nobody'"):
-        build_amnesia_folder(tmp_path / "out", source="pmc-patients", notes_path=notes_file,
-                             qa_path=write_jsonl(tmp_path / "qa.jsonl", qa_rows))
+        build_amnesia_folder(
+            tmp_path / "out",
+            source="pmc-patients",
+            notes_path=notes_file,
+            qa_path=write_jsonl(tmp_path / "qa.jsonl", qa_rows),
+        )
     (tmp_path / "bad.jsonl").write_text('{"patient_id": "1000-1"}\n{not json\n')
     with pytest.raises(RecordError, match=r"bad.jsonl, row 2: invalid JSON"):
-        build_amnesia_folder(tmp_path / "out", source="pmc-patients", notes_path=notes_file,
-                             qa_path=tmp_path / "bad.jsonl")
+        build_amnesia_folder(
+            tmp_path / "out", source="pmc-patients", notes_path=notes_file, qa_path=tmp_path / "bad.jsonl"
+        )
     assert not (tmp_path / "out").exists()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []

@@ -18,13 +18,20 @@ def make_tables(diseases: list[str], qa_per_type: int = 4, shuffle_seed: int | N
     notes = pa.table({"patient_id": ids, "disease": diseases})
     qa_rows = [
         (f"{pid}-{kind[0].upper()}{k}", pid, kind)
-        for pid in ids for kind in ("factual", "reasoning") for k in range(1, qa_per_type + 1)
+        for pid in ids
+        for kind in ("factual", "reasoning")
+        for k in range(1, qa_per_type + 1)
     ]
     if shuffle_seed is not None:
         order = np.random.default_rng(shuffle_seed).permutation(len(qa_rows))
         qa_rows = [qa_rows[i] for i in order]
-    qa = pa.table({"qa_id": [r[0] for r in qa_rows], "patient_id": [r[1] for r in qa_rows],
-                   "qa_type": [r[2] for r in qa_rows]})
+    qa = pa.table(
+        {
+            "qa_id": [r[0] for r in qa_rows],
+            "patient_id": [r[1] for r in qa_rows],
+            "qa_type": [r[2] for r in qa_rows],
+        }
+    )
     return notes, qa
 
 
@@ -73,7 +80,9 @@ def test_disease_level_sets_have_both_properties_or_are_omitted(diseases, seed):
             assert not (mask & ~in_disease).any(), "only patients of the disease"
             assert not (previous & ~mask).any(), "nested within the disease"
             random_forget = splits.forget_masks[f"forget_{percentage}"]
-            assert not (random_forget & in_disease & ~mask).any(), "contains the disease's random forget patients"
+            assert not (random_forget & in_disease & ~mask).any(), (
+                "contains the disease's random forget patients"
+            )
             previous = mask
 
 
@@ -95,8 +104,11 @@ def test_splits_depend_on_seed_and_records_not_on_row_order(diseases, seed, shuf
     notes, qa = make_tables(diseases)
     shuffled_notes, shuffled_qa = make_tables(diseases, shuffle_seed=shuffle)
     a = build_splits(notes, qa, SplitConfig(seed=seed))
-    b = build_splits(shuffled_notes.take(np.random.default_rng(shuffle).permutation(len(diseases))), shuffled_qa,
-                     SplitConfig(seed=seed))
+    b = build_splits(
+        shuffled_notes.take(np.random.default_rng(shuffle).permutation(len(diseases))),
+        shuffled_qa,
+        SplitConfig(seed=seed),
+    )
     assert a.forget_masks.keys() == b.forget_masks.keys()
     for name in a.forget_masks:
         assert np.array_equal(a.patient_ids[a.forget_masks[name]], b.patient_ids[b.forget_masks[name]])
@@ -107,17 +119,31 @@ def test_splits_depend_on_seed_and_records_not_on_row_order(diseases, seed, shuf
 
 def test_paper_sizes_at_full_scale():
     """SPEC §5: 8,820 patients → 441 / 882 / 1,323 / 1,764 / 2,205; cardiovascular stops at 15%, infection at 20%."""
-    diseases = ["cancer"] * 2672 + ["infection_immune"] * 1967 + ["cardiovascular"] * 1429 + ["respiratory"] * 2752
+    diseases = (
+        ["cancer"] * 2672 + ["infection_immune"] * 1967 + ["cardiovascular"] * 1429 + ["respiratory"] * 2752
+    )
     notes, qa = make_tables(diseases, qa_per_type=1 + 1)
     splits = build_splits(notes, qa, SplitConfig(seed=0, disease_level=DISEASE_LEVEL))
-    assert [int(splits.forget_masks[f"forget_{p}"].sum()) for p in (5, 10, 15, 20, 25)] == [441, 882, 1323, 1764, 2205]
-    present = {d: [p for p in (5, 10, 15, 20, 25) if f"disease_{d}_forget_{p}" in splits.forget_masks]
-               for d in DISEASE_LEVEL}
-    assert present == {"cancer": [5, 10, 15, 20, 25], "infection_immune": [5, 10, 15, 20],
-                       "cardiovascular": [5, 10, 15]}
+    assert [int(splits.forget_masks[f"forget_{p}"].sum()) for p in (5, 10, 15, 20, 25)] == [
+        441,
+        882,
+        1323,
+        1764,
+        2205,
+    ]
+    present = {
+        d: [p for p in (5, 10, 15, 20, 25) if f"disease_{d}_forget_{p}" in splits.forget_masks]
+        for d in DISEASE_LEVEL
+    }
+    assert present == {
+        "cancer": [5, 10, 15, 20, 25],
+        "infection_immune": [5, 10, 15, 20],
+        "cardiovascular": [5, 10, 15],
+    }
 
 
-@pytest.mark.parametrize("name, expected", [("forget_10", "retain_90"),
-                                            ("disease_cancer_forget_5", "disease_cancer_retain_95")])
+@pytest.mark.parametrize(
+    "name, expected", [("forget_10", "retain_90"), ("disease_cancer_forget_5", "disease_cancer_retain_95")]
+)
 def test_retain_config_name(name, expected):
     assert retain_config_name(name) == expected

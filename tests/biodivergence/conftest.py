@@ -6,17 +6,34 @@ import pandas as pd
 import pytest
 
 
-def make_pair(pair_id: str, article_a: str, article_b: str, *, claim_a: str | None = None, claim_b: str | None = None,
-              conflict_type: str = "contextual_contradiction", axes=("population",), confounder: str = "population",
-              label_source: str = "llm", confidence: float = 0.9, domain: str = "oncology") -> dict:
+def make_pair(
+    pair_id: str,
+    article_a: str,
+    article_b: str,
+    *,
+    claim_a: str | None = None,
+    claim_b: str | None = None,
+    conflict_type: str = "contextual_contradiction",
+    axes=("population",),
+    confounder: str = "population",
+    label_source: str = "llm",
+    confidence: float = 0.9,
+    domain: str = "oncology",
+) -> dict:
     """One valid pool row; claims default to text unique to the article."""
     return {
-        "pair_id": pair_id, "domain": domain,
+        "pair_id": pair_id,
+        "domain": domain,
         "claim_a": claim_a or f"Drug X lowers mortality in the cohort of article {article_a}.",
         "claim_b": claim_b or f"Drug X raises mortality in the cohort of article {article_b}.",
-        "article_a": article_a, "article_b": article_b,
-        "conflict_type": conflict_type, "axes": list(axes), "dominant_confounder": confounder,
-        "reconciliation": "The cohorts differ in age.", "label_source": label_source, "confidence": confidence,
+        "article_a": article_a,
+        "article_b": article_b,
+        "conflict_type": conflict_type,
+        "axes": list(axes),
+        "dominant_confounder": confounder,
+        "reconciliation": "The cohorts differ in age.",
+        "label_source": label_source,
+        "confidence": confidence,
     }
 
 
@@ -39,5 +56,9 @@ def built_folder(tmp_path_factory, small_pool):
     from medunlearn.biodivergence.splits import build_splits
 
     configs, stats = build_splits(small_pool)
-    return write_hub_folder(configs, stats, tmp_path_factory.mktemp("bd") / "folder",
-                            {"seed": 0, "min_confidence": 0.45, "source": "test pool"})
+    return write_hub_folder(
+        configs,
+        stats,
+        tmp_path_factory.mktemp("bd") / "folder",
+        {"seed": 0, "min_confidence": 0.45, "source": "test pool"},
+    )

@@ -25,7 +25,18 @@ def test_build_audit_eval_round_trip(cli_folder, tmp_path, capsys):
     lines = (out / "predictions.jsonl").read_text().splitlines()
     assert len(lines) == metrics["scores"]["num_examples"] > 0
     # the predictions file scores to the same table
-    assert _run("eval", "--predictions", out / "predictions.jsonl", "--data", cli_folder, "--out", tmp_path / "again") == 0
+    assert (
+        _run(
+            "eval",
+            "--predictions",
+            out / "predictions.jsonl",
+            "--data",
+            cli_folder,
+            "--out",
+            tmp_path / "again",
+        )
+        == 0
+    )
     again = json.loads((tmp_path / "again" / "metrics.json").read_text())
     assert again["scores"] == metrics["scores"]
 

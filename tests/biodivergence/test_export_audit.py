@@ -13,15 +13,20 @@ from medunlearn.biodivergence.splits import build_splits
 
 
 def _digests(folder):
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def test_building_twice_gives_identical_files(tmp_path, small_pool):
     params = {"seed": 0, "min_confidence": 0.45, "source": "test"}
     folders = []
     for name in ("one", "two"):
-        configs, stats = build_splits(small_pool.sample(frac=1.0, random_state=len(name)))  # row order must not matter
+        configs, stats = build_splits(
+            small_pool.sample(frac=1.0, random_state=len(name))
+        )  # row order must not matter
         folders.append(write_hub_folder(configs, stats, tmp_path / name, params))
     first, second = (_digests(folder) for folder in folders)
     assert first == second
@@ -36,7 +41,9 @@ def test_readme_configs_and_card(built_folder):
     build = json.loads((built_folder / "build.json").read_text())
     assert f"bridging pairs dropped: {build['stats']['bridging_pairs_dropped']}" in text
     assert "| v1.0 | dev |" in text and "no article in two splits" in text
-    assert not re.search(r"\d{4}-\d{2}-\d{2}|\d{2}:\d{2}:\d{2}", text)  # no dates or times: rebuilds are identical
+    assert not re.search(
+        r"\d{4}-\d{2}-\d{2}|\d{2}:\d{2}:\d{2}", text
+    )  # no dates or times: rebuilds are identical
     assert "| oncology |" in text  # per-domain split table
 
 
@@ -73,15 +80,30 @@ def _tamper(built_folder, tmp_path, edit):
 @pytest.mark.parametrize(
     ("edit", "check"),
     [
-        (lambda test, train: test.assign(article_a=[train["article_a"].iloc[0]] + test["article_a"].tolist()[1:]),
-         "no article in two splits"),
-        (lambda test, train: test.assign(claim_b=[train["claim_a"].iloc[0].upper()] + test["claim_b"].tolist()[1:]),
-         "no claim in two splits"),
-        (lambda test, train: test.assign(label_source=["heuristic"] + test["label_source"].tolist()[1:]),
-         "test: only LLM labels"),
-        (lambda test, train: test.assign(confidence=[0.2] + test["confidence"].tolist()[1:]), "confidence >= 0.45"),
-        (lambda test, train: test.assign(conflict_type=["maybe"] + test["conflict_type"].tolist()[1:]),
-         "pair schema and label ontology"),
+        (
+            lambda test, train: test.assign(
+                article_a=[train["article_a"].iloc[0]] + test["article_a"].tolist()[1:]
+            ),
+            "no article in two splits",
+        ),
+        (
+            lambda test, train: test.assign(
+                claim_b=[train["claim_a"].iloc[0].upper()] + test["claim_b"].tolist()[1:]
+            ),
+            "no claim in two splits",
+        ),
+        (
+            lambda test, train: test.assign(label_source=["heuristic"] + test["label_source"].tolist()[1:]),
+            "test: only LLM labels",
+        ),
+        (
+            lambda test, train: test.assign(confidence=[0.2] + test["confidence"].tolist()[1:]),
+            "confidence >= 0.45",
+        ),
+        (
+            lambda test, train: test.assign(conflict_type=["maybe"] + test["conflict_type"].tolist()[1:]),
+            "pair schema and label ontology",
+        ),
     ],
 )
 def test_audit_names_the_first_violation(built_folder, tmp_path, edit, check):
@@ -92,7 +114,9 @@ def test_audit_names_the_first_violation(built_folder, tmp_path, edit, check):
 def test_audit_rejects_a_folder_without_configs(tmp_path):
     with pytest.raises(FolderFormatError, match="no README.md"):
         audit_folder(tmp_path)
-    (tmp_path / "README.md").write_text("---\nconfigs:\n- config_name: v1.0\n  data_files:\n"
-                                        "  - split: train\n    path: v1.0/train.parquet\n---\n")
+    (tmp_path / "README.md").write_text(
+        "---\nconfigs:\n- config_name: v1.0\n  data_files:\n"
+        "  - split: train\n    path: v1.0/train.parquet\n---\n"
+    )
     with pytest.raises(FolderFormatError, match="train.parquet, which does not exist"):
         audit_folder(tmp_path)

@@ -9,11 +9,22 @@ from medunlearn.metrics.contextual_contradiction import (
 )
 
 
-def record(conflict="contextual_contradiction", axes=("population",), confounder="population",
-           reconciliation="the cohorts differ in age", evidence_a="drug a lowers mortality",
-           evidence_b="drug a raises mortality"):
-    return {"conflict_type": conflict, "axes": list(axes), "dominant_confounder": confounder,
-            "reconciliation": reconciliation, "evidence_a": evidence_a, "evidence_b": evidence_b}
+def record(
+    conflict="contextual_contradiction",
+    axes=("population",),
+    confounder="population",
+    reconciliation="the cohorts differ in age",
+    evidence_a="drug a lowers mortality",
+    evidence_b="drug a raises mortality",
+):
+    return {
+        "conflict_type": conflict,
+        "axes": list(axes),
+        "dominant_confounder": confounder,
+        "reconciliation": reconciliation,
+        "evidence_a": evidence_a,
+        "evidence_b": evidence_b,
+    }
 
 
 def test_hand_computed_class_scores():
@@ -23,13 +34,17 @@ def test_hand_computed_class_scores():
     assert scores["accuracy"] == 0.5
     # contextual: TP 1, FP 1 (pair 4), FN 1 (pair 2) -> 2/4; no_conflict: TP 1, FP 1 -> 2/3; direct: 0
     assert scores["contextual_contradiction_f1"] == pytest.approx(0.5)
-    assert scores["per_class_f1"] == pytest.approx({"contextual_contradiction": 0.5, "no_conflict": 2 / 3,
-                                                    "direct_contradiction": 0.0})
+    assert scores["per_class_f1"] == pytest.approx(
+        {"contextual_contradiction": 0.5, "no_conflict": 2 / 3, "direct_contradiction": 0.0}
+    )
     assert scores["macro_f1"] == pytest.approx((0.5 + 2 / 3 + 0.0) / 3)
 
 
 def test_hand_computed_axis_scores():
-    gold = [record(axes=("population", "geography")), record(axes=("study_design",), confounder="study_design")]
+    gold = [
+        record(axes=("population", "geography")),
+        record(axes=("study_design",), confounder="study_design"),
+    ]
     pred = [record(axes=("population", "time_period")), record(axes=(), confounder="none")]
     scores = contextual_contradiction(pred, gold)
     # cells: TP 1 (population), FP 1 (time_period), FN 2 (geography, study_design) -> 2/(2+1+2)
@@ -54,9 +69,15 @@ def test_strict_parser():
     valid = {"conflict_type": "no_conflict", "axes": [], "dominant_confounder": "none", "reconciliation": "x"}
     assert parse_prediction(json.dumps(valid))["conflict_type"] == "no_conflict"
     assert parse_prediction("```json\n" + json.dumps(valid) + "\n```") is not None
-    for bad in [json.dumps(valid) + " trailing", json.dumps(valid | {"conflict_type": "No conflict"}),
-                json.dumps(valid | {"axes": "population"}), json.dumps(valid | {"axes": ["age"]}),
-                json.dumps({k: v for k, v in valid.items() if k != "reconciliation"}), "[1, 2]", ""]:
+    for bad in [
+        json.dumps(valid) + " trailing",
+        json.dumps(valid | {"conflict_type": "No conflict"}),
+        json.dumps(valid | {"axes": "population"}),
+        json.dumps(valid | {"axes": ["age"]}),
+        json.dumps({k: v for k, v in valid.items() if k != "reconciliation"}),
+        "[1, 2]",
+        "",
+    ]:
         assert parse_prediction(bad) is None, bad
 
 
@@ -101,13 +122,22 @@ def _records_strategy():
 
     from medunlearn.ontology.biodivergence import AXIS_IDS, CONFLICT_TYPE_IDS
 
-    words = st.lists(st.sampled_from(["drug", "risk", "adults", "children", "lower", "higher"]), min_size=1, max_size=6)
+    words = st.lists(
+        st.sampled_from(["drug", "risk", "adults", "children", "lower", "higher"]), min_size=1, max_size=6
+    )
     record_strategy = st.builds(
         lambda conflict, axes, text, span: {
-            "conflict_type": conflict, "axes": sorted(axes), "dominant_confounder": sorted(axes)[0] if axes else "none",
-            "reconciliation": " ".join(text), "evidence_a": " ".join(span), "evidence_b": " ".join(reversed(span)),
+            "conflict_type": conflict,
+            "axes": sorted(axes),
+            "dominant_confounder": sorted(axes)[0] if axes else "none",
+            "reconciliation": " ".join(text),
+            "evidence_a": " ".join(span),
+            "evidence_b": " ".join(reversed(span)),
         },
-        st.sampled_from(CONFLICT_TYPE_IDS), st.sets(st.sampled_from(AXIS_IDS), max_size=3), words, words,
+        st.sampled_from(CONFLICT_TYPE_IDS),
+        st.sets(st.sampled_from(AXIS_IDS), max_size=3),
+        words,
+        words,
     )
     return st.lists(record_strategy, min_size=1, max_size=12)
 

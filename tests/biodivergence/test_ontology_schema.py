@@ -45,7 +45,11 @@ def test_normalise_fills_defaults(pair_factory):
     [
         ("conflict_type", "contradiction", r"row 1, field `conflict_type`: unknown label"),
         ("axes", ["population", "age"], r"row 1, field `axes`: unknown axis"),
-        ("dominant_confounder", "geography", r"row 1, field `dominant_confounder`: must be one of the pair's axes"),
+        (
+            "dominant_confounder",
+            "geography",
+            r"row 1, field `dominant_confounder`: must be one of the pair's axes",
+        ),
         ("confidence", 1.7, r"row 1, field `confidence`"),
         ("label_source", "human", r"row 1, field `label_source`"),
         ("article_b", "", r"row 1, field `article_b`: must not be empty"),
@@ -68,7 +72,9 @@ def test_missing_column_is_named(pair_factory):
 def test_pool_round_trip_jsonl_and_parquet(tmp_path, small_pool):
     path = write_pool(small_pool, tmp_path / "pool.jsonl")
     again = read_pool(path)
-    pd.testing.assert_frame_equal(again.reset_index(drop=True), small_pool.reset_index(drop=True), check_dtype=False)
+    pd.testing.assert_frame_equal(
+        again.reset_index(drop=True), small_pool.reset_index(drop=True), check_dtype=False
+    )
     small_pool.to_parquet(tmp_path / "pool.parquet")
     assert read_pool(tmp_path / "pool.parquet")["axes"].map(len).sum() == small_pool["axes"].map(len).sum()
 
@@ -94,9 +100,17 @@ def test_synthetic_pool_is_seeded_and_populates_the_ontology():
     assert not first.equals(generate_pair_pool(n_pairs=300, seed=2))
     normalise_pool(first)  # every generated row is valid
     counts = first["conflict_type"].value_counts(normalize=True)
-    assert counts.index[:2].tolist() == ["contextual_contradiction", "no_conflict"]  # two classes carry the mass
-    assert set(first["domain"]) == {"antimicrobial_resistance", "oncology", "infectious_disease", "genomics",
-                                    "clinical_trials_epidemiology"}
+    assert counts.index[:2].tolist() == [
+        "contextual_contradiction",
+        "no_conflict",
+    ]  # two classes carry the mass
+    assert set(first["domain"]) == {
+        "antimicrobial_resistance",
+        "oncology",
+        "infectious_disease",
+        "genomics",
+        "clinical_trials_epidemiology",
+    }
     assert first["pair_id"].duplicated().any()  # duplicates exercise the keep-the-LLM-copy rule
     # articles take part in several pairs, so the article graph has non-trivial components
     articles = pd.concat([first["article_a"], first["article_b"]])

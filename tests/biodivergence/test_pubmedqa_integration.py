@@ -30,7 +30,20 @@ def test_pubmedqa_pool_build_audit_and_lexical_baseline(shared_data, tmp_path):
     sizes = build["stats"]["split_sizes"]
     assert sizes["dev"] > 0 and sizes["test"] > 0  # the percolating MeSH graph was cut, not all sent to train
     assert build["stats"]["percolating"] and build["stats"]["bridging_pairs_dropped"] > 0
-    assert main(["biodivergence", "eval", "--baseline", "lexical", "--data", str(out),
-                 "--out", str(tmp_path / "eval")]) == 0
+    assert (
+        main(
+            [
+                "biodivergence",
+                "eval",
+                "--baseline",
+                "lexical",
+                "--data",
+                str(out),
+                "--out",
+                str(tmp_path / "eval"),
+            ]
+        )
+        == 0
+    )
     scores = json.loads((tmp_path / "eval" / "metrics.json").read_text())["scores"]
     assert scores["num_examples"] == sizes["test"] and 0.0 <= scores["accuracy"] <= 1.0

@@ -19,8 +19,16 @@ from medunlearn.biodivergence.splits import (
 
 def test_clean_keeps_llm_copy_then_drops_low_confidence(pair_factory):
     rows = [
-        pair_factory("dup", "1", "2", label_source="heuristic", confidence=0.99, conflict_type="no_conflict",
-                     axes=(), confounder="none"),
+        pair_factory(
+            "dup",
+            "1",
+            "2",
+            label_source="heuristic",
+            confidence=0.99,
+            conflict_type="no_conflict",
+            axes=(),
+            confounder="none",
+        ),
         pair_factory("dup", "1", "2", label_source="llm", confidence=0.6),
         pair_factory("low", "3", "4", confidence=0.44),
         pair_factory("edge", "5", "6", label_source="heuristic", confidence=0.45),
@@ -46,8 +54,13 @@ def test_components_join_articles_and_shared_claims(pair_factory):
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 30), st.integers(0, 5), st.integers(0, 5)),
-                min_size=1, max_size=60))
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 30), st.integers(0, 30), st.integers(0, 5), st.integers(0, 5)),
+        min_size=1,
+        max_size=60,
+    )
+)
 def test_vectorised_components_equal_union_find(edges):
     keys = np.array([[a, b, 40 + c, 40 + d] for a, b, c, d in edges])
     fast = key_components(keys, 50)
@@ -63,7 +76,9 @@ def test_carve_component_cuts_a_chain_with_one_bridge_per_cut():
     split, straddling = carve_component(keys, np.ones(9, bool), position, dev_need=2, test_need=2)
     assert split.tolist() == ["dev", "dev", "", "test", "test", "", "train", "train", "train"]
     assert straddling.sum() == 2
-    split, straddling = carve_component(keys, np.ones(9, bool), position, dev_need=2, test_need=2, test_at_end=True)
+    split, straddling = carve_component(
+        keys, np.ones(9, bool), position, dev_need=2, test_need=2, test_at_end=True
+    )
     assert split.tolist() == ["dev", "dev", "", "train", "train", "train", "", "test", "test"]
     assert straddling.sum() == 2
 
@@ -74,7 +89,10 @@ def test_percolating_pool_drops_few_bridging_pairs(pair_factory):
     rows = []
     for cluster in range(30):
         articles = [f"c{cluster}-{i}" for i in range(4)]
-        ring = list(zip(articles, articles[1:] + articles[:1])) + [(articles[0], articles[2]), (articles[1], articles[3])]
+        ring = list(zip(articles, articles[1:] + articles[:1])) + [
+            (articles[0], articles[2]),
+            (articles[1], articles[3]),
+        ]
         rows += [pair_factory(f"p{cluster}-{j}", a, b) for j, (a, b) in enumerate(ring)]
         rows.append(pair_factory(f"hub{cluster}", "hub", articles[0]))
     configs, stats = build_splits(normalise_pool(pd.DataFrame(rows)))
@@ -87,32 +105,44 @@ def test_percolating_pool_drops_few_bridging_pairs(pair_factory):
 
 
 pair_rows = st.lists(
-    st.fixed_dictionaries({
-        "pair_id": st.integers(0, 40).map(lambda i: f"p{i}"),
-        "article_a": st.integers(0, 25).map(str),
-        "article_b": st.integers(0, 25).map(str),
-        "claim_variant": st.integers(0, 3),
-        "label_source": st.sampled_from(["llm", "llm", "heuristic"]),
-        "confidence": st.floats(0.0, 1.0),
-        "domain": st.sampled_from(["oncology", "genomics"]),
-        "conflict_type": st.sampled_from(["contextual_contradiction", "no_conflict", "direct_contradiction"]),
-    }),
-    min_size=1, max_size=50,
+    st.fixed_dictionaries(
+        {
+            "pair_id": st.integers(0, 40).map(lambda i: f"p{i}"),
+            "article_a": st.integers(0, 25).map(str),
+            "article_b": st.integers(0, 25).map(str),
+            "claim_variant": st.integers(0, 3),
+            "label_source": st.sampled_from(["llm", "llm", "heuristic"]),
+            "confidence": st.floats(0.0, 1.0),
+            "domain": st.sampled_from(["oncology", "genomics"]),
+            "conflict_type": st.sampled_from(
+                ["contextual_contradiction", "no_conflict", "direct_contradiction"]
+            ),
+        }
+    ),
+    min_size=1,
+    max_size=50,
 )
 
 
 def _pool(rows) -> pd.DataFrame:
     records = []
     for row in rows:
-        records.append({
-            "pair_id": row["pair_id"], "domain": row["domain"],
-            # claims repeat across articles (variant shared by several articles), testing claim-disjointness
-            "claim_a": f"Claim {row['claim_variant']} of article {int(row['article_a']) % 7}.",
-            "claim_b": f"Finding {row['claim_variant']} from article {row['article_b']}.",
-            "article_a": row["article_a"], "article_b": row["article_b"],
-            "conflict_type": row["conflict_type"], "axes": ["population"], "dominant_confounder": "population",
-            "label_source": row["label_source"], "confidence": row["confidence"],
-        })
+        records.append(
+            {
+                "pair_id": row["pair_id"],
+                "domain": row["domain"],
+                # claims repeat across articles (variant shared by several articles), testing claim-disjointness
+                "claim_a": f"Claim {row['claim_variant']} of article {int(row['article_a']) % 7}.",
+                "claim_b": f"Finding {row['claim_variant']} from article {row['article_b']}.",
+                "article_a": row["article_a"],
+                "article_b": row["article_b"],
+                "conflict_type": row["conflict_type"],
+                "axes": ["population"],
+                "dominant_confounder": "population",
+                "label_source": row["label_source"],
+                "confidence": row["confidence"],
+            }
+        )
     return normalise_pool(pd.DataFrame(records))
 
 
@@ -137,7 +167,10 @@ def test_v1_splits_invariants_for_any_pool(rows, seed):
         for frame in config.values():
             assert (frame["confidence"] >= 0.45).all()
     kept = sum(len(f) for f in v1.values())
-    assert kept + stats.bridging_pairs_dropped + stats.heuristic_pairs_dropped_from_eval == stats.pairs_after_cleaning
+    assert (
+        kept + stats.bridging_pairs_dropped + stats.heuristic_pairs_dropped_from_eval
+        == stats.pairs_after_cleaning
+    )
     again, _ = build_splits(pool, SplitConfig(seed=seed))
     for name in configs:
         for split in configs[name]:
@@ -167,7 +200,9 @@ def test_proportions_on_a_realistic_pool(small_pool):
 
 def test_each_domain_approaches_the_proportions(small_pool):
     configs, _ = build_splits(small_pool)
-    counts = pd.concat([frame["domain"].value_counts().rename(name) for name, frame in configs["v1.0"].items()], axis=1)
+    counts = pd.concat(
+        [frame["domain"].value_counts().rename(name) for name, frame in configs["v1.0"].items()], axis=1
+    )
     eval_share = (counts["dev"] + counts["test"]) / counts.sum(axis=1)
     # published dev+test share 1,682 / 11,865 = 14.2%; every domain gets a comparable share on its own
     assert eval_share.between(0.08, 0.22).all(), eval_share.to_dict()

@@ -34,15 +34,39 @@ def _run(*argv) -> int:
 @pytest.mark.slow  # ~10 s: builds a 20-patient AMNESIA folder, then evaluates twice
 def test_evaluate_writes_summary_and_rescore_reproduces_it(amnesia_folder, saved_model, tmp_path, capsys):
     out = tmp_path / "eval"
-    common = ["--model", saved_model, "--data", amnesia_folder, "--forget", "forget_10", "--out", out,
-              "--batch-size", 8, "--max-new-tokens", 4, "--max-retain-patients", 3, "--no-progress"]
+    common = [
+        "--model",
+        saved_model,
+        "--data",
+        amnesia_folder,
+        "--forget",
+        "forget_10",
+        "--out",
+        out,
+        "--batch-size",
+        8,
+        "--max-new-tokens",
+        4,
+        "--max-retain-patients",
+        3,
+        "--no-progress",
+    ]
     shared_before = tmp_path / "before_forget_10"
-    assert _run(*common, "--before", saved_model, "--retain-model", saved_model, "--before-outputs", shared_before) == 0
+    assert (
+        _run(
+            *common, "--before", saved_model, "--retain-model", saved_model, "--before-outputs", shared_before
+        )
+        == 0
+    )
     assert "AFE" in capsys.readouterr().out
     summary = json.loads((out / "summary.json").read_text())
     run_info = json.loads((out / "run.json").read_text())
     assert run_info["complete"]
-    assert run_info["models"] == {"model": str(saved_model), "before": str(saved_model), "retain": str(saved_model)}
+    assert run_info["models"] == {
+        "model": str(saved_model),
+        "before": str(saved_model),
+        "retain": str(saved_model),
+    }
     # The retain model is the model itself: its membership signal is the same, so privleak is 0.
     mia = summary["membership_inference"]
     assert mia["auc"] == mia["auc_retain_model"]
@@ -64,7 +88,12 @@ def test_evaluate_writes_summary_and_rescore_reproduces_it(amnesia_folder, saved
     # Rerunning finds every batch done and changes nothing.
     manifest = (out / "outputs" / "model" / "manifest.json").read_text()
     before_manifest = (shared_before / "manifest.json").read_text()
-    assert _run(*common, "--before", saved_model, "--retain-model", saved_model, "--before-outputs", shared_before) == 0
+    assert (
+        _run(
+            *common, "--before", saved_model, "--retain-model", saved_model, "--before-outputs", shared_before
+        )
+        == 0
+    )
     assert (out / "outputs" / "model" / "manifest.json").read_text() == manifest
     # A second evaluation sharing the before model's outputs reuses them (nothing is appended to its manifest).
     other = [a if a != out else tmp_path / "eval2" for a in common]
@@ -81,7 +110,16 @@ def test_unknown_forget_config_is_reported_without_traceback(saved_model, tmp_pa
 
 
 def test_missing_data_folder_is_named(saved_model, tmp_path, capsys):
-    code = _run("--model", saved_model, "--data", tmp_path / "nowhere", "--forget", "forget_10", "--out", tmp_path / "e")
+    code = _run(
+        "--model",
+        saved_model,
+        "--data",
+        tmp_path / "nowhere",
+        "--forget",
+        "forget_10",
+        "--out",
+        tmp_path / "e",
+    )
     assert code == 2
     assert f"AMNESIA folder {tmp_path / 'nowhere'} does not exist" in capsys.readouterr().err
 
@@ -111,7 +149,9 @@ def test_populations_come_from_the_folder_given_not_from_the_datasets_cache(amne
 
 
 @pytest.mark.slow  # ~20 s: torchrun starts two evaluation processes
-def test_two_processes_give_the_single_process_summary(amnesia_folder, saved_model, tmp_path, one_torch_thread):
+def test_two_processes_give_the_single_process_summary(
+    amnesia_folder, saved_model, tmp_path, one_torch_thread
+):
     import os
     import shutil
     import subprocess
@@ -120,15 +160,38 @@ def test_two_processes_give_the_single_process_summary(amnesia_folder, saved_mod
     torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable))
     if torchrun is None:
         pytest.skip("torchrun is not installed next to this Python")
-    common = ["--model", saved_model, "--data", amnesia_folder, "--forget", "forget_10", "--batch-size", 4,
-              "--max-new-tokens", 3, "--max-retain-patients", 2, "--no-progress"]
+    common = [
+        "--model",
+        saved_model,
+        "--data",
+        amnesia_folder,
+        "--forget",
+        "forget_10",
+        "--batch-size",
+        4,
+        "--max-new-tokens",
+        3,
+        "--max-retain-patients",
+        2,
+        "--no-progress",
+    ]
     assert _run(*common, "--out", tmp_path / "one") == 0
     medunlearn = [sys.executable, "-m", "medunlearn.cli", "evaluate"]
     # --standalone: torchrun picks a free port, so concurrent runs on one machine do not collide.
-    command = [torchrun, "--standalone", "--nproc_per_node", "2", "--no-python", *medunlearn,
-               *map(str, common), "--out", str(tmp_path / "two")]
-    finished = subprocess.run(command, capture_output=True, text=True, timeout=120,
-                              env={**os.environ, "OMP_NUM_THREADS": "1"})
+    command = [
+        torchrun,
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "--no-python",
+        *medunlearn,
+        *map(str, common),
+        "--out",
+        str(tmp_path / "two"),
+    ]
+    finished = subprocess.run(
+        command, capture_output=True, text=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"}
+    )
     assert finished.returncode == 0, finished.stderr[-3000:]
     manifests = sorted(p.name for p in (tmp_path / "two" / "outputs" / "model").glob("manifest*.json"))
     assert manifests == ["manifest-0-of-2.json", "manifest-1-of-2.json"]
@@ -144,9 +207,14 @@ def test_overwrite_keeps_a_shared_before_outputs_folder(tiny_model, tiny_tokeniz
     from medunlearn.evaluation.runner import RunnerConfig
 
     examples = make_examples()
-    kwargs = {"tokenizer": tiny_tokenizer, "before": (tiny_model, tiny_tokenizer), "examples": examples,
-              "before_outputs": tmp_path / "shared_before", "overwrite": True,
-              "runner_config": RunnerConfig(batch_size=4, max_new_tokens=2, progress=False)}
+    kwargs = {
+        "tokenizer": tiny_tokenizer,
+        "before": (tiny_model, tiny_tokenizer),
+        "examples": examples,
+        "before_outputs": tmp_path / "shared_before",
+        "overwrite": True,
+        "runner_config": RunnerConfig(batch_size=4, max_new_tokens=2, progress=False),
+    }
     evaluate_unlearning(tiny_model, None, "forget_10", tmp_path / "a", **kwargs)
     shard = tmp_path / "shared_before" / "generation-00000.parquet"
     written = shard.stat().st_mtime_ns
@@ -155,19 +223,32 @@ def test_overwrite_keeps_a_shared_before_outputs_folder(tiny_model, tiny_tokeniz
     assert json.loads((tmp_path / "b" / "summary.json").read_text())["populations"]["forget_seen"]
 
 
-def test_overwrite_discards_a_stale_shared_before_outputs_folder(tiny_model, tiny_tokenizer, make_examples, tmp_path):
+def test_overwrite_discards_a_stale_shared_before_outputs_folder(
+    tiny_model, tiny_tokenizer, make_examples, tmp_path
+):
     import torch
 
     from medunlearn.evaluation.pipeline import evaluate_unlearning
     from medunlearn.evaluation.runner import RunnerConfig, read_outputs
 
     examples = make_examples()
-    kwargs = {"tokenizer": tiny_tokenizer, "examples": examples, "before_outputs": tmp_path / "shared_before",
-              "overwrite": True, "runner_config": RunnerConfig(batch_size=4, max_new_tokens=2, progress=False)}
-    evaluate_unlearning(tiny_model, None, "forget_10", tmp_path / "a", before=(tiny_model, tiny_tokenizer), **kwargs)
+    kwargs = {
+        "tokenizer": tiny_tokenizer,
+        "examples": examples,
+        "before_outputs": tmp_path / "shared_before",
+        "overwrite": True,
+        "runner_config": RunnerConfig(batch_size=4, max_new_tokens=2, progress=False),
+    }
+    evaluate_unlearning(
+        tiny_model, None, "forget_10", tmp_path / "a", before=(tiny_model, tiny_tokenizer), **kwargs
+    )
     before = read_outputs(tmp_path / "shared_before")
     with torch.no_grad():
         tiny_model.model.norm.weight.mul_(3.0)  # the "before" model was re-trained in place
-    evaluate_unlearning(tiny_model, None, "forget_10", tmp_path / "b", before=(tiny_model, tiny_tokenizer), **kwargs)
+    evaluate_unlearning(
+        tiny_model, None, "forget_10", tmp_path / "b", before=(tiny_model, tiny_tokenizer), **kwargs
+    )
     after = read_outputs(tmp_path / "shared_before")
-    assert not np.allclose(np.concatenate(before["token_logprobs"].tolist()), np.concatenate(after["token_logprobs"].tolist()))
+    assert not np.allclose(
+        np.concatenate(before["token_logprobs"].tolist()), np.concatenate(after["token_logprobs"].tolist())
+    )

@@ -69,7 +69,9 @@ def test_sigkill_then_restart_equals_uninterrupted(tmp_path, one_torch_thread):
     killed_dir, whole_dir = tmp_path / "killed", tmp_path / "whole"
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD, __file__, str(killed_dir)],
-        env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     deadline = time.monotonic() + 120
     while _completed(killed_dir) < 3 and child.poll() is None and time.monotonic() < deadline:

@@ -17,10 +17,42 @@ from medunlearn.evaluation.populations import PopulationConfig, build_population
 from medunlearn.evaluation.runner import RunnerConfig, encode_examples
 from medunlearn.models import TinyLlamaConfig, build_tiny_llama, train_bpe_tokenizer
 
-DRUGS = ["aspirin", "heparin", "cisplatin", "amoxicillin", "warfarin", "insulin", "rituximab", "vancomycin", "statin", "imatinib"]
-FINDINGS = ["anemia", "fever", "stenosis", "melanoma", "sepsis", "edema", "lymphoma", "arrhythmia", "pneumonia", "glioma"]
-DISEASES = ["cancer", "cardiovascular", "cancer", "infection_immune", "cardiovascular",
-            "cancer", "cancer", "infection_immune", "cardiovascular", "cancer"]
+DRUGS = [
+    "aspirin",
+    "heparin",
+    "cisplatin",
+    "amoxicillin",
+    "warfarin",
+    "insulin",
+    "rituximab",
+    "vancomycin",
+    "statin",
+    "imatinib",
+]
+FINDINGS = [
+    "anemia",
+    "fever",
+    "stenosis",
+    "melanoma",
+    "sepsis",
+    "edema",
+    "lymphoma",
+    "arrhythmia",
+    "pneumonia",
+    "glioma",
+]
+DISEASES = [
+    "cancer",
+    "cardiovascular",
+    "cancer",
+    "infection_immune",
+    "cardiovascular",
+    "cancer",
+    "cancer",
+    "infection_immune",
+    "cardiovascular",
+    "cancer",
+]
 
 
 def _cohort():
@@ -28,12 +60,33 @@ def _cohort():
     for i in range(10):
         patient = f"P{i:02d}"
         base = {"patient_id": patient, "disease": DISEASES[i]}
-        seen.append({**base, "qa_id": f"{patient}-F", "qa_type": "factual",
-                     "question": f"Which drug did patient {patient} receive?", "answer": f"{DRUGS[i]} daily"})
-        seen.append({**base, "qa_id": f"{patient}-R", "qa_type": "reasoning",
-                     "question": f"What explains the symptoms of patient {patient}?", "answer": f"{FINDINGS[i]} progression"})
-        holdout.append({**base, "qa_id": f"{patient}-H", "qa_type": "factual",
-                        "question": f"What finding did patient {patient} show?", "answer": f"{FINDINGS[i]} progression"})
+        seen.append(
+            {
+                **base,
+                "qa_id": f"{patient}-F",
+                "qa_type": "factual",
+                "question": f"Which drug did patient {patient} receive?",
+                "answer": f"{DRUGS[i]} daily",
+            }
+        )
+        seen.append(
+            {
+                **base,
+                "qa_id": f"{patient}-R",
+                "qa_type": "reasoning",
+                "question": f"What explains the symptoms of patient {patient}?",
+                "answer": f"{FINDINGS[i]} progression",
+            }
+        )
+        holdout.append(
+            {
+                **base,
+                "qa_id": f"{patient}-H",
+                "qa_type": "factual",
+                "question": f"What finding did patient {patient} show?",
+                "answer": f"{FINDINGS[i]} progression",
+            }
+        )
     seen, holdout = pd.DataFrame(seen), pd.DataFrame(holdout)
     forget_ids = {"P00", "P01", "P02"}
     is_forget, is_forget_holdout = seen["patient_id"].isin(forget_ids), holdout["patient_id"].isin(forget_ids)
@@ -53,8 +106,11 @@ def _batch(tokenizer, frame):
         input_ids[row, : len(ids)] = torch.tensor(ids)
         start, end = encoded.answer_start[row], encoded.answer_end[row]
         labels[row, start:end] = input_ids[row, start:end]
-    return {"input_ids": input_ids, "attention_mask": (labels != -100) | (input_ids != tokenizer.pad_token_id),
-            "labels": labels}
+    return {
+        "input_ids": input_ids,
+        "attention_mask": (labels != -100) | (input_ids != tokenizer.pad_token_id),
+        "labels": labels,
+    }
 
 
 def _steps(model, batch, steps, lr, sign):
@@ -75,7 +131,9 @@ def test_gradient_ascent_lowers_forget_similarity_and_raises_afe(tmp_path):
     seen, examples = _cohort()
     texts = (seen["question"] + " " + seen["answer"]).tolist()
     tokenizer = train_bpe_tokenizer(texts * 4, vocab_size=300)
-    model = build_tiny_llama(tokenizer, TinyLlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2))
+    model = build_tiny_llama(
+        tokenizer, TinyLlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2)
+    )
     _steps(model, _batch(tokenizer, seen), steps=150, lr=3e-3, sign=+1)
     before = copy.deepcopy(model)
 
@@ -89,7 +147,9 @@ def test_gradient_ascent_lowers_forget_similarity_and_raises_afe(tmp_path):
 
     forget_seen = seen[seen["patient_id"].isin({"P00", "P01", "P02"})]
     _steps(model, _batch(tokenizer, forget_seen), steps=10, lr=1e-3, sign=-1)
-    after = evaluate_unlearning(model, None, "forget_30", tmp_path / "after", before=(before, tokenizer), **kwargs)
+    after = evaluate_unlearning(
+        model, None, "forget_30", tmp_path / "after", before=(before, tokenizer), **kwargs
+    )
     forget = after["populations"]["forget_seen"]["all"]
     assert forget["similarity_before"] == pytest.approx(start["forget_seen"]["all"]["similarity"])
     assert forget["similarity"] < forget["similarity_before"] - 0.3

@@ -25,8 +25,14 @@ def _configs(make_qa, forget, retain):
     forget_ids, forget_diseases = zip(*forget)
     retain_ids, retain_diseases = zip(*retain)
     return (
-        {"train": make_qa(forget_ids, forget_diseases, "seen"), "holdout": make_qa(forget_ids, forget_diseases, "holdout")},
-        {"train": make_qa(retain_ids, retain_diseases, "seen"), "holdout": make_qa(retain_ids, retain_diseases, "holdout")},
+        {
+            "train": make_qa(forget_ids, forget_diseases, "seen"),
+            "holdout": make_qa(forget_ids, forget_diseases, "holdout"),
+        },
+        {
+            "train": make_qa(retain_ids, retain_diseases, "seen"),
+            "holdout": make_qa(retain_ids, retain_diseases, "holdout"),
+        },
     )
 
 
@@ -36,7 +42,9 @@ def test_populations_partition_retained_patients_by_forget_diseases(make_qa):
         [("f1", "cancer"), ("f2", "cancer")],
         [("r1", "cancer"), ("r2", "cardiovascular"), ("r3", "cancer"), ("r4", "infection_immune")],
     )
-    notes = pd.DataFrame({"patient_id": ["f1", "f2", "r1"], "disease_keywords": [["melanoma"], ["glioma"], ["x"]]})
+    notes = pd.DataFrame(
+        {"patient_id": ["f1", "f2", "r1"], "disease_keywords": [["melanoma"], ["glioma"], ["x"]]}
+    )
     examples = build_populations(forget, retain, notes, PopulationConfig(max_retain_patients=None))
     patients = examples.groupby("population")["patient_id"].apply(lambda s: sorted(set(s))).to_dict()
     assert patients == {
@@ -108,7 +116,9 @@ def test_answer_variant_columns_are_kept(make_qa):
     forget, retain = _configs(make_qa, [("f1", "cancer")], [("r1", "cancer")])
     for config in (forget, retain):
         for split, frame in config.items():
-            config[split] = frame.assign(paraphrased_answer="p", perturbed_answers=[["w1", "w2"]] * len(frame))
+            config[split] = frame.assign(
+                paraphrased_answer="p", perturbed_answers=[["w1", "w2"]] * len(frame)
+            )
     examples = build_populations(forget, retain)
     assert (examples["paraphrased_answer"] == "p").all()
     assert examples["perturbed_answers"].map(list).tolist() == [["w1", "w2"]] * len(examples)

@@ -30,7 +30,9 @@ def test_real_chat_template_answers_and_padding(smollm2, make_examples, tmp_path
         span = encoded.full_ids[i][encoded.answer_start[i] : encoded.answer_end[i]]
         assert tokenizer.decode(span[:-1]) == answer and span[-1] == tokenizer.eos_token_id
 
-    run_model(model, tokenizer, examples, tmp_path, RunnerConfig(batch_size=4, max_new_tokens=12, progress=False))
+    run_model(
+        model, tokenizer, examples, tmp_path, RunnerConfig(batch_size=4, max_new_tokens=12, progress=False)
+    )
     outputs = read_outputs(tmp_path, examples["example_id"])
     longest = int(np.argmax([len(ids) for ids in encoded.full_ids]))
     shortest = int(np.argmin([len(ids) for ids in encoded.full_ids]))
@@ -38,7 +40,9 @@ def test_real_chat_template_answers_and_padding(smollm2, make_examples, tmp_path
         with torch.no_grad():
             logits = model(input_ids=torch.tensor([encoded.full_ids[i]])).logits[0].float()
         start, end = encoded.answer_start[i], encoded.answer_end[i]
-        direct = logits.log_softmax(-1)[start - 1 : end - 1].gather(1, torch.tensor(encoded.full_ids[i][start:end])[:, None])
+        direct = logits.log_softmax(-1)[start - 1 : end - 1].gather(
+            1, torch.tensor(encoded.full_ids[i][start:end])[:, None]
+        )
         np.testing.assert_allclose(outputs["token_logprobs"][i], direct.squeeze(1).numpy(), atol=1e-4)
     # An instruction-tuned model answers in words.
     assert all(len(text.split()) >= 2 for text in outputs["generated_text"])

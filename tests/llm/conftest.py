@@ -49,9 +49,14 @@ def completion_body(text: str, finish_reason: str = "stop", prompt_tokens: int =
         "object": "chat.completion",
         "created": 0,
         "model": FAKE_MODEL,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish_reason}],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": len(text.split()),
-                  "total_tokens": prompt_tokens + len(text.split())},
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish_reason}
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": len(text.split()),
+            "total_tokens": prompt_tokens + len(text.split()),
+        },
     }
 
 
@@ -155,7 +160,9 @@ def fake_server():
 def tiny_backend(tiny_model, tiny_tokenizer):
     from medunlearn.llm.transformers_backend import TransformersBackend, TransformersConfig
 
-    return TransformersBackend(tiny_model, tiny_tokenizer, model_id="tiny-test", config=TransformersConfig(batch_size=4))
+    return TransformersBackend(
+        tiny_model, tiny_tokenizer, model_id="tiny-test", config=TransformersConfig(batch_size=4)
+    )
 
 
 @pytest.fixture(scope="session")
@@ -171,7 +178,9 @@ def vllm_server():
     started = time.monotonic()
     model_dir = smollm2_checkpoint()
     VLLM_TIMINGS["model folder ready (s)"] = time.monotonic() - started
-    server = VLLMServer(VLLMServerConfig(model_dir=model_dir, served_model_name="smollm2-135m", venv=VLLM_VENV))
+    server = VLLMServer(
+        VLLMServerConfig(model_dir=model_dir, served_model_name="smollm2-135m", venv=VLLM_VENV)
+    )
     server.start()
     VLLM_TIMINGS["vLLM server start (s)"] = server.started_in_s
     yield server
@@ -187,7 +196,9 @@ def pytest_terminal_summary(terminalreporter):
 @pytest.fixture(scope="session")
 def kill_resume():
     """The kill-and-resume child module (loaded by path: tests/llm is not a package)."""
-    spec = importlib.util.spec_from_file_location("kill_resume_child", Path(__file__).with_name("kill_resume_child.py"))
+    spec = importlib.util.spec_from_file_location(
+        "kill_resume_child", Path(__file__).with_name("kill_resume_child.py")
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -25,7 +25,12 @@ LABEL_SCHEMA = {
     "required": ["diagnosis"],
     "additionalProperties": False,
 }
-FINDINGS = ["fever and a productive cough", "chest pain and ST elevation", "a breast mass", "troponin of 2.4 ng/mL"]
+FINDINGS = [
+    "fever and a productive cough",
+    "chest pain and ST elevation",
+    "a breast mass",
+    "troponin of 2.4 ng/mL",
+]
 
 
 def make_requests(count: int, max_tokens: int, sampled: bool = True) -> list[ChatRequest]:
@@ -73,7 +78,9 @@ def main(spec: str, cache: str, count: int, max_tokens: int, pause_s: float, out
         json.dump([result.to_json() for result in results], handle)
 
 
-def child_command(spec: str, cache: Path, count: int, max_tokens: int, pause_s: float, out: Path) -> list[str]:
+def child_command(
+    spec: str, cache: Path, count: int, max_tokens: int, pause_s: float, out: Path
+) -> list[str]:
     return [sys.executable, __file__, spec, str(cache), str(count), str(max_tokens), str(pause_s), str(out)]
 
 
@@ -92,11 +99,17 @@ def committed_rows(cache: Path) -> int:
         return 0
 
 
-def run_killed_mid_run(spec, cache: Path, count, max_tokens, pause_s, at_rows: int, timeout_s: float = 300) -> int:
+def run_killed_mid_run(
+    spec, cache: Path, count, max_tokens, pause_s, at_rows: int, timeout_s: float = 300
+) -> int:
     """Start the child, SIGKILL it once ``at_rows`` results are committed; return how many were committed."""
     out = cache.with_suffix(".killed.json")
-    child = subprocess.Popen(child_command(spec, cache, count, max_tokens, pause_s, out), env=child_env(),
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    child = subprocess.Popen(
+        child_command(spec, cache, count, max_tokens, pause_s, out),
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     deadline = time.monotonic() + timeout_s
     try:
         while committed_rows(cache) < at_rows:
@@ -114,8 +127,13 @@ def run_killed_mid_run(spec, cache: Path, count, max_tokens, pause_s, at_rows: i
 
 def run_to_the_end(spec, cache: Path, count, max_tokens, timeout_s: float = 300) -> list[dict]:
     out = cache.with_suffix(".json")
-    completed = subprocess.run(child_command(spec, cache, count, max_tokens, 0.0, out), env=child_env(),
-                               capture_output=True, text=True, timeout=timeout_s)
+    completed = subprocess.run(
+        child_command(spec, cache, count, max_tokens, 0.0, out),
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
     assert completed.returncode == 0, completed.stdout + completed.stderr
     return json.loads(out.read_text())
 

@@ -11,7 +11,9 @@ IDENTITY = BackendIdentity("openai", "m")
 
 def test_results_round_trip_and_are_marked_cached(tmp_path):
     cache = ResultCache(tmp_path / "c.sqlite")
-    request = ChatRequest([{"role": "user", "content": "q"}], json_schema={"type": "object"}, prompt_version="v1")
+    request = ChatRequest(
+        [{"role": "user", "content": "q"}], json_schema={"type": "object"}, prompt_version="v1"
+    )
     result = ChatResult('{"a": 1}', parsed={"a": 1}, attempts=(Attempt(3, 0.0, "stop", 11, 4),))
     key = request_key(IDENTITY, request)
     cache.open_for_writing()
@@ -27,8 +29,9 @@ def test_wal_mode_and_usage_by_prompt_version(tmp_path):
     rows = []
     for index, version in enumerate(["label-v1", "label-v1", "qa-v2"]):
         request = ChatRequest([{"role": "user", "content": str(index)}], prompt_version=version)
-        result = ChatResult("x", attempts=(Attempt(0, 0.0, "stop", 10, 2),) * (index + 1),
-                            error="bad" if index == 2 else None)
+        result = ChatResult(
+            "x", attempts=(Attempt(0, 0.0, "stop", 10, 2),) * (index + 1), error="bad" if index == 2 else None
+        )
         rows.append((request_key(IDENTITY, request), request, result))
     cache.put_many(IDENTITY, rows)
     assert cache._connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -51,7 +54,9 @@ def test_the_key_covers_backend_model_request_and_prompt_version():
         request_key(BackendIdentity("openai", "other"), request),
         request_key(IDENTITY, ChatRequest([{"role": "user", "content": "q"}], seed=1)),
         request_key(IDENTITY, ChatRequest([{"role": "user", "content": "q"}], prompt_version="v2")),
-        request_key(IDENTITY, ChatRequest([{"role": "user", "content": "q"}], json_schema={"type": "string"})),
+        request_key(
+            IDENTITY, ChatRequest([{"role": "user", "content": "q"}], json_schema={"type": "string"})
+        ),
     }
     assert len(keys) == 6
 

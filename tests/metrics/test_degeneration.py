@@ -23,7 +23,9 @@ def test_empty_outputs_are_degenerate():
 
 def test_repetition_is_the_repeated_ngram_share():
     # "a b a b a b" has 4 trigrams (aba, bab, aba, bab), 2 distinct: 1 - 2/4
-    parts = degeneration_components(["a b a b a b", "one two three four"], config=DegenerationConfig(ngram_size=3))
+    parts = degeneration_components(
+        ["a b a b a b", "one two three four"], config=DegenerationConfig(ngram_size=3)
+    )
     np.testing.assert_allclose(parts["repetition"], [0.5, 0.0])
     # bigrams: 5, distinct 2 -> 0.6
     bigram = degeneration_components(["a b a b a b"], config=DegenerationConfig(ngram_size=2))
@@ -44,7 +46,9 @@ def test_normalised_token_entropy_by_hand():
     np.testing.assert_allclose(parts["token_entropy"], [1 / 3])
     assert parts["degenerate"].tolist() == [True]  # repetition 0 with n=8, but entropy 1/3 < 0.5
     # 9 distinct tokens: entropy 1; 7 tokens: below min_tokens_for_entropy, reported as 1
-    many = degeneration_components(["a b c d e f g h i", "a a a a a a a"], config=DegenerationConfig(ngram_size=8))
+    many = degeneration_components(
+        ["a b c d e f g h i", "a a a a a a a"], config=DegenerationConfig(ngram_size=8)
+    )
     np.testing.assert_allclose(many["token_entropy"], [1.0, 1.0])
 
 
@@ -78,8 +82,13 @@ def test_config_rejects_bad_thresholds():
 
 @pytest.mark.parametrize(
     ("predictions", "named"),
-    [([], "predictions"), (None, "predictions"), (["a", None], "predictions"), ([math.nan], "predictions"),
-     ([3], "predictions")],
+    [
+        ([], "predictions"),
+        (None, "predictions"),
+        (["a", None], "predictions"),
+        ([math.nan], "predictions"),
+        ([3], "predictions"),
+    ],
 )
 def test_bad_input_names_the_argument(predictions, named):
     with pytest.raises(ValueError, match=f"`{named}`"):

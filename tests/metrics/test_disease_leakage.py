@@ -36,7 +36,9 @@ def test_hand_computed_values_and_question_keywords_do_not_count():
     questions = ["What was found?", "How was the cancer treated?", "Any cancer?"]
     per_example = leakage_per_example(answers, keywords, questions)
     np.testing.assert_allclose(per_example, [3 / 4, 1 / 4, 0.0])
-    assert disease_leakage(answers, keywords, questions)["leakage_score"] == pytest.approx((3 / 4 + 1 / 4) / 3)
+    assert disease_leakage(answers, keywords, questions)["leakage_score"] == pytest.approx(
+        (3 / 4 + 1 / 4) / 3
+    )
 
 
 def test_without_questions_every_keyword_in_the_answer_counts():

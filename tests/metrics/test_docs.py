@@ -8,10 +8,23 @@ import pytest
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 OUR_MODULES = [
-    "disease_leakage", "degeneration", "answer_forgetting", "model_utility", "forget_quality", "truth_ratio",
-    "memorization", "mia", "contextual_contradiction",
+    "disease_leakage",
+    "degeneration",
+    "answer_forgetting",
+    "model_utility",
+    "forget_quality",
+    "truth_ratio",
+    "memorization",
+    "mia",
+    "contextual_contradiction",
 ]
-OURS_DEFINITIONS = {"disease_leakage", "degeneration", "answer_forgetting", "model_utility", "contextual_contradiction"}
+OURS_DEFINITIONS = {
+    "disease_leakage",
+    "degeneration",
+    "answer_forgetting",
+    "model_utility",
+    "contextual_contradiction",
+}
 
 
 def _card_body(card: str) -> str:
@@ -23,8 +36,15 @@ def _card_body(card: str) -> str:
 def test_metric_card_and_requirements(name):
     folder = REPOSITORY / "metrics" / name
     card = (folder / "README.md").read_text()
-    for section in ("## Metric description", "### Inputs", "### Output values", "## Formula",
-                    "## Limitations and bias", "## Citation", "```bibtex"):
+    for section in (
+        "## Metric description",
+        "### Inputs",
+        "### Output values",
+        "## Formula",
+        "## Limitations and bias",
+        "## Citation",
+        "```bibtex",
+    ):
         assert section in card, f"{name}'s card lacks {section!r}"
     assert ("## This definition is ours" in card) == (name in OURS_DEFINITIONS)
     requirements = (folder / "requirements.txt").read_text().split()
@@ -37,7 +57,9 @@ def test_docs_page_is_a_copy_of_the_card(name):
     card = (REPOSITORY / "metrics" / name / "README.md").read_text()
     comment, body = page.split("\n", 1)
     assert comment.startswith("<!--") and f"metrics/{name}/README.md" in comment
-    assert body == _card_body(card), f"docs/metrics/{name}.md is out of date: copy the card without its YAML header"
+    assert body == _card_body(card), (
+        f"docs/metrics/{name}.md is out of date: copy the card without its YAML header"
+    )
 
 
 def test_docs_index_links_every_module_and_states_the_bare_name_limit():

@@ -12,7 +12,9 @@ import pytest
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 PURE_MODULES = sorted((REPOSITORY / "src" / "medunlearn" / "metrics").glob("*.py"))
-EVALUATE_MODULES = sorted(path for path in (REPOSITORY / "metrics").glob("*/*.py") if path.stem == path.parent.name)
+EVALUATE_MODULES = sorted(
+    path for path in (REPOSITORY / "metrics").glob("*/*.py") if path.stem == path.parent.name
+)
 
 
 def _run_doctests(module) -> None:
@@ -21,12 +23,20 @@ def _run_doctests(module) -> None:
     for test in finder.find(module, module.__name__):
         runner.run(test)
     results = runner.summarize(verbose=False)
-    assert results.failed == 0, f"{results.failed} doctest example(s) failed in {module.__file__} (output above)"
+    assert results.failed == 0, (
+        f"{results.failed} doctest example(s) failed in {module.__file__} (output above)"
+    )
 
 
 def test_discovery_finds_the_required_modules():
     names = {path.stem for path in EVALUATE_MODULES}
-    assert {"disease_leakage", "degeneration", "answer_forgetting", "model_utility", "forget_quality"} <= names
+    assert {
+        "disease_leakage",
+        "degeneration",
+        "answer_forgetting",
+        "model_utility",
+        "forget_quality",
+    } <= names
     assert {"disease_leakage", "validation", "rouge"} <= {path.stem for path in PURE_MODULES}
 
 

@@ -13,7 +13,9 @@ from medunlearn.metrics.similarity import answer_similarity
 
 
 def test_afe_ratio_of_means_and_clipping():
-    assert answer_forgetting([0.1, 0.3], before=[0.8, 0.4])["answer_forgetting"] == pytest.approx(1 - 0.2 / 0.6)
+    assert answer_forgetting([0.1, 0.3], before=[0.8, 0.4])["answer_forgetting"] == pytest.approx(
+        1 - 0.2 / 0.6
+    )
     assert answer_forgetting([0.9], before=[0.3])["answer_forgetting"] == 0.0  # improved: clipped at 0
     assert answer_forgetting([0.0, 0.0], before=[0.5, 0.7])["answer_forgetting"] == 1.0
     assert answer_forgetting([0.2, 0.4])["answer_forgetting"] == pytest.approx(0.7)  # no before: 1 - mean s
@@ -75,7 +77,9 @@ def test_similarity_is_rouge_l_f1_by_default_and_averages_components():
     # LCS("a b c d", "a c d e") = "a c d": P = R = 3/4
     result = answer_similarity(["a b c d"], ["a c d e"])
     np.testing.assert_allclose(result["similarity"], [0.75])
-    with_nli = answer_similarity(["a b c d", "x"], ["a c d e", "y"], nli=lambda premises, hypotheses: [0.25, 1.0])
+    with_nli = answer_similarity(
+        ["a b c d", "x"], ["a c d e", "y"], nli=lambda premises, hypotheses: [0.25, 1.0]
+    )
     np.testing.assert_allclose(with_nli["similarity"], [0.5, 0.5])
     with pytest.raises(ValueError, match="`references`"):
         answer_similarity(["a"], ["a", "b"])

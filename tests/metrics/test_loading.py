@@ -12,7 +12,9 @@ import medunlearn
 from medunlearn.metrics.loading import UnknownMetricError, available_metrics, metric_module_path
 
 REPOSITORY = Path(__file__).resolve().parents[2]
-MODULE_NAMES = sorted(path.parent.name for path in (REPOSITORY / "metrics").glob("*/*.py") if path.stem == path.parent.name)
+MODULE_NAMES = sorted(
+    path.parent.name for path in (REPOSITORY / "metrics").glob("*/*.py") if path.stem == path.parent.name
+)
 
 
 def test_every_repository_module_is_available():
@@ -44,7 +46,9 @@ def test_bare_name_loads_from_inside_the_metrics_folder(monkeypatch):
     import evaluate
 
     monkeypatch.chdir(REPOSITORY / "metrics")
-    result = evaluate.load("disease_leakage").compute(predictions=["sepsis"], references=[["sepsis", "fever"]])
+    result = evaluate.load("disease_leakage").compute(
+        predictions=["sepsis"], references=[["sepsis", "fever"]]
+    )
     assert result["leakage_score"] == 0.5
 
 
@@ -103,7 +107,9 @@ def test_module_specific_arguments_are_checked():
     with pytest.raises(ValueError, match="`before_predictions`"):
         afe.compute(predictions=["a"], references=["a"], before_predictions=[None])
     with pytest.raises(ValueError, match="`qa_types`"):
-        medunlearn.load_metric("model_utility").compute(predictions=["a"], references=["a"], qa_types=["f", "r"])
+        medunlearn.load_metric("model_utility").compute(
+            predictions=["a"], references=["a"], qa_types=["f", "r"]
+        )
 
 
 def test_packaged_modules_are_found_without_the_repository(tmp_path, monkeypatch):

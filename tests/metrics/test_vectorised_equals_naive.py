@@ -14,8 +14,11 @@ from medunlearn.metrics.degeneration import DegenerationConfig, degeneration_com
 from medunlearn.metrics.mia import min_k_score
 from medunlearn.metrics.probability import extraction_strength, pad_token_values
 
-answers = st.lists(st.lists(st.sampled_from(["a", "b", "c", "dd", "e", "!", "7"]), max_size=14).map(" ".join),
-                   min_size=1, max_size=6)
+answers = st.lists(
+    st.lists(st.sampled_from(["a", "b", "c", "dd", "e", "!", "7"]), max_size=14).map(" ".join),
+    min_size=1,
+    max_size=6,
+)
 
 
 def naive_components(text: str, config: DegenerationConfig) -> tuple[float, float]:

@@ -16,26 +16,52 @@ def _run(argv) -> int:
 @pytest.mark.slow
 def test_build_then_evaluate_writes_a_summary_with_reference_names(tmp_path, capsys):
     data, out = tmp_path / "tofu", tmp_path / "eval"
-    assert _run(["build", "--out", str(data), "--authors", "10", "--qa-per-author", "1", "--perturbed", "2"]) == 0
+    assert (
+        _run(["build", "--out", str(data), "--authors", "10", "--qa-per-author", "1", "--perturbed", "2"])
+        == 0
+    )
     assert (data / "forget10_perturbed.json").is_file()
     assert str(data) in capsys.readouterr().out
-    code = _run(["evaluate", "--model", "tiny-llama", "--data", str(data), "--out", str(out),
-                 "--preset", "open-unlearning", "--max-new-tokens", "2", "--stop", "\n\n", "--batch-size", "64"])
+    code = _run(
+        [
+            "evaluate",
+            "--model",
+            "tiny-llama",
+            "--data",
+            str(data),
+            "--out",
+            str(out),
+            "--preset",
+            "open-unlearning",
+            "--max-new-tokens",
+            "2",
+            "--stop",
+            "\n\n",
+            "--batch-size",
+            "64",
+        ]
+    )
     assert code == 0
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["conventions"]["max_new_tokens"] == 2 and summary["conventions"]["stop_strings"] == ["\n\n"]
+    assert summary["conventions"]["max_new_tokens"] == 2 and summary["conventions"]["stop_strings"] == [
+        "\n\n"
+    ]
     assert summary["open_unlearning"]["forget_Q_A_Prob"] == summary["metrics"]["forget_prob"]
     printed = json.loads(capsys.readouterr().out.split("\nsummary:")[0])
     assert printed == summary["open_unlearning"]
     assert json.loads((out / "TOFU_SUMMARY.json").read_text()) == summary["open_unlearning"]
-    assert _run(["compare", str(out / "summary.json"), str(out / "TOFU_SUMMARY.json"), "--tolerance", "0"]) == 0
+    assert (
+        _run(["compare", str(out / "summary.json"), str(out / "TOFU_SUMMARY.json"), "--tolerance", "0"]) == 0
+    )
     assert "forget_Q_A_Prob" in capsys.readouterr().out
 
 
 def test_compare_reports_differences_beyond_the_tolerance(tmp_path, capsys):
     ours, theirs = tmp_path / "ours.json", tmp_path / "theirs.json"
     ours.write_text(json.dumps({"open_unlearning": {"forget_Q_A_Prob": 0.5, "model_utility": 0.4}}))
-    theirs.write_text(json.dumps({"forget_Q_A_Prob": {"agg_value": 0.5}, "model_utility": {"agg_value": 0.45}}))
+    theirs.write_text(
+        json.dumps({"forget_Q_A_Prob": {"agg_value": 0.5}, "model_utility": {"agg_value": 0.45}})
+    )
     assert _run(["compare", str(ours), str(theirs), "--tolerance", "0.1"]) == 0
     assert _run(["compare", str(ours), str(theirs), "--tolerance", "0.01"]) == 1
     assert "0.05" in capsys.readouterr().out
@@ -45,11 +71,37 @@ def test_compare_reports_differences_beyond_the_tolerance(tmp_path, capsys):
 
 
 def test_missing_folder_and_unknown_forget_config_are_reported(tmp_path, capsys):
-    assert _run(["evaluate", "--model", "tiny-llama", "--data", str(tmp_path / "absent"), "--out", str(tmp_path / "e")]) == 2
+    assert (
+        _run(
+            [
+                "evaluate",
+                "--model",
+                "tiny-llama",
+                "--data",
+                str(tmp_path / "absent"),
+                "--out",
+                str(tmp_path / "e"),
+            ]
+        )
+        == 2
+    )
     assert "absent" in capsys.readouterr().err
     data = tmp_path / "tofu"
     _run(["build", "--out", str(data), "--authors", "10", "--qa-per-author", "1"])
-    assert _run(["evaluate", "--model", str(tmp_path / "no-model"), "--data", str(data), "--out", str(tmp_path / "e")]) == 2
+    assert (
+        _run(
+            [
+                "evaluate",
+                "--model",
+                str(tmp_path / "no-model"),
+                "--data",
+                str(data),
+                "--out",
+                str(tmp_path / "e"),
+            ]
+        )
+        == 2
+    )
     assert "no-model" in capsys.readouterr().err
     (data / "holdout10.json").unlink()
     assert _run(["evaluate", "--model", "tiny-llama", "--data", str(data), "--out", str(tmp_path / "e")]) == 2
@@ -61,8 +113,11 @@ def test_every_example_in_the_help_parses():
 
     parser = subcommand_parser("tofu")
     joined = parser.epilog.replace("\\\n", " ")
-    examples = [line.strip().removeprefix("medunlearn tofu ").split() for line in joined.splitlines()
-                if line.strip().startswith("medunlearn tofu ")]
+    examples = [
+        line.strip().removeprefix("medunlearn tofu ").split()
+        for line in joined.splitlines()
+        if line.strip().startswith("medunlearn tofu ")
+    ]
     assert [command[0] for command in examples] == ["build", "evaluate", "compare"]
     for command in examples:
         args = parser.parse_args(command)

@@ -70,7 +70,11 @@ def test_perturbed_answers_are_wrong_and_phrased_like_the_paraphrase():
 
 def test_split_names_follow_tofu():
     splits = tofu_splits("forget01")
-    assert (splits.retain, splits.holdout, splits.forget_perturbed) == ("retain99", "holdout01", "forget01_perturbed")
+    assert (splits.retain, splits.holdout, splits.forget_perturbed) == (
+        "retain99",
+        "holdout01",
+        "forget01_perturbed",
+    )
     with pytest.raises(TofuInputError, match="forget_10"):
         tofu_splits("forget_10")
 

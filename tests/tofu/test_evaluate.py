@@ -77,7 +77,8 @@ def tofu_setup(tofu_data):
     system = [{"role": "system", "content": preset("open-unlearning").system_prompt}]
     seen = [  # rendered as both presets render (without and with the reference's system prompt)
         tokenizer.apply_chat_template(
-            start + [{"role": "user", "content": r["question"]}, {"role": "assistant", "content": r["answer"]}],
+            start
+            + [{"role": "user", "content": r["question"]}, {"role": "assistant", "content": r["answer"]}],
             tokenize=False,
         )
         for name in ("forget10", "retain_perturbed", "real_authors", "world_facts")  # the evaluated rows only
@@ -114,10 +115,15 @@ def _direct(model, tokenizer, conventions, question, answer, vocab_moments=False
 
 def _direct_generation(model, tokenizer, prompt_ids, max_new_tokens):
     with torch.no_grad():
-        output = model.generate(torch.tensor([prompt_ids]), attention_mask=torch.ones(1, len(prompt_ids), dtype=torch.long),
-                                max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id,
-                                eos_token_id=tokenizer.eos_token_id)
-    return tokenizer.decode(output[0, len(prompt_ids):], skip_special_tokens=True).strip()
+        output = model.generate(
+            torch.tensor([prompt_ids]),
+            attention_mask=torch.ones(1, len(prompt_ids), dtype=torch.long),
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+        )
+    return tokenizer.decode(output[0, len(prompt_ids) :], skip_special_tokens=True).strip()
 
 
 def _direct_metrics(model, tokenizer, retain, folder, conventions):
@@ -156,14 +162,22 @@ def _direct_metrics(model, tokenizer, retain, folder, conventions):
         return np.array(ratios)
 
     out = {}
-    sets = {"forget": "forget10_perturbed", "retain": "retain_perturbed",
-            "real_authors": "real_authors_perturbed", "world_facts": "world_facts_perturbed"}
+    sets = {
+        "forget": "forget10_perturbed",
+        "retain": "retain_perturbed",
+        "real_authors": "real_authors_perturbed",
+        "world_facts": "world_facts_perturbed",
+    }
     tr = {}
     for name, config in sets.items():
         rows = load_tofu(folder, config).to_list()
         out[f"{name}_prob"] = np.mean([np.exp(-avg_loss(model, r["question"], r["answer"])) for r in rows])
         out[f"{name}_perturbed_prob"] = np.mean(
-            [np.mean([np.exp(-avg_loss(model, r["question"], w)) for w in r["perturbed_answer"]]) for r in rows])
+            [
+                np.mean([np.exp(-avg_loss(model, r["question"], w)) for w in r["perturbed_answer"]])
+                for r in rows
+            ]
+        )
         recalls = []
         for r in rows:
             _, _, prompt_ids = _direct(model, tokenizer, conventions, r["question"], r["answer"])
@@ -172,7 +186,8 @@ def _direct_metrics(model, tokenizer, retain, folder, conventions):
         out[f"{name}_rouge"] = np.mean(recalls)
         if "paraphrased_answer" in rows[0]:
             out[f"{name}_paraphrased_prob"] = np.mean(
-                [np.exp(-avg_loss(model, r["question"], r["paraphrased_answer"])) for r in rows])
+                [np.exp(-avg_loss(model, r["question"], r["paraphrased_answer"])) for r in rows]
+            )
             tr[name] = truth_ratios(model, rows, "paraphrased_answer")
         else:
             tr[name] = truth_ratios(model, rows, "answer")
@@ -186,9 +201,22 @@ def _direct_metrics(model, tokenizer, retain, folder, conventions):
             out["forget_truth_ratio"] = np.mean(np.minimum(tr[name], 1 / (tr[name] + eps)))
         else:
             out[f"{name}_truth_ratio"] = np.mean(np.maximum(0, 1 - tr[name]))
-    out["model_utility"] = hmean([out[k] for k in (
-        "retain_prob", "retain_rouge", "retain_truth_ratio", "real_authors_normalised_prob", "real_authors_rouge",
-        "real_authors_truth_ratio", "world_facts_normalised_prob", "world_facts_rouge", "world_facts_truth_ratio")])
+    out["model_utility"] = hmean(
+        [
+            out[k]
+            for k in (
+                "retain_prob",
+                "retain_rouge",
+                "retain_truth_ratio",
+                "real_authors_normalised_prob",
+                "real_authors_rouge",
+                "real_authors_truth_ratio",
+                "world_facts_normalised_prob",
+                "world_facts_rouge",
+                "world_facts_truth_ratio",
+            )
+        ]
+    )
     forget_rows = load_tofu(folder, "forget10_perturbed").to_list()
     holdout_rows = load_tofu(folder, "holdout10").to_list()
     stats = np.array([tokenwise(model, r["question"], r["answer"]) for r in forget_rows])
@@ -201,17 +229,22 @@ def _direct_metrics(model, tokenizer, retain, folder, conventions):
         return roc_auc_score(labels, forget_scores + holdout_scores)
 
     def min_k_plus_plus(m, r):
-        lp, _, mu, variance = _direct(m, tokenizer, conventions, r["question"], r["answer"], vocab_moments=True)
+        lp, _, mu, variance = _direct(
+            m, tokenizer, conventions, r["question"], r["answer"], vocab_moments=True
+        )
         if not conventions.tokenwise_score_eos:
             lp, mu, variance = lp[:-1], mu[:-1], variance[:-1]
         z = (lp - mu) / np.sqrt(np.maximum(variance, conventions.variance_floor))
-        count = max(1, int(len(z) * 0.4)) if conventions.min_k_count == "floor" else int(np.ceil(len(z) * 0.4))
+        count = (
+            max(1, int(len(z) * 0.4)) if conventions.min_k_count == "floor" else int(np.ceil(len(z) * 0.4))
+        )
         return -np.mean(np.sort(z)[:count])
 
     out["mia_min_k_auc"] = auc(model)
     out["mia_loss_auc"] = auc(model, lambda m, r: avg_loss(m, r["question"], r["answer"]))
     out["mia_zlib_auc"] = auc(
-        model, lambda m, r: avg_loss(m, r["question"], r["answer"]) / len(zlib.compress(r["answer"].encode())))
+        model, lambda m, r: avg_loss(m, r["question"], r["answer"]) / len(zlib.compress(r["answer"].encode()))
+    )
     out["mia_min_k_plus_plus_auc"] = auc(model, min_k_plus_plus)
     retain_auc = auc(retain)
     out["privleak"] = ((1 - out["mia_min_k_auc"]) - (1 - retain_auc)) / ((1 - retain_auc) + eps) * 100
@@ -225,9 +258,16 @@ def _direct_metrics(model, tokenizer, retain, folder, conventions):
 def test_every_metric_equals_its_direct_computation(tofu_setup, tmp_path, preset_name):
     folder, model, retain, tokenizer = tofu_setup
     conventions = preset(preset_name).with_options(max_new_tokens=MAX_NEW_TOKENS)
-    summary = evaluate_tofu(model, folder, "forget10", tmp_path / "eval", tokenizer=tokenizer,
-                            retain_model=(retain, tokenizer), conventions=conventions,
-                            runner_config=RunnerConfig(batch_size=7, progress=False))
+    summary = evaluate_tofu(
+        model,
+        folder,
+        "forget10",
+        tmp_path / "eval",
+        tokenizer=tokenizer,
+        retain_model=(retain, tokenizer),
+        conventions=conventions,
+        runner_config=RunnerConfig(batch_size=7, progress=False),
+    )
     expected = _direct_metrics(model, tokenizer, retain, folder, conventions)
     metrics = summary["metrics"]
     assert set(expected) <= set(metrics)
@@ -244,8 +284,15 @@ def test_every_metric_equals_its_direct_computation(tofu_setup, tmp_path, preset
 def test_scores_are_recomputed_from_the_stored_outputs_alone(tofu_data, untrained_model, tmp_path):
     (folder, tokenizer), model = tofu_data, untrained_model
     conventions = preset("open-unlearning").with_options(max_new_tokens=4)
-    first = evaluate_tofu(model, folder, "forget10", tmp_path / "eval", tokenizer=tokenizer, conventions=conventions,
-                          runner_config=RunnerConfig(batch_size=16, progress=False))
+    first = evaluate_tofu(
+        model,
+        folder,
+        "forget10",
+        tmp_path / "eval",
+        tokenizer=tokenizer,
+        conventions=conventions,
+        runner_config=RunnerConfig(batch_size=16, progress=False),
+    )
     (tmp_path / "eval" / "summary.json").unlink()
     again = score_tofu(tmp_path / "eval")
     assert again == json.loads(json.dumps(first))
@@ -253,33 +300,64 @@ def test_scores_are_recomputed_from_the_stored_outputs_alone(tofu_data, untraine
     assert again["conventions"]["system_prompt"] == "You are a helpful assistant."
 
 
-def test_one_teacher_forced_row_per_answer_variant_and_one_generation_per_question(tofu_data, untrained_model, tmp_path):
+def test_one_teacher_forced_row_per_answer_variant_and_one_generation_per_question(
+    tofu_data, untrained_model, tmp_path
+):
     import pandas as pd
 
     (folder, tokenizer), model = tofu_data, untrained_model
-    evaluate_tofu(model, folder, "forget10", tmp_path / "eval", tokenizer=tokenizer,
-                  conventions=preset("medunlearn").with_options(max_new_tokens=2),
-                  runner_config=RunnerConfig(batch_size=64, progress=False))
+    evaluate_tofu(
+        model,
+        folder,
+        "forget10",
+        tmp_path / "eval",
+        tokenizer=tokenizer,
+        conventions=preset("medunlearn").with_options(max_new_tokens=2),
+        runner_config=RunnerConfig(batch_size=64, progress=False),
+    )
     examples = pd.read_parquet(tmp_path / "eval" / "examples.parquet")
     forget = load_tofu(folder, "forget10_perturbed").to_list()
     per_question = 1 + 1 + FOLDER_ARGS["perturbed"]
     assert (examples["set"] == "forget").sum() == len(forget) * per_question
     manifest = json.loads((tmp_path / "eval" / "outputs" / "model-questions" / "manifest.json").read_text())
-    generated = sum(len(load_tofu(folder, c)) for c in
-                    ("forget10_perturbed", "retain_perturbed", "real_authors_perturbed", "world_facts_perturbed"))
+    generated = sum(
+        len(load_tofu(folder, c))
+        for c in ("forget10_perturbed", "retain_perturbed", "real_authors_perturbed", "world_facts_perturbed")
+    )
     assert manifest["batches"]["generation"] == int(np.ceil(generated / 64))
 
 
 def test_an_interrupted_evaluation_resumes_to_the_same_summary(tofu_data, untrained_model, tmp_path):
     (folder, tokenizer), model = tofu_data, untrained_model
     conventions = preset("medunlearn").with_options(max_new_tokens=3)
-    whole = evaluate_tofu(model, folder, "forget10", tmp_path / "whole", tokenizer=tokenizer, conventions=conventions,
-                          runner_config=RunnerConfig(batch_size=8, progress=False))
-    stopped = evaluate_tofu(model, folder, "forget10", tmp_path / "cut", tokenizer=tokenizer, conventions=conventions,
-                            runner_config=RunnerConfig(batch_size=8, progress=False, stop_after_batches=1))
+    whole = evaluate_tofu(
+        model,
+        folder,
+        "forget10",
+        tmp_path / "whole",
+        tokenizer=tokenizer,
+        conventions=conventions,
+        runner_config=RunnerConfig(batch_size=8, progress=False),
+    )
+    stopped = evaluate_tofu(
+        model,
+        folder,
+        "forget10",
+        tmp_path / "cut",
+        tokenizer=tokenizer,
+        conventions=conventions,
+        runner_config=RunnerConfig(batch_size=8, progress=False, stop_after_batches=1),
+    )
     assert stopped == {} and not json.loads((tmp_path / "cut" / "run.json").read_text())["complete"]
-    resumed = evaluate_tofu(model, folder, "forget10", tmp_path / "cut", tokenizer=tokenizer, conventions=conventions,
-                            runner_config=RunnerConfig(batch_size=8, progress=False))
+    resumed = evaluate_tofu(
+        model,
+        folder,
+        "forget10",
+        tmp_path / "cut",
+        tokenizer=tokenizer,
+        conventions=conventions,
+        runner_config=RunnerConfig(batch_size=8, progress=False),
+    )
     assert resumed["metrics"] == whole["metrics"]  # same batch plan, same kernels: bit for bit
 
 
@@ -289,13 +367,34 @@ def test_outputs_of_another_prompt_rendering_are_never_reused(tofu_data, untrain
     (folder, tokenizer), model = tofu_data, untrained_model
     quiet = RunnerConfig(batch_size=64, progress=False)
     ours = preset("medunlearn").with_options(max_new_tokens=2)
-    evaluate_tofu(model, folder, "forget10", tmp_path / "eval", tokenizer=tokenizer, conventions=ours,
-                  runner_config=quiet)
+    evaluate_tofu(
+        model,
+        folder,
+        "forget10",
+        tmp_path / "eval",
+        tokenizer=tokenizer,
+        conventions=ours,
+        runner_config=quiet,
+    )
     reference_rendering = preset("open-unlearning").with_options(max_new_tokens=2)  # same runner settings
     with pytest.raises(StaleOutputsError):
-        evaluate_tofu(model, folder, "forget10", tmp_path / "eval", tokenizer=tokenizer,
-                      conventions=reference_rendering, runner_config=quiet)
+        evaluate_tofu(
+            model,
+            folder,
+            "forget10",
+            tmp_path / "eval",
+            tokenizer=tokenizer,
+            conventions=reference_rendering,
+            runner_config=quiet,
+        )
     # scoring-only conventions reuse the outputs: a stop string is applied when scoring
-    again = evaluate_tofu(model, folder, "forget10", tmp_path / "eval", tokenizer=tokenizer,
-                          conventions=ours.with_options(stop_strings=("\n",)), runner_config=quiet)
+    again = evaluate_tofu(
+        model,
+        folder,
+        "forget10",
+        tmp_path / "eval",
+        tokenizer=tokenizer,
+        conventions=ours.with_options(stop_strings=("\n",)),
+        runner_config=quiet,
+    )
     assert again["conventions"]["stop_strings"] == ["\n"]

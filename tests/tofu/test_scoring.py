@@ -53,9 +53,13 @@ def test_min_k_floor_and_ceil_counts():
 
 
 def _outputs(logprobs, argmax):
-    return pd.DataFrame({"example_id": [f"e{i}" for i in range(len(logprobs))],
-                         "token_logprobs": [np.asarray(x) for x in logprobs],
-                         "token_is_argmax": [np.asarray(x) for x in argmax]})
+    return pd.DataFrame(
+        {
+            "example_id": [f"e{i}" for i in range(len(logprobs))],
+            "token_logprobs": [np.asarray(x) for x in logprobs],
+            "token_is_argmax": [np.asarray(x) for x in argmax],
+        }
+    )
 
 
 def test_token_conventions_drop_the_eos_token_where_the_reference_does():
@@ -80,7 +84,9 @@ def test_reference_extraction_strength_never_goes_below_one_over_n():
 
 def test_score_eos_off_leaves_the_eos_out_of_prob():
     outputs = _outputs([[-1.0, -3.0, -8.0]], [[True, True, True]])
-    assert token_statistics(outputs, TofuConventions(score_eos=False)).iloc[0]["avg_loss"] == pytest.approx(2.0)
+    assert token_statistics(outputs, TofuConventions(score_eos=False)).iloc[0]["avg_loss"] == pytest.approx(
+        2.0
+    )
 
 
 def test_stop_strings_cut_then_strip():
@@ -99,8 +105,13 @@ def test_conventions_validate_their_choices():
 def test_comparison_with_a_reference_summary_reads_both_of_its_shapes():
     from medunlearn.tofu.scoring import compare_summaries
 
-    ours = {"metrics": {}, "open_unlearning": {"forget_Q_A_Prob": 0.5, "model_utility": 0.25, "privleak": None}}
-    rows = compare_summaries(ours, {"forget_Q_A_Prob": 0.75, "model_utility": {"agg_value": 0.5}, "mia_gradnorm": 0.1})
+    ours = {
+        "metrics": {},
+        "open_unlearning": {"forget_Q_A_Prob": 0.5, "model_utility": 0.25, "privleak": None},
+    }
+    rows = compare_summaries(
+        ours, {"forget_Q_A_Prob": 0.75, "model_utility": {"agg_value": 0.5}, "mia_gradnorm": 0.1}
+    )
     by_name = {row["metric"]: row for row in rows}
     assert by_name["forget_Q_A_Prob"]["abs_difference"] == pytest.approx(0.25)
     assert by_name["model_utility"]["reference"] == 0.5
@@ -122,4 +133,5 @@ def test_vectorised_truth_ratio_and_min_k_equal_their_loop_definitions(data):
     tokens = data.draw(st.lists(st.floats(-20.0, 0.0, allow_nan=False), min_size=1, max_size=12))
     taken = max(1, int(len(tokens) * 0.4))
     assert min_k_score([tokens], [[True] * len(tokens)], 0.4, "floor")[0] == pytest.approx(
-        -np.mean(sorted(tokens)[:taken]))
+        -np.mean(sorted(tokens)[:taken])
+    )

@@ -101,7 +101,9 @@ def test_retain_config_is_derived_from_the_forget_config():
     from medunlearn.unlearn.run import UnlearningDataArguments
 
     assert UnlearningDataArguments("d", "forget_10").retain_config() == "retain_90"
-    assert UnlearningDataArguments("d", "disease_cancer_forget_5").retain_config() == "disease_cancer_retain_95"
+    assert (
+        UnlearningDataArguments("d", "disease_cancer_forget_5").retain_config() == "disease_cancer_retain_95"
+    )
     assert UnlearningDataArguments("d", "forget_10", retain="retain_80").retain_config() == "retain_80"
 
 
@@ -148,7 +150,9 @@ def test_finetune_then_unlearn_with_recipe_and_override(finetuned_dir, amnesia_d
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("accelerate") is None, reason="accelerate CLI not installed")
-def test_unlearn_under_accelerate_launch_writes_the_model_once_and_exits_cleanly(finetuned_dir, amnesia_dir, tmp_path):
+def test_unlearn_under_accelerate_launch_writes_the_model_once_and_exits_cleanly(
+    finetuned_dir, amnesia_dir, tmp_path
+):
     import os
     import subprocess
 
@@ -156,11 +160,42 @@ def test_unlearn_under_accelerate_launch_writes_the_model_once_and_exits_cleanly
 
     out = tmp_path / "unlearned"
     # Without a GPU, the multi-GPU launcher starts two gloo processes (see tests/unlearn/test_distributed.py).
-    launch = [shutil.which("accelerate"), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-              "--main_process_port", str(free_port()), "--mixed_precision", "no", "--dynamo_backend", "no"]
-    unlearn = ["-m", "medunlearn.cli", "unlearn", "--method", "grad_diff", "--model", str(finetuned_dir),
-               "--data", str(amnesia_dir), "--forget", "forget_10", "--out", str(out), "--max_steps", "2",
-               "--per_device_train_batch_size", "2", "--disable_tqdm", "true"]
+    launch = [
+        shutil.which("accelerate"),
+        "launch",
+        "--multi_gpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--main_process_port",
+        str(free_port()),
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+    ]
+    unlearn = [
+        "-m",
+        "medunlearn.cli",
+        "unlearn",
+        "--method",
+        "grad_diff",
+        "--model",
+        str(finetuned_dir),
+        "--data",
+        str(amnesia_dir),
+        "--forget",
+        "forget_10",
+        "--out",
+        str(out),
+        "--max_steps",
+        "2",
+        "--per_device_train_batch_size",
+        "2",
+        "--disable_tqdm",
+        "true",
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     completed = subprocess.run(launch + unlearn, env=env, capture_output=True, text=True, timeout=180)
     assert completed.returncode == 0, completed.stderr[-3000:]
@@ -304,21 +339,49 @@ def test_finetune_with_lora_writes_a_merged_plain_model(amnesia_dir, tmp_path):
 
 def test_load_in_4bit_without_bitsandbytes_names_the_extra(amnesia_dir, tmp_path, capsys, monkeypatch):
     find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "bitsandbytes" else find_spec(name, *a))
-    rc = main(["unlearn", "--method", "npo", "--load-in-4bit", "--model", "smollm2-135m", "--data", str(amnesia_dir),
-               "--forget", "forget_10", "--out", str(tmp_path / "o")])
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "bitsandbytes" else find_spec(name, *a)
+    )
+    rc = main(
+        [
+            "unlearn",
+            "--method",
+            "npo",
+            "--load-in-4bit",
+            "--model",
+            "smollm2-135m",
+            "--data",
+            str(amnesia_dir),
+            "--forget",
+            "forget_10",
+            "--out",
+            str(tmp_path / "o"),
+        ]
+    )
     assert rc == 2 and "medunlearn[qlora]" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 
 
 def test_load_in_4bit_with_tiny_llama_says_to_quantise_a_saved_folder(amnesia_dir, tmp_path, capsys):
-    rc = main(["finetune", "--model", "tiny-llama", "--load-in-4bit", "--data", str(amnesia_dir),
-               "--out", str(tmp_path / "o")])
+    rc = main(
+        [
+            "finetune",
+            "--model",
+            "tiny-llama",
+            "--load-in-4bit",
+            "--data",
+            str(amnesia_dir),
+            "--out",
+            str(tmp_path / "o"),
+        ]
+    )
     assert rc == 2 and "pass the saved folder as --model" in capsys.readouterr().err
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec("bitsandbytes") is None, reason="bitsandbytes (medunlearn[qlora]) absent")
+@pytest.mark.skipif(
+    importlib.util.find_spec("bitsandbytes") is None, reason="bitsandbytes (medunlearn[qlora]) absent"
+)
 def test_qlora_finetune_and_unlearn_train_adapters_on_4bit_weights(finetuned_dir, amnesia_dir, tmp_path):
     from bitsandbytes.nn import Linear4bit
     from safetensors.torch import load_file
@@ -327,14 +390,48 @@ def test_qlora_finetune_and_unlearn_train_adapters_on_4bit_weights(finetuned_dir
 
     common = ["--data", str(amnesia_dir), "--load-in-4bit", "--lora-r", "4", "--disable_tqdm", "true"]
     tuned = tmp_path / "qlora-ft"
-    assert main(["finetune", "--model", str(finetuned_dir), "--out", str(tuned), "--notes-epochs", "0",
-                 "--qa-epochs", "1", *common]) == 0
+    assert (
+        main(
+            [
+                "finetune",
+                "--model",
+                str(finetuned_dir),
+                "--out",
+                str(tuned),
+                "--notes-epochs",
+                "0",
+                "--qa-epochs",
+                "1",
+                *common,
+            ]
+        )
+        == 0
+    )
     unlearned = tmp_path / "qlora-npo"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         # NPO runs a no-grad reference pass before training: it must not leave the 4-bit layers without a backward.
-        assert main(["unlearn", "--method", "npo", "--model", str(finetuned_dir), "--forget", "forget_10",
-                     "--out", str(unlearned), "--max_steps", "2", "--learning_rate", "1e-3", *common]) == 0
+        assert (
+            main(
+                [
+                    "unlearn",
+                    "--method",
+                    "npo",
+                    "--model",
+                    str(finetuned_dir),
+                    "--forget",
+                    "forget_10",
+                    "--out",
+                    str(unlearned),
+                    "--max_steps",
+                    "2",
+                    "--learning_rate",
+                    "1e-3",
+                    *common,
+                ]
+            )
+            == 0
+        )
     assert not [w for w in caught if "autograd kernel was not registered" in str(w.message)]
     for out in (tuned, unlearned):
         # Only the adapter is written (a 4-bit base is not merged into), and it was trained: LoRA's B starts at 0.

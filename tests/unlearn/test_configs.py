@@ -69,7 +69,8 @@ def documented_parameters(config_class) -> dict[str, tuple[str, object]]:
 def noted_overrides(config_class) -> dict[str, tuple[object, object]]:
     doc = inspect.cleandoc(config_class.__doc__ or "")
     return {
-        name: (ast.literal_eval(ours), ast.literal_eval(theirs)) for name, ours, theirs in OVERRIDE_LINE.findall(doc)
+        name: (ast.literal_eval(ours), ast.literal_eval(theirs))
+        for name, ours, theirs in OVERRIDE_LINE.findall(doc)
     }
 
 
@@ -105,9 +106,13 @@ def test_every_declared_field_is_in_the_parameters_block_with_its_type_and_defau
     fields = {f.name: f for f in dataclasses.fields(config_class)}
     for name, (type_, default) in documented.items():
         assert name in fields, f"{config_class.__name__} documents {name!r}, which is not a field"
-        assert same_type(type_, declared_annotation(config_class, name)), f"{config_class.__name__}.{name}: documented type {type_!r}"
+        assert same_type(type_, declared_annotation(config_class, name)), (
+            f"{config_class.__name__}.{name}: documented type {type_!r}"
+        )
         actual = field_default(config_class, name)
-        assert same_value(default, actual), f"{config_class.__name__}.{name}: documented {default!r}, is {actual!r}"
+        assert same_value(default, actual), (
+            f"{config_class.__name__}.{name}: documented {default!r}, is {actual!r}"
+        )
 
 
 @pytest.mark.parametrize("config_class", CONFIGS, ids=lambda c: c.__name__)
@@ -125,7 +130,7 @@ def test_the_note_lists_the_overridden_training_arguments_defaults(config_class)
 
 
 def test_the_parameters_pattern_reads_trl_style_lines():
-    doc = '''Config.
+    doc = """Config.
 
     Parameters:
         beta (`float`, *optional*, defaults to `0.1`):
@@ -135,7 +140,7 @@ def test_the_parameters_pattern_reads_trl_style_lines():
 
     > [!NOTE]
     > - `learning_rate`: defaults to `1e-5` instead of `5e-5`.
-    '''
+    """
     probe = type("Probe", (), {"__doc__": doc})
     assert documented_parameters(probe) == {"beta": ("float", 0.1), "mode": ('Literal["a", "b"]', "a")}
     assert noted_overrides(probe) == {"learning_rate": (1e-5, 5e-5)}
@@ -162,7 +167,9 @@ def default_table(page: Path) -> dict[str, str]:
             continue
         names = re.findall(r"`(\w+)`", cells[0].split("(")[0])
         defaults = [value.strip() for value in cells[1].split(",")] if len(names) > 1 else [cells[1]]
-        assert len(names) == len(defaults), f"{page.name}: row {line!r} has {len(names)} fields, {len(defaults)} values"
+        assert len(names) == len(defaults), (
+            f"{page.name}: row {line!r} has {len(names)} fields, {len(defaults)} values"
+        )
         rows.update(zip(names, defaults))
     return rows
 
@@ -188,7 +195,9 @@ def test_docs_default_table_matches_the_config(stem):
     for name, cell in table.items():
         assert name in fields, f"{page.name}: {name!r} is not a field of {config_class.__name__}"
         actual = field_default(config_class, name)
-        assert same_value(table_value(cell), actual), f"{page.name}: {name} is {cell!r} there, {actual!r} in the code"
+        assert same_value(table_value(cell), actual), (
+            f"{page.name}: {name} is {cell!r} there, {actual!r} in the code"
+        )
     missing = [name for name in declared_fields(config_class) if name not in table]
     assert not missing, f"{page.name}: fields of {config_class.__name__} missing from the table: {missing}"
 
@@ -201,4 +210,10 @@ def test_the_table_reader_reads_multi_field_rows(tmp_path):
         "| `learning_rate`, `num_train_epochs` | 1e-5, 10 | | recipe |\n\nafter\n| a | b |\n"
     )
     table = {name: table_value(cell) for name, cell in default_table(page).items()}
-    assert table == {"beta": 0.1, "mode": "auto", "eps": None, "learning_rate": 1e-5, "num_train_epochs": 10.0}
+    assert table == {
+        "beta": 0.1,
+        "mode": "auto",
+        "eps": None,
+        "learning_rate": 1e-5,
+        "num_train_epochs": 10.0,
+    }

@@ -52,7 +52,9 @@ def test_idk_dpo_loss_matches_hand_computation():
 
 def test_idk_dpo_at_zero_margin_is_2_ln2_over_beta_and_tends_to_minus_margin():
     zeros = torch.zeros(3)
-    assert idk_dpo_loss(zeros, zeros, zeros, zeros, beta=0.5).item() == pytest.approx(4 * math.log(2), abs=1e-6)
+    assert idk_dpo_loss(zeros, zeros, zeros, zeros, beta=0.5).item() == pytest.approx(
+        4 * math.log(2), abs=1e-6
+    )
     idk, forget = torch.tensor([0.3, -0.2, 1.0]), torch.tensor([0.1, 0.4, -0.5])
     small_beta = 1e-3
     shifted = idk_dpo_loss(idk, forget, zeros, zeros, beta=small_beta).item() - 2 * math.log(2) / small_beta
@@ -92,14 +94,19 @@ def test_idk_dpo_trainer_prefers_refusals(tiny_tokenizer, forget_qa, retain_qa, 
     refusals = assign_idk_answers(len(forget_qa), load_idk_answers(), seed=0)
     refusal_rows = {"question": forget_qa["question"], "answer": refusals}
     refusal_nll_before = answer_nll(model, tiny_tokenizer, refusal_rows)
-    trainer = IdkDPOTrainer(model, unlearning_args(IdkDPOConfig), forget_qa, retain_qa, processing_class=tiny_tokenizer)
+    trainer = IdkDPOTrainer(
+        model, unlearning_args(IdkDPOConfig), forget_qa, retain_qa, processing_class=tiny_tokenizer
+    )
     # Reference log-probs of both answers are precomputed once; no reference model exists.
     assert trainer.reference_source == "precomputed" and trainer.ref_model is None
     forget_columns = trainer.pairs.forget.column_names
     assert {"reference_logps", "idk_reference_logps", "idk_input_ids", "idk_labels"} <= set(forget_columns)
     logits, labels = logits_and_labels(model, tiny_tokenizer, refusal_rows)
     torch.testing.assert_close(
-        torch.tensor(trainer.pairs.forget["idk_reference_logps"]), sequence_logps(logits, labels), atol=1e-4, rtol=0
+        torch.tensor(trainer.pairs.forget["idk_reference_logps"]),
+        sequence_logps(logits, labels),
+        atol=1e-4,
+        rtol=0,
     )
     before = parameters_of(trainer.model)
     trainer.train()
@@ -114,9 +121,15 @@ def test_idk_dpo_trainer_prefers_refusals(tiny_tokenizer, forget_qa, retain_qa, 
 def test_idk_dpo_live_reference_matches_precomputed(tiny_tokenizer, forget_qa, retain_qa, unlearning_args):
     """reference_mode='copy' computes the reference terms live; on the same batch it gives the same loss."""
     model = memorised_tiny_model(tiny_tokenizer, concatenate_datasets([forget_qa, retain_qa]))
-    precomputed = IdkDPOTrainer(model, unlearning_args(IdkDPOConfig), forget_qa, retain_qa, processing_class=tiny_tokenizer)
+    precomputed = IdkDPOTrainer(
+        model, unlearning_args(IdkDPOConfig), forget_qa, retain_qa, processing_class=tiny_tokenizer
+    )
     live = IdkDPOTrainer(
-        model, unlearning_args(IdkDPOConfig, reference_mode="copy"), forget_qa, retain_qa, processing_class=tiny_tokenizer
+        model,
+        unlearning_args(IdkDPOConfig, reference_mode="copy"),
+        forget_qa,
+        retain_qa,
+        processing_class=tiny_tokenizer,
     )
     assert live.reference_source == "copy" and "idk_reference_logps" not in live.pairs.forget.column_names
     item = precomputed.pairs[0]
@@ -129,7 +142,9 @@ def test_idk_dpo_live_reference_matches_precomputed(tiny_tokenizer, forget_qa, r
     assert abs(expected["preference_margin"].item()) < 1e-3
 
 
-def test_idk_dpo_trainer_reports_a_missing_refusals_file(tiny_tokenizer, tiny_model, forget_qa, retain_qa, unlearning_args, tmp_path):
+def test_idk_dpo_trainer_reports_a_missing_refusals_file(
+    tiny_tokenizer, tiny_model, forget_qa, retain_qa, unlearning_args, tmp_path
+):
     missing = tmp_path / "no_such_refusals.txt"
     args = unlearning_args(IdkDPOConfig, idk_answers_file=str(missing))
     with pytest.raises(UnlearningInputError, match="no_such_refusals.txt"):

@@ -69,7 +69,11 @@ def test_lazy_package_attributes():
 @pytest.mark.parametrize(
     "module_text, error, message",
     [
-        ("import a_dependency_that_is_not_installed\n", ModuleNotFoundError, "a_dependency_that_is_not_installed"),
+        (
+            "import a_dependency_that_is_not_installed\n",
+            ModuleNotFoundError,
+            "a_dependency_that_is_not_installed",
+        ),
         ("raise RuntimeError('half-written method')\n", RuntimeError, "half-written method"),
     ],
     ids=["missing-dependency", "error-in-module"],

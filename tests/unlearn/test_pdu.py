@@ -49,8 +49,12 @@ def test_flattening_loss_matches_hand_computation():
 def test_flattening_loss_is_zero_for_uniform_logits_and_shift_invariant():
     logits, labels = margin_batch()
     assert logit_margin_flattening_loss(torch.full_like(logits, 3.7), labels).item() == 0.0
-    shifted = logits + torch.randn(2, 4, 1)  # adding a constant per position leaves the distribution unchanged
-    torch.testing.assert_close(logit_margin_flattening_loss(shifted, labels), logit_margin_flattening_loss(logits, labels))
+    shifted = logits + torch.randn(
+        2, 4, 1
+    )  # adding a constant per position leaves the distribution unchanged
+    torch.testing.assert_close(
+        logit_margin_flattening_loss(shifted, labels), logit_margin_flattening_loss(logits, labels)
+    )
 
 
 def test_flattening_loss_ignores_extra_padding_columns():
@@ -71,9 +75,9 @@ def test_flattening_gradient_by_hand():
 
 def test_constrained_objective_and_dual_ascent():
     forget, retain = torch.tensor(3.5), torch.tensor(0.9)
-    assert constrained_objective(forget, retain, dual=10.0, retain_loss_eps=0.5, gamma=2.0).item() == pytest.approx(
-        2.0 * 3.5 + 10.0 * (0.9 - 0.5)
-    )
+    assert constrained_objective(
+        forget, retain, dual=10.0, retain_loss_eps=0.5, gamma=2.0
+    ).item() == pytest.approx(2.0 * 3.5 + 10.0 * (0.9 - 0.5))
     assert dual_ascent_step(10.0, retain_loss=0.9, retain_loss_eps=0.5, step_size=5.0) == pytest.approx(12.0)
     assert dual_ascent_step(10.0, retain_loss=0.3, retain_loss_eps=0.5, step_size=5.0) == pytest.approx(9.0)
     assert dual_ascent_step(0.5, retain_loss=0.0, retain_loss_eps=0.5, step_size=5.0) == 0.0
@@ -85,19 +89,26 @@ def test_constrained_objective_and_dual_ascent():
 def test_flattening_reduction_is_per_answer_then_over_answers():
     logits, labels = margin_batch()
     labels[0, 2] = -100  # row 0 keeps margin 1; row 1 keeps margins 0 and 3
-    assert logit_margin_flattening_loss(logits, labels).item() == pytest.approx((1 + (0 + 9) / 2) / 2, abs=1e-6)
+    assert logit_margin_flattening_loss(logits, labels).item() == pytest.approx(
+        (1 + (0 + 9) / 2) / 2, abs=1e-6
+    )
 
 
 def test_pdu_trainer_flattens_forget_predictions(tiny_tokenizer, forget_qa, retain_qa, unlearning_args):
     model = memorised_tiny_model(tiny_tokenizer, concatenate_datasets([forget_qa, retain_qa]))
     flat_before = logit_margin_flattening_loss(*logits_and_labels(model, tiny_tokenizer, forget_qa))
     nll_before = answer_nll(model, tiny_tokenizer, forget_qa)
-    trainer = PDUTrainer(model, unlearning_args(PDUConfig), forget_qa, retain_qa, processing_class=tiny_tokenizer)
+    trainer = PDUTrainer(
+        model, unlearning_args(PDUConfig), forget_qa, retain_qa, processing_class=tiny_tokenizer
+    )
     assert trainer.ref_model is None
     before = parameters_of(trainer.model)
     trainer.train()
     assert changed_parameters(before, trainer.model)
-    assert logit_margin_flattening_loss(*logits_and_labels(trainer.model, tiny_tokenizer, forget_qa)) < flat_before
+    assert (
+        logit_margin_flattening_loss(*logits_and_labels(trainer.model, tiny_tokenizer, forget_qa))
+        < flat_before
+    )
     assert answer_nll(trainer.model, tiny_tokenizer, forget_qa) > nll_before
     history = [entry for entry in trainer.state.log_history if "dual" in entry]
     # 5 warm-up epochs by default: lambda stays at its initial value alpha = 100 during these 3 steps.
@@ -107,7 +118,9 @@ def test_pdu_trainer_flattens_forget_predictions(tiny_tokenizer, forget_qa, reta
 
 
 @pytest.mark.parametrize("accumulation", [1, 2])
-def test_pdu_dual_variable_follows_projected_ascent(tiny_tokenizer, forget_qa, retain_qa, unlearning_args, accumulation):
+def test_pdu_dual_variable_follows_projected_ascent(
+    tiny_tokenizer, forget_qa, retain_qa, unlearning_args, accumulation
+):
     """With epsilon = 0 the constraint is always violated: lambda_{k+1} = lambda_k + eta * retain_loss_k, where
     retain_loss_k is the mean over the step's micro-batches (what the base trainer logs per step)."""
     model = build_tiny_llama(tiny_tokenizer)
@@ -145,10 +158,16 @@ def test_pdu_config_rejects_negative_bounds(tmp_path):
         PDUConfig(output_dir=str(tmp_path), dual_step_size=-1.0)
 
 
-def test_pdu_checkpoint_carries_the_dual_variable(tiny_tokenizer, forget_qa, retain_qa, unlearning_args, tmp_path):
+def test_pdu_checkpoint_carries_the_dual_variable(
+    tiny_tokenizer, forget_qa, retain_qa, unlearning_args, tmp_path
+):
     """Resuming from a checkpoint continues with the saved lambda and epsilon, not lambda_0."""
     settings = dict(
-        dual_warmup_epochs=0, retain_weight=1.0, dual_step_size=0.5, learning_rate=1e-4, per_device_train_batch_size=1
+        dual_warmup_epochs=0,
+        retain_weight=1.0,
+        dual_step_size=0.5,
+        learning_rate=1e-4,
+        per_device_train_batch_size=1,
     )
     first = PDUTrainer(
         build_tiny_llama(tiny_tokenizer),
@@ -168,6 +187,8 @@ def test_pdu_checkpoint_carries_the_dual_variable(tiny_tokenizer, forget_qa, ret
         processing_class=tiny_tokenizer,
     )
     resumed.train(resume_from_checkpoint=str(tmp_path / "out" / "checkpoint-2"))
-    resumed_steps = [entry for entry in resumed.state.log_history if "dual" in entry and entry.get("step") == 3]
+    resumed_steps = [
+        entry for entry in resumed.state.log_history if "dual" in entry and entry.get("step") == 3
+    ]
     assert resumed_steps and resumed_steps[0]["dual"] == pytest.approx(saved_dual, rel=1e-5)
     assert resumed_steps[0]["retain_loss_eps"] == pytest.approx(saved_eps, rel=1e-5)

@@ -117,18 +117,24 @@ def test_undial_trainer_distils_away_from_the_forget_answers(tiny_tokenizer, for
     assert changed_parameters(before, trainer.model)
     assert not changed_parameters(reference_before, trainer.ref_model)
     logits_after, _ = logits_and_labels(trainer.model, tiny_tokenizer, forget_qa)
-    assert undial_loss(logits_after, start_logits, labels, beta=10.0) < undial_loss(start_logits, start_logits, labels, 10.0)
+    assert undial_loss(logits_after, start_logits, labels, beta=10.0) < undial_loss(
+        start_logits, start_logits, labels, 10.0
+    )
     assert nll_loss(logits_after, labels).item() > nll_before + 0.05
 
 
-def test_undial_under_peft_uses_the_adapter_disabled_model(tiny_tokenizer, forget_qa, retain_qa, unlearning_args):
+def test_undial_under_peft_uses_the_adapter_disabled_model(
+    tiny_tokenizer, forget_qa, retain_qa, unlearning_args
+):
     from peft import LoraConfig
 
     model = memorised_tiny_model(tiny_tokenizer, forget_qa)
     start_logits, _ = logits_and_labels(model, tiny_tokenizer, forget_qa)
     lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], lora_dropout=0.0)
     args = unlearning_args(UNDIALConfig, retain_weight=1.0)
-    trainer = UNDIALTrainer(model, args, forget_qa, retain_qa, processing_class=tiny_tokenizer, peft_config=lora)
+    trainer = UNDIALTrainer(
+        model, args, forget_qa, retain_qa, processing_class=tiny_tokenizer, peft_config=lora
+    )
     assert trainer.reference_source == "adapter" and trainer.ref_model is None
     trainer.train()
     assert "retain_loss" in trainer.state.log_history[0]

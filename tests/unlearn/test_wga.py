@@ -83,7 +83,9 @@ def test_wga_trainer_unlearns_the_forget_answers(tiny_tokenizer, forget_qa, reta
     model = memorised_tiny_model(tiny_tokenizer, concatenate_datasets([forget_qa, retain_qa]))
     wga_before = wga_loss(*logits_and_labels(model, tiny_tokenizer, forget_qa))
     nll_before = answer_nll(model, tiny_tokenizer, forget_qa)
-    trainer = WGATrainer(model, unlearning_args(WGAConfig), forget_qa, retain_qa, processing_class=tiny_tokenizer)
+    trainer = WGATrainer(
+        model, unlearning_args(WGAConfig), forget_qa, retain_qa, processing_class=tiny_tokenizer
+    )
     assert trainer.reference_source == "none" and trainer.ref_model is None
     before = parameters_of(trainer.model)
     trainer.train()

@@ -63,7 +63,9 @@ class _Folder:
             # The invariants concern ids, types and diseases: the text columns are not read.
             wanted = [c for c in ("qa_id", "patient_id", "disease", "qa_type") if c in expected]
             table = pq.read_table(path, columns=wanted)
-            self._cache[key] = {name: table[name].to_numpy(zero_copy_only=False).astype(str) for name in wanted}
+            self._cache[key] = {
+                name: table[name].to_numpy(zero_copy_only=False).astype(str) for name in wanted
+            }
         return self._cache[key]
 
     @functools.cache  # noqa: B019 - one reader per audit; the cache dies with it
@@ -78,13 +80,19 @@ def _require(condition: bool, message: str) -> None:
 
 
 def _check_configs_present(folder: _Folder, result: AuditResult) -> None:
-    _require("notes" in folder.data_files and "full" in folder.data_files, "configs `notes` and `full` must exist")
+    _require(
+        "notes" in folder.data_files and "full" in folder.data_files, "configs `notes` and `full` must exist"
+    )
     for config, files in folder.data_files.items():
         expected = {"train"} if config == "notes" else set(QA_SPLITS)
-        _require(set(files) == expected, f"config `{config}`: splits {sorted(files)}, expected {sorted(expected)}")
+        _require(
+            set(files) == expected, f"config `{config}`: splits {sorted(files)}, expected {sorted(expected)}"
+        )
         for split in files:
             folder.columns(config, split)  # reads and checks the columns
-    result.passed("configs and fields", f"{len(folder.data_files)} configs, splits and columns as in DESIGN §3")
+    result.passed(
+        "configs and fields", f"{len(folder.data_files)} configs, splits and columns as in DESIGN §3"
+    )
 
 
 def _check_records(folder: _Folder, result: AuditResult) -> None:
@@ -95,7 +103,9 @@ def _check_records(folder: _Folder, result: AuditResult) -> None:
     _require(not bad_disease.any(), f"notes: unknown disease {notes['disease'][bad_disease][:1]}")
     train, holdout = folder.columns("full", "train"), folder.columns("full", "holdout")
     qa_ids = np.concatenate([train["qa_id"], holdout["qa_id"]])
-    _require(len(np.unique(qa_ids)) == len(qa_ids), "full: a qa_id appears twice (or in both train and holdout)")
+    _require(
+        len(np.unique(qa_ids)) == len(qa_ids), "full: a qa_id appears twice (or in both train and holdout)"
+    )
     all_patients = folder.patients("full")
     _require(np.array_equal(all_patients, np.sort(ids)), "full: its patients differ from the notes' patients")
     # Every QA patient is a notes patient (checked above), so a sorted lookup gives each row its patient's disease.
@@ -103,10 +113,15 @@ def _check_records(folder: _Folder, result: AuditResult) -> None:
     for split, columns in (("train", train), ("holdout", holdout)):
         expected = notes["disease"][by_id[np.searchsorted(ids, columns["patient_id"], sorter=by_id)]]
         mismatch = columns["disease"] != expected
-        _require(not mismatch.any(), f"full/{split}: qa {columns['qa_id'][mismatch][:1]} has another disease "
-                                     "than its patient (one disease per patient)")
+        _require(
+            not mismatch.any(),
+            f"full/{split}: qa {columns['qa_id'][mismatch][:1]} has another disease "
+            "than its patient (one disease per patient)",
+        )
         _require(np.isin(columns["qa_type"], QA_TYPES).all(), f"full/{split}: unknown qa_type")
-    result.passed("records", f"{len(ids):,} unique patients, {len(qa_ids):,} unique QA ids, one disease per patient")
+    result.passed(
+        "records", f"{len(ids):,} unique patients, {len(qa_ids):,} unique QA ids, one disease per patient"
+    )
 
 
 def _check_counts_per_patient(folder: _Folder, result: AuditResult) -> None:
@@ -117,14 +132,20 @@ def _check_counts_per_patient(folder: _Folder, result: AuditResult) -> None:
         columns = folder.columns("full", split)
         keys = np.char.add(np.char.add(columns["patient_id"], "|"), columns["qa_type"])
         unique_keys, counts = np.unique(keys, return_counts=True)
-        _require(len(unique_keys) == n_patients * len(QA_TYPES),
-                 f"full/{split}: some patient lacks a QA type ({len(unique_keys)} patient-type groups, "
-                 f"expected {n_patients * len(QA_TYPES)})")
+        _require(
+            len(unique_keys) == n_patients * len(QA_TYPES),
+            f"full/{split}: some patient lacks a QA type ({len(unique_keys)} patient-type groups, "
+            f"expected {n_patients * len(QA_TYPES)})",
+        )
         wrong = counts != per_type
         if wrong.any():
-            raise AuditFailure(f"full/{split}: {unique_keys[wrong][0]} has {counts[wrong][0]} QA, expected {per_type}")
-    result.passed("QA per patient", f"{qa_per_type - holdout_per_type} seen + {holdout_per_type} holdout per type "
-                                    "per patient")
+            raise AuditFailure(
+                f"full/{split}: {unique_keys[wrong][0]} has {counts[wrong][0]} QA, expected {per_type}"
+            )
+    result.passed(
+        "QA per patient",
+        f"{qa_per_type - holdout_per_type} seen + {holdout_per_type} holdout per type per patient",
+    )
 
 
 def _check_configs_are_subsets_of_full(folder: _Folder, result: AuditResult) -> None:
@@ -138,22 +159,32 @@ def _check_configs_are_subsets_of_full(folder: _Folder, result: AuditResult) -> 
                 continue
             rows = folder.columns(config, split)
             position = np.clip(np.searchsorted(sorted_ids, rows["qa_id"]), 0, max(len(sorted_ids) - 1, 0))
-            found = sorted_ids[position] == rows["qa_id"] if len(sorted_ids) else np.zeros(len(rows["qa_id"]), bool)
+            found = (
+                sorted_ids[position] == rows["qa_id"]
+                if len(sorted_ids)
+                else np.zeros(len(rows["qa_id"]), bool)
+            )
             if not found.all():
                 qa_id = rows["qa_id"][~found][0]
                 other = "holdout" if split == "train" else "train"
                 where = other if qa_id in set(folder.columns("full", other)["qa_id"]) else "no split"
-                raise AuditFailure(f"{config}/{split}: qa {qa_id!r} is in full/{where}, not full/{split}"
-                                   + (" (a holdout QA in a train split)" if where == "holdout" else ""))
+                raise AuditFailure(
+                    f"{config}/{split}: qa {qa_id!r} is in full/{where}, not full/{split}"
+                    + (" (a holdout QA in a train split)" if where == "holdout" else "")
+                )
             index = order[position]
             for column in ("patient_id", "disease", "qa_type"):
                 differs = full[column][index] != rows[column]
                 if differs.any():
-                    raise AuditFailure(f"{config}/{split}: qa {rows['qa_id'][differs][0]!r} has {column} "
-                                       f"{rows[column][differs][0]!r} but full says {full[column][index][differs][0]!r}"
-                                       + (" (one disease per patient)" if column == "disease" else ""))
+                    raise AuditFailure(
+                        f"{config}/{split}: qa {rows['qa_id'][differs][0]!r} has {column} "
+                        f"{rows[column][differs][0]!r} but full says {full[column][index][differs][0]!r}"
+                        + (" (one disease per patient)" if column == "disease" else "")
+                    )
     n_holdout = len(folder.columns("full", "holdout")["qa_id"])
-    result.passed("holdout", f"every config's rows are rows of full; {n_holdout:,} holdout QA, none in a train split")
+    result.passed(
+        "holdout", f"every config's rows are rows of full; {n_holdout:,} holdout QA, none in a train split"
+    )
 
 
 def _forget_configs(folder: _Folder) -> Iterator[str]:
@@ -170,12 +201,16 @@ def _check_forget_retain(folder: _Folder, result: AuditResult) -> None:
         _require(len(forget_patients) > 0, f"`{forget}` is empty")
         overlap = np.intersect1d(forget_patients, retain_patients)
         _require(len(overlap) == 0, f"patient {overlap[:1]} is in both `{forget}` and `{retain}`")
-        _require(np.array_equal(np.union1d(forget_patients, retain_patients), all_patients),
-                 f"`{forget}` ∪ `{retain}` is not every patient")
+        _require(
+            np.array_equal(np.union1d(forget_patients, retain_patients), all_patients),
+            f"`{forget}` ∪ `{retain}` is not every patient",
+        )
         for split in QA_SPLITS:
             rows = len(folder.columns(forget, split)["qa_id"]) + len(folder.columns(retain, split)["qa_id"])
-            _require(rows == len(folder.columns("full", split)["qa_id"]),
-                     f"`{forget}`/{split} + `{retain}`/{split} rows ≠ full/{split} rows (a patient's QA straddle)")
+            _require(
+                rows == len(folder.columns("full", split)["qa_id"]),
+                f"`{forget}`/{split} + `{retain}`/{split} rows ≠ full/{split} rows (a patient's QA straddle)",
+            )
         n_pairs += 1
     result.passed("forget/retain", f"{n_pairs} pairs disjoint and complementary, by patient")
 
@@ -186,10 +221,15 @@ def _check_random_level(folder: _Folder, result: AuditResult) -> None:
     previous = np.array([], dtype=str)
     for percentage in percentages:
         patients = folder.patients(f"forget_{percentage}")
-        _require(len(patients) == forget_size(percentage, n),
-                 f"`forget_{percentage}` has {len(patients)} patients, expected round({percentage}% · {n}) = "
-                 f"{forget_size(percentage, n)}")
-        _require(np.isin(previous, patients).all(), f"`forget_{percentage}` does not contain the smaller forget set")
+        _require(
+            len(patients) == forget_size(percentage, n),
+            f"`forget_{percentage}` has {len(patients)} patients, expected round({percentage}% · {n}) = "
+            f"{forget_size(percentage, n)}",
+        )
+        _require(
+            np.isin(previous, patients).all(),
+            f"`forget_{percentage}` does not contain the smaller forget set",
+        )
         previous = patients
     result.passed("random level", f"forget {percentages} sized round(X% · {n:,}) and nested")
 
@@ -207,22 +247,35 @@ def _check_disease_level(folder: _Folder, result: AuditResult) -> None:
             name = f"disease_{disease}_forget_{percentage}"
             size = forget_size(percentage, n)
             if name not in folder.data_files:
-                _require(size == 0 or size > len(disease_patients),
-                         f"`{name}` is missing although {disease} has {len(disease_patients)} ≥ {size} patients")
+                _require(
+                    size == 0 or size > len(disease_patients),
+                    f"`{name}` is missing although {disease} has {len(disease_patients)} ≥ {size} patients",
+                )
                 _require(name in omitted, f"`{name}` is missing and not listed as omitted")
                 continue
             patients = folder.patients(name)
-            _require(len(patients) == size, f"`{name}` has {len(patients)} patients, expected {size} (as forget_{percentage})")
-            _require(np.isin(patients, disease_patients).all(), f"`{name}` holds a patient of another disease")
-            _require(np.isin(previous, patients).all(), f"`{name}` does not contain the smaller {disease} set")
+            _require(
+                len(patients) == size,
+                f"`{name}` has {len(patients)} patients, expected {size} (as forget_{percentage})",
+            )
+            _require(
+                np.isin(patients, disease_patients).all(), f"`{name}` holds a patient of another disease"
+            )
+            _require(
+                np.isin(previous, patients).all(), f"`{name}` does not contain the smaller {disease} set"
+            )
             random_forget = folder.patients(f"forget_{percentage}")
             in_random = np.intersect1d(random_forget, disease_patients)
-            _require(np.isin(in_random, patients).all(),
-                     f"`{name}` misses {disease} patients of `forget_{percentage}`")
+            _require(
+                np.isin(in_random, patients).all(),
+                f"`{name}` misses {disease} patients of `forget_{percentage}`",
+            )
             previous = patients
             present.append(percentage)
         summary.append(f"{disease} {present}")
-    result.passed("disease level", "; ".join(summary) + " — sized as random, one disease, nested, ⊇ disease ∩ random")
+    result.passed(
+        "disease level", "; ".join(summary) + " — sized as random, one disease, nested, ⊇ disease ∩ random"
+    )
 
 
 AUDIT_CHECKS: list[Callable[[_Folder, AuditResult], None]] = [

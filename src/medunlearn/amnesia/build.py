@@ -32,11 +32,15 @@ def join_and_check_counts(
     known = np.isin(qa_patients, patient_ids)
     if not known.all():
         row = int(np.flatnonzero(~known)[0]) + 1
-        raise RecordError(qa_source, row, "patient_id", f"unknown patient {str(qa_patients[row - 1])!r} (not in the notes)")
+        raise RecordError(
+            qa_source, row, "patient_id", f"unknown patient {str(qa_patients[row - 1])!r} (not in the notes)"
+        )
     order = np.argsort(patient_ids)
     position = order[np.searchsorted(patient_ids, qa_patients, sorter=order)]
     diseases = np.asarray(notes["disease"].to_pylist(), dtype=object)
-    qa = qa.set_column(qa.schema.get_field_index("disease"), "disease", pa.array(diseases[position].astype(str)))
+    qa = qa.set_column(
+        qa.schema.get_field_index("disease"), "disease", pa.array(diseases[position].astype(str))
+    )
 
     qa_types = np.asarray(qa["qa_type"].to_pylist(), dtype=object).astype(str)
     counts = np.zeros((len(patient_ids), len(QA_TYPES)), dtype=np.int64)
@@ -75,12 +79,10 @@ def build_contents(
         raise InputError(f"holdout_per_type must be in 1..{qa_per_type - 1}, got {holdout_per_type}")
     skipped: dict[str, list[str]] = {}
     if source == "synthetic":
-
         notes, qa = generate_cohort(patients=patients, seed=seed)
         notes_source, qa_source = "synthetic cohort", "synthetic cohort"
         parameters = {"source": source, "patients": patients}
     else:
-
         if notes_path is None or qa_path is None:
             raise InputError("--source pmc-patients needs both --notes FILE and --qa FILE")
         notes, unclassified = read_pmc_patients(notes_path)
@@ -98,7 +100,9 @@ def build_contents(
     notes, qa, incomplete = join_and_check_counts(notes, qa, qa_per_type, qa_source)
     skipped.update(incomplete)
     if notes.num_rows == 0:
-        raise InputError(f"{notes_source}: no patient left after validation ({', '.join(skipped) or 'no records'})")
+        raise InputError(
+            f"{notes_source}: no patient left after validation ({', '.join(skipped) or 'no records'})"
+        )
     config = SplitConfig(
         seed=seed,
         forget_percentages=tuple(forget_percentages),
@@ -113,8 +117,9 @@ def build_contents(
         holdout_per_type=holdout_per_type,
     )
     splits = build_splits(notes, qa, config)
-    return FolderContents(notes=notes, qa=qa, splits=splits, source=source, build_parameters=parameters,
-                          skipped=skipped)
+    return FolderContents(
+        notes=notes, qa=qa, splits=splits, source=source, build_parameters=parameters, skipped=skipped
+    )
 
 
 def build_amnesia(out_dir: str | os.PathLike, *, overwrite: bool = False, **build_options) -> Path:
@@ -131,4 +136,6 @@ def build_amnesia(out_dir: str | os.PathLike, *, overwrite: bool = False, **buil
     return write_folder(build_contents(**build_options), out_dir, overwrite=overwrite)
 
 
-build_amnesia_folder = build_amnesia  # the name before the Python API was gathered (kept for notebooks and scripts)
+build_amnesia_folder = (
+    build_amnesia  # the name before the Python API was gathered (kept for notebooks and scripts)
+)

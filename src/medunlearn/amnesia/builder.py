@@ -21,8 +21,12 @@ from medunlearn.ontology.amnesia import DISEASES
 
 _QA_FEATURES = datasets.Features({name: datasets.Value("string") for name in QA_COLUMNS})
 _NOTES_FEATURES = datasets.Features(
-    {name: datasets.List(datasets.Value("string")) if name == "disease_keywords" else datasets.Value("string")
-     for name in NOTES_COLUMNS}
+    {
+        name: datasets.List(datasets.Value("string"))
+        if name == "disease_keywords"
+        else datasets.Value("string")
+        for name in NOTES_COLUMNS
+    }
 )
 
 
@@ -33,7 +37,10 @@ def all_config_names() -> list[str]:
         names += [f"forget_{percentage}", f"retain_{100 - percentage}"]
     for disease in DISEASES:
         for percentage in FORGET_PERCENTAGES:
-            names += [f"disease_{disease}_forget_{percentage}", f"disease_{disease}_retain_{100 - percentage}"]
+            names += [
+                f"disease_{disease}_forget_{percentage}",
+                f"disease_{disease}_retain_{100 - percentage}",
+            ]
     return names
 
 
@@ -71,18 +78,29 @@ class AmnesiaBuilder(datasets.ArrowBasedBuilder):
         from medunlearn.amnesia.build import build_contents
 
         forget_name = forget_config_of(self.config.name)
-        disease = forget_name[len("disease_"): forget_name.index("_forget_")] if forget_name and \
-            forget_name.startswith("disease_") else None
+        disease = (
+            forget_name[len("disease_") : forget_name.index("_forget_")]
+            if forget_name and forget_name.startswith("disease_")
+            else None
+        )
         contents = build_contents(
-            source=self.config.source, patients=self.config.patients, seed=self.config.seed,
-            notes_path=self.config.notes_path, qa_path=self.config.qa_path,
+            source=self.config.source,
+            patients=self.config.patients,
+            seed=self.config.seed,
+            notes_path=self.config.notes_path,
+            qa_path=self.config.qa_path,
             disease_level=[disease] if disease else [],
         )
-        tables = {split: table for config, split, table in config_tables(contents) if config == self.config.name}
+        tables = {
+            split: table for config, split, table in config_tables(contents) if config == self.config.name
+        }
         if not tables:
             reason = contents.splits.omitted.get(forget_name, "not built")
             raise InputError(f"config {self.config.name!r} does not exist for this cohort: {reason}")
-        return [datasets.SplitGenerator(name=split, gen_kwargs={"table": table}) for split, table in tables.items()]
+        return [
+            datasets.SplitGenerator(name=split, gen_kwargs={"table": table})
+            for split, table in tables.items()
+        ]
 
     def _generate_tables(self, table):
         yield 0, table.cast(self.info.features.arrow_schema)

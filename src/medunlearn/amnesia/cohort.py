@@ -70,7 +70,7 @@ def _format_number(value: float, decimals: int) -> str:
 
 
 def _article(age: int) -> str:
-    """"an" before ages read with a vowel sound (8, 11, 18, 80-89)."""
+    """ "an" before ages read with a vowel sound (8, 11, 18, 80-89)."""
     return "an" if age in (8, 11, 18) or 80 <= age <= 89 else "a"
 
 
@@ -95,7 +95,9 @@ def _draw_unique_descriptors(rng, conditions_of_patient, context) -> dict[str, n
     while len(pending):
         rounds += 1
         if rounds > 1000:
-            raise ValueError("cannot draw unique patient descriptors: the cohort is too large for the vocabulary")
+            raise ValueError(
+                "cannot draw unique patient descriptors: the cohort is too large for the vocabulary"
+            )
         m = len(pending)
         draws_age, draws_sex, draws_occ = rng.random(m), rng.random(m), rng.integers(0, len(occupations), m)
         draws_sym = rng.random((m, 2))
@@ -116,10 +118,23 @@ def _draw_unique_descriptors(rng, conditions_of_patient, context) -> dict[str, n
                 retry.append(i)
                 continue
             seen.add(key)
-            age[i], sex[i], occupation[i], symptom1[i], symptom2[i], duration[i] = a, s, o, symptoms[k1], symptoms[k2], d
+            age[i], sex[i], occupation[i], symptom1[i], symptom2[i], duration[i] = (
+                a,
+                s,
+                o,
+                symptoms[k1],
+                symptoms[k2],
+                d,
+            )
         pending = np.asarray(retry, dtype=np.int64)
-    return {"age": age, "sex": sex, "occupation": occupation, "symptom1": symptom1, "symptom2": symptom2,
-            "duration": duration}
+    return {
+        "age": age,
+        "sex": sex,
+        "occupation": occupation,
+        "symptom1": symptom1,
+        "symptom2": symptom2,
+        "duration": duration,
+    }
 
 
 def generate_cohort(
@@ -171,18 +186,40 @@ def generate_cohort(
         days, months = 3 + int(u[i, 9] * 18), 2 + int(u[i, 10] * 22)
         outcome = pick(context["outcomes"], 0, i).format(days=days, months=months)
         age, sex, occupation = int(descriptors["age"][i]), descriptors["sex"][i], descriptors["occupation"][i]
-        symptom1, symptom2, duration = descriptors["symptom1"][i], descriptors["symptom2"][i], descriptors["duration"][i]
+        symptom1, symptom2, duration = (
+            descriptors["symptom1"][i],
+            descriptors["symptom2"][i],
+            descriptors["duration"][i],
+        )
         fields = {
-            "age": age, "Article": _cap(_article(age)), "sex_adj": sex, "occupation": occupation, "symptom1": symptom1, "symptom2": symptom2,
-            "duration": duration, "history": history, "heart_rate": heart_rate, "systolic": systolic,
-            "diastolic": diastolic, "temperature": temperature, "lab": lab["name"], "value": value_s,
-            "unit": lab["unit"], "reference": lab["reference"], "test_cap": _cap(c["test"]["name"]),
-            "finding": finding, "diagnosis": c["diagnosis"], "treatment": treatment, "followup_value": followup_s,
+            "age": age,
+            "Article": _cap(_article(age)),
+            "sex_adj": sex,
+            "occupation": occupation,
+            "symptom1": symptom1,
+            "symptom2": symptom2,
+            "duration": duration,
+            "history": history,
+            "heart_rate": heart_rate,
+            "systolic": systolic,
+            "diastolic": diastolic,
+            "temperature": temperature,
+            "lab": lab["name"],
+            "value": value_s,
+            "unit": lab["unit"],
+            "reference": lab["reference"],
+            "test_cap": _cap(c["test"]["name"]),
+            "finding": finding,
+            "diagnosis": c["diagnosis"],
+            "treatment": treatment,
+            "followup_value": followup_s,
             "outcome": outcome,
         }
         sections = ["presentation", "history", "exam", "lab", "test", "diagnosis", "treatment", "followup"]
-        note = " ".join(pick(context[f"{s}_templates"], k + 1 if k < 7 else 0, i).format(**fields)
-                        for k, s in enumerate(sections))
+        note = " ".join(
+            pick(context[f"{s}_templates"], k + 1 if k < 7 else 0, i).format(**fields)
+            for k, s in enumerate(sections)
+        )
         patient_id = f"P{i:06d}"
         title = f"{c['title']} in {_article(age)} {age}-year-old {occupation}"
         notes_rows["patient_id"].append(patient_id)
@@ -199,21 +236,33 @@ def generate_cohort(
             ("factual", f"What was the admission {lab['name']} of {who}?", f"{value_s} {lab['unit']}"),
             ("factual", f"What did the {c['test']['name']} of {who} show?", _cap(finding)),
             ("factual", f"How was {who} treated?", _cap(treatment)),
-            ("factual", f"What was the heart rate on examination of {who}?", f"{heart_rate} beats per minute"),
-            ("reasoning",
-             f"Which laboratory and {c['test']['name']} findings together supported the diagnosis of {who}?",
-             f"A {lab['name']} of {value_s} {lab['unit']} (reference {lab['reference']}) together with "
-             f"{c['test']['name']} showing {finding}."),
-            ("reasoning",
-             f"Considering the {lab['name']} and the {c['test']['name']} of {who}, what was the diagnosis?",
-             f"{_cap(c['diagnosis'])}, supported by a {lab['name']} of {value_s} {lab['unit']} and {finding}."),
-            ("reasoning",
-             f"How did the {lab['name']} of {who} change after treatment, and what does that suggest?",
-             f"It {direction} from {value_s} to {followup_s} {lab['unit']} after {treatment}, "
-             f"suggesting a response to treatment."),
-            ("reasoning",
-             f"Apart from {symptom1}, what other symptom and what background condition did {who} have?",
-             f"{_cap(symptom2)}, on a background of {history}."),
+            (
+                "factual",
+                f"What was the heart rate on examination of {who}?",
+                f"{heart_rate} beats per minute",
+            ),
+            (
+                "reasoning",
+                f"Which laboratory and {c['test']['name']} findings together supported the diagnosis of {who}?",
+                f"A {lab['name']} of {value_s} {lab['unit']} (reference {lab['reference']}) together with "
+                f"{c['test']['name']} showing {finding}.",
+            ),
+            (
+                "reasoning",
+                f"Considering the {lab['name']} and the {c['test']['name']} of {who}, what was the diagnosis?",
+                f"{_cap(c['diagnosis'])}, supported by a {lab['name']} of {value_s} {lab['unit']} and {finding}.",
+            ),
+            (
+                "reasoning",
+                f"How did the {lab['name']} of {who} change after treatment, and what does that suggest?",
+                f"It {direction} from {value_s} to {followup_s} {lab['unit']} after {treatment}, "
+                f"suggesting a response to treatment.",
+            ),
+            (
+                "reasoning",
+                f"Apart from {symptom1}, what other symptom and what background condition did {who} have?",
+                f"{_cap(symptom2)}, on a background of {history}.",
+            ),
         ]
         for k, (qa_type, question, answer) in enumerate(qa_pairs):
             qa_rows["qa_id"].append(f"{patient_id}-{'F' if qa_type == 'factual' else 'R'}{k % 4 + 1}")

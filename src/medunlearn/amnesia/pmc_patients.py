@@ -81,7 +81,9 @@ def parse_age_years(value) -> int | None:
     return None
 
 
-def read_pmc_patients(path: str | Path, vocabulary: DiseaseVocabulary | None = None) -> tuple[pa.Table, list[str]]:
+def read_pmc_patients(
+    path: str | Path, vocabulary: DiseaseVocabulary | None = None
+) -> tuple[pa.Table, list[str]]:
     """Notes table (``NOTES_SCHEMA``) and the ids of patients skipped because no category could be assigned."""
     source = str(path)
     rows = read_records(path)
@@ -93,11 +95,13 @@ def read_pmc_patients(path: str | Path, vocabulary: DiseaseVocabulary | None = N
     for required in (id_column, "title", note_column):
         if required not in columns:
             raise RecordError(source, None, required, f"missing column (found: {', '.join(sorted(columns))})")
-    raw = pa.table({
-        "patient_id": [str(r.get(id_column) or "") for r in rows],
-        "title": [str(r.get("title") or "") for r in rows],
-        "note": [str(r.get(note_column) or "") for r in rows],
-    })
+    raw = pa.table(
+        {
+            "patient_id": [str(r.get(id_column) or "") for r in rows],
+            "title": [str(r.get("title") or "") for r in rows],
+            "note": [str(r.get(note_column) or "") for r in rows],
+        }
+    )
     check_required_text(raw, ["patient_id", "title"], source)
     try:
         check_required_text(raw, ["note"], source)
@@ -122,7 +126,9 @@ def read_pmc_patients(path: str | Path, vocabulary: DiseaseVocabulary | None = N
             "title": [t for t, k in zip(titles, keep) if k],
             "note": kept_notes,
             "disease": [d for d in diseases if d is not None],
-            "disease_keywords": vocabulary.record_keywords([t for t, k in zip(titles, keep) if k], kept_notes),
+            "disease_keywords": vocabulary.record_keywords(
+                [t for t, k in zip(titles, keep) if k], kept_notes
+            ),
             "age": [parse_age_years(r.get("age")) for r in kept_rows],
             "sex": [({"M": "male", "F": "female"}.get(str(r.get("gender", "")).upper())) for r in kept_rows],
         },

@@ -94,9 +94,13 @@ def check_required_text(table: pa.Table, columns: Sequence[str], source: str) ->
 
     for column in columns:
         if column not in table.column_names:
-            raise RecordError(source, None, column, f"missing column (found: {', '.join(table.column_names)})")
+            raise RecordError(
+                source, None, column, f"missing column (found: {', '.join(table.column_names)})"
+            )
         values = table[column]
-        empty = pc.or_kleene(pc.is_null(values), pc.equal(pc.utf8_trim_whitespace(values.cast(pa.string())), ""))
+        empty = pc.or_kleene(
+            pc.is_null(values), pc.equal(pc.utf8_trim_whitespace(values.cast(pa.string())), "")
+        )
         empty = empty.to_numpy(zero_copy_only=False)
         if empty.any():
             raise RecordError(source, _first_bad_row(empty), column, "empty value")
@@ -110,7 +114,9 @@ def check_unique(table: pa.Table, column: str, source: str) -> None:
     if (counts > 1).any():
         duplicated_value = values[first_index[counts > 1][0]]
         rows = (values == duplicated_value).nonzero()[0][:2] + 1
-        raise RecordError(source, int(rows[1]), column, f"duplicate value {duplicated_value!r} (first at row {rows[0]})")
+        raise RecordError(
+            source, int(rows[1]), column, f"duplicate value {duplicated_value!r} (first at row {rows[0]})"
+        )
 
 
 def check_allowed(table: pa.Table, column: str, allowed: Sequence[str], source: str) -> None:
@@ -120,7 +126,9 @@ def check_allowed(table: pa.Table, column: str, allowed: Sequence[str], source: 
     bad = ~np.isin(values, np.asarray(list(allowed), dtype=object))
     if bad.any():
         row = _first_bad_row(bad)
-        raise RecordError(source, row, column, f"unknown value {values[row - 1]!r}; allowed: {', '.join(allowed)}")
+        raise RecordError(
+            source, row, column, f"unknown value {values[row - 1]!r}; allowed: {', '.join(allowed)}"
+        )
 
 
 def validate_notes(table: pa.Table, source: str = "notes", diseases: Sequence[str] = DISEASES) -> None:

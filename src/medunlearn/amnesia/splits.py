@@ -71,8 +71,9 @@ def retain_config_name(forget_name: str) -> str:
     return f"{prefix}retain_{100 - int(percentage)}"
 
 
-def select_holdout(group_codes: np.ndarray, canonical_order: np.ndarray, per_type: int,
-                   rng: np.random.Generator) -> np.ndarray:
+def select_holdout(
+    group_codes: np.ndarray, canonical_order: np.ndarray, per_type: int, rng: np.random.Generator
+) -> np.ndarray:
     """Boolean mask: ``per_type`` random rows of each group (a group = one patient's QA of one type).
 
     ``canonical_order`` sorts the rows by QA id, so the draw depends on the seed and the set of QA ids, not on
@@ -100,7 +101,9 @@ def build_splits(notes: pa.Table, qa: pa.Table, config: SplitConfig = SplitConfi
     n = len(patient_ids)
 
     # Integer group codes (patient index × type index) instead of string keys: sorting ints is fast.
-    patient_codes = pc.index_in(qa["patient_id"], value_set=pa.array(patient_ids)).to_numpy(zero_copy_only=False)
+    patient_codes = pc.index_in(qa["patient_id"], value_set=pa.array(patient_ids)).to_numpy(
+        zero_copy_only=False
+    )
     type_codes = pc.index_in(qa["qa_type"], value_set=pa.array(QA_TYPES)).to_numpy(zero_copy_only=False)
     is_holdout = select_holdout(
         patient_codes.astype(np.int64) * len(QA_TYPES) + type_codes,
@@ -143,7 +146,13 @@ def build_splits(notes: pa.Table, qa: pa.Table, config: SplitConfig = SplitConfi
     return splits
 
 
-
-
-__all__ = ["QA_TYPES", "FORGET_PERCENTAGES", "SplitConfig", "AmnesiaSplits", "build_splits", "forget_size",
-           "retain_config_name", "select_holdout"]
+__all__ = [
+    "QA_TYPES",
+    "FORGET_PERCENTAGES",
+    "SplitConfig",
+    "AmnesiaSplits",
+    "build_splits",
+    "forget_size",
+    "retain_config_name",
+    "select_holdout",
+]

@@ -101,8 +101,10 @@ class DiseaseVocabulary:
         """Disease keywords of each patient record [ours]: the terms of its title, then those of its note, each once.
         The title counts because it is part of the record a model is trained on (and it is what the category was
         assigned from, so every classified record has at least one keyword)."""
-        return [list(dict.fromkeys(self.find_terms(title) + self.find_terms(note)))
-                for title, note in zip(titles, notes)]
+        return [
+            list(dict.fromkeys(self.find_terms(title) + self.find_terms(note)))
+            for title, note in zip(titles, notes)
+        ]
 
     def category_scores(self, title: str, note: str, title_weight: float = 3.0) -> dict[str, float]:
         """Score per category: distinct terms in the title count ``title_weight``, in the note 1."""
@@ -138,7 +140,9 @@ def curated_terms() -> dict[str, str]:
     terms = {}
     for category, category_terms in _load_yaml("disease_terms.yaml").items():
         if category not in DISEASES:
-            raise InputError(f"disease_terms.yaml: unknown category {category!r}; allowed: {', '.join(DISEASES)}")
+            raise InputError(
+                f"disease_terms.yaml: unknown category {category!r}; allowed: {', '.join(DISEASES)}"
+            )
         for term in category_terms:
             terms.setdefault(str(term), category)
     return terms
@@ -199,7 +203,6 @@ def default_vocabulary() -> DiseaseVocabulary:
     merged.update(condition_terms())
     merged.update(curated_terms())  # curated last: it wins
     return DiseaseVocabulary(merged)
-
 
 
 if __name__ == "__main__":

@@ -48,9 +48,15 @@ class AuditReport:
         return next((check for check in self.checks if not check.ok), None)
 
     def lines(self) -> list[str]:
-        lines = [f"{'ok  ' if c.ok else 'FAIL'} {c.name}" + (f": {c.detail}" if c.detail else "") for c in self.checks]
+        lines = [
+            f"{'ok  ' if c.ok else 'FAIL'} {c.name}" + (f": {c.detail}" if c.detail else "")
+            for c in self.checks
+        ]
         for split, counts in self.label_sources.items():
-            lines.append(f"info v1.0 {split} label sources: " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())))
+            lines.append(
+                f"info v1.0 {split} label sources: "
+                + ", ".join(f"{k}={v}" for k, v in sorted(counts.items()))
+            )
         leak = self.pairlevel_leakage
         if leak:
             lines.append(
@@ -59,12 +65,18 @@ class AuditReport:
                 f"{leak['articles_shared_with_train']} articles and {leak['claims_shared_with_train']} claims shared"
             )
         if "bridging_pairs_dropped" in self.build_stats:
-            lines.append(f"info bridging pairs dropped by the v1.0 builder: {self.build_stats['bridging_pairs_dropped']}")
+            lines.append(
+                f"info bridging pairs dropped by the v1.0 builder: {self.build_stats['bridging_pairs_dropped']}"
+            )
         return lines
 
     def to_dict(self) -> dict:
-        return {"ok": self.ok, "checks": [asdict(c) for c in self.checks], "label_sources": self.label_sources,
-                "pairlevel_leakage": self.pairlevel_leakage}
+        return {
+            "ok": self.ok,
+            "checks": [asdict(c) for c in self.checks],
+            "label_sources": self.label_sources,
+            "pairlevel_leakage": self.pairlevel_leakage,
+        }
 
 
 def _articles(frame: pd.DataFrame) -> np.ndarray:
@@ -72,8 +84,11 @@ def _articles(frame: pd.DataFrame) -> np.ndarray:
 
 
 def _claims(frame: pd.DataFrame) -> np.ndarray:
-    return np.unique(np.concatenate([normalise_claim(frame["claim_a"]).to_numpy(str),
-                                     normalise_claim(frame["claim_b"]).to_numpy(str)]))
+    return np.unique(
+        np.concatenate(
+            [normalise_claim(frame["claim_a"]).to_numpy(str), normalise_claim(frame["claim_b"]).to_numpy(str)]
+        )
+    )
 
 
 def _overlap_check(name: str, splits: dict, extract) -> Check:
@@ -104,32 +119,57 @@ def audit_configs(configs: dict, build_stats: dict | None = None) -> AuditReport
     report = AuditReport(build_stats=dict(build_stats or {}))
     v1 = configs.get("v1.0", {})
     missing = [split for split in SPLITS if split not in v1]
-    report.checks.append(Check("v1.0 has splits train, dev, test", not missing, f"missing {missing}" if missing else ""))
+    report.checks.append(
+        Check("v1.0 has splits train, dev, test", not missing, f"missing {missing}" if missing else "")
+    )
     if missing:
         return report
     for split in SPLITS:
         try:
             normalise_pool(v1[split], source=f"v1.0/{split}")
-            report.checks.append(Check(f"v1.0 {split}: every row follows the pair schema and label ontology", True))
+            report.checks.append(
+                Check(f"v1.0 {split}: every row follows the pair schema and label ontology", True)
+            )
         except PoolFormatError as error:
-            report.checks.append(Check(f"v1.0 {split}: every row follows the pair schema and label ontology",
-                                       False, str(error)))
+            report.checks.append(
+                Check(
+                    f"v1.0 {split}: every row follows the pair schema and label ontology", False, str(error)
+                )
+            )
     for split in SPLITS:
         duplicated = v1[split]["pair_id"][v1[split]["pair_id"].duplicated()]
-        report.checks.append(Check(f"v1.0 {split}: pair_ids unique", duplicated.empty,
-                                   "" if duplicated.empty else f"{duplicated.iloc[0]!r} repeated"))
-    report.checks.append(_overlap_check("v1.0: no pair_id in two splits", v1, lambda f: f["pair_id"].to_numpy(str)))
+        report.checks.append(
+            Check(
+                f"v1.0 {split}: pair_ids unique",
+                duplicated.empty,
+                "" if duplicated.empty else f"{duplicated.iloc[0]!r} repeated",
+            )
+        )
+    report.checks.append(
+        _overlap_check("v1.0: no pair_id in two splits", v1, lambda f: f["pair_id"].to_numpy(str))
+    )
     report.checks.append(_overlap_check("v1.0: no article in two splits", v1, _articles))
     report.checks.append(_overlap_check("v1.0: no claim in two splits", v1, _claims))
     for split in ("dev", "test"):
         heuristic = v1[split][v1[split]["label_source"] != "llm"]
-        report.checks.append(Check(f"v1.0 {split}: only LLM labels", heuristic.empty,
-                                   "" if heuristic.empty else f"pair {heuristic['pair_id'].iloc[0]!r} is "
-                                   f"{heuristic['label_source'].iloc[0]!r}"))
+        report.checks.append(
+            Check(
+                f"v1.0 {split}: only LLM labels",
+                heuristic.empty,
+                ""
+                if heuristic.empty
+                else f"pair {heuristic['pair_id'].iloc[0]!r} is {heuristic['label_source'].iloc[0]!r}",
+            )
+        )
     for split in SPLITS:
         low = v1[split][pd.to_numeric(v1[split]["confidence"]) < MIN_CONFIDENCE]
-        report.checks.append(Check(f"v1.0 {split}: confidence >= {MIN_CONFIDENCE}", low.empty,
-                                   "" if low.empty else f"pair {low['pair_id'].iloc[0]!r} has {low['confidence'].iloc[0]}"))
+        report.checks.append(
+            Check(
+                f"v1.0 {split}: confidence >= {MIN_CONFIDENCE}",
+                low.empty,
+                "" if low.empty else f"pair {low['pair_id'].iloc[0]!r} has {low['confidence'].iloc[0]}",
+            )
+        )
     report.label_sources = {split: v1[split]["label_source"].value_counts().to_dict() for split in SPLITS}
     legacy = configs.get("v1.0-pairlevel")
     if legacy and all(split in legacy for split in SPLITS):
@@ -153,8 +193,10 @@ def read_hub_folder(directory: str | Path) -> dict:
         for data_file in entry.get("data_files", []):
             path = directory / data_file["path"]
             if not path.is_file():
-                raise FolderFormatError(f"{readme}: config {entry['config_name']!r} split {data_file['split']!r} "
-                                        f"points to {path}, which does not exist")
+                raise FolderFormatError(
+                    f"{readme}: config {entry['config_name']!r} split {data_file['split']!r} "
+                    f"points to {path}, which does not exist"
+                )
             splits[data_file["split"]] = pd.read_parquet(path)
         configs[entry["config_name"]] = splits
     if "v1.0" not in configs:

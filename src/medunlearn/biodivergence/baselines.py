@@ -27,9 +27,17 @@ def pair_text(frame: pd.DataFrame) -> pd.Series:
 
 def _records(frame: pd.DataFrame, conflict, axes, confounder, reconciliation) -> list[dict]:
     return [
-        {"conflict_type": c, "axes": list(a), "dominant_confounder": d, "reconciliation": r,
-         "evidence_a": ea, "evidence_b": eb}
-        for c, a, d, r, ea, eb in zip(conflict, axes, confounder, reconciliation, frame["claim_a"], frame["claim_b"])
+        {
+            "conflict_type": c,
+            "axes": list(a),
+            "dominant_confounder": d,
+            "reconciliation": r,
+            "evidence_a": ea,
+            "evidence_b": eb,
+        }
+        for c, a, d, r, ea, eb in zip(
+            conflict, axes, confounder, reconciliation, frame["claim_a"], frame["claim_b"]
+        )
     ]
 
 
@@ -49,13 +57,15 @@ class MajorityBaseline:
 
     def predict(self, frame: pd.DataFrame) -> list[dict]:
         n = len(frame)
-        return _records(frame, [self.conflict_type] * n, [self.axes] * n, [self.confounder] * n,
-                        [self.reconciliation] * n)
+        return _records(
+            frame, [self.conflict_type] * n, [self.axes] * n, [self.confounder] * n, [self.reconciliation] * n
+        )
 
 
 @dataclass
 class LexicalBaselineConfig:
     """TF-IDF of the pair text (word 1–2-grams, sublinear tf) and L2 logistic regressions (ours)."""
+
     ngram_range: tuple[int, int] = (1, 2)
     min_df: int = 1
     max_features: int = 50_000
@@ -86,8 +96,12 @@ class LexicalBaseline:
         from sklearn.multiclass import OneVsRestClassifier
         from sklearn.preprocessing import MultiLabelBinarizer
 
-        self.vectorizer = TfidfVectorizer(ngram_range=self.config.ngram_range, min_df=self.config.min_df,
-                                          max_features=self.config.max_features, sublinear_tf=True)
+        self.vectorizer = TfidfVectorizer(
+            ngram_range=self.config.ngram_range,
+            min_df=self.config.min_df,
+            max_features=self.config.max_features,
+            sublinear_tf=True,
+        )
         features = self.vectorizer.fit_transform(pair_text(train))
         self.train_features = features
         self.train_reconciliation = train["reconciliation"].to_numpy(object)
@@ -120,7 +134,9 @@ class LexicalBaseline:
         confounder = self._predict_column("dominant_confounder", features)
         indicator = np.tile(self.axis_constant, (len(frame), 1))
         if self.axis_model is not None:
-            indicator[:, self.axis_columns] = np.asarray(self.axis_model.predict(features)).reshape(len(frame), -1)
+            indicator[:, self.axis_columns] = np.asarray(self.axis_model.predict(features)).reshape(
+                len(frame), -1
+            )
         axis_names = np.array(AXIS_IDS, dtype=object)
         axes = [list(axis_names[row.astype(bool)]) for row in indicator]
         # The confounder must be one of the predicted axes; otherwise predict none.
@@ -135,7 +151,8 @@ PROMPT_INSTRUCTIONS = (
     "Answer with one JSON object and nothing else, with the keys:\n"
     '  "conflict_type": one of ' + ", ".join(label.id for label in CONFLICT_TYPES) + "\n"
     '  "axes": a list of the context axes on which the two studies differ, from '
-    + ", ".join(label.id for label in DIVERGENCE_AXES) + "\n"
+    + ", ".join(label.id for label in DIVERGENCE_AXES)
+    + "\n"
     '  "dominant_confounder": the axis that best explains the disagreement, or "none"\n'
     '  "reconciliation": one sentence explaining how both claims can hold\n'
 )
@@ -165,6 +182,7 @@ class ZeroShotConfig:
 
 class ZeroShotBaseline:
     """Prompt a causal LM for the JSON of the four outputs; returns its raw text (the metric parses it)."""
+
     name = "zero-shot"
 
     def __init__(self, model, tokenizer, config: ZeroShotConfig | None = None):
@@ -178,15 +196,22 @@ class ZeroShotBaseline:
         conversations = [zero_shot_prompt(a, b) for a, b in zip(frame["claim_a"], frame["claim_b"])]
         prefix = self.config.response_prefix
         if getattr(self.tokenizer, "chat_template", None):
-            return [self.tokenizer.apply_chat_template(c, tokenize=False, add_generation_prompt=True) + prefix
-                    for c in conversations]
+            return [
+                self.tokenizer.apply_chat_template(c, tokenize=False, add_generation_prompt=True) + prefix
+                for c in conversations
+            ]
         return [c[0]["content"] + "\n" + c[1]["content"] + "\n" + prefix for c in conversations]
 
     def predict(self, frame: pd.DataFrame) -> list[str]:
 
-        outputs = generate_texts(self.model, self.tokenizer, self.prompts(frame),
-                                 max_new_tokens=self.config.max_new_tokens, batch_size=self.config.batch_size,
-                                 max_prompt_tokens=self.config.max_prompt_tokens)
+        outputs = generate_texts(
+            self.model,
+            self.tokenizer,
+            self.prompts(frame),
+            max_new_tokens=self.config.max_new_tokens,
+            batch_size=self.config.batch_size,
+            max_prompt_tokens=self.config.max_prompt_tokens,
+        )
         return [self.config.response_prefix + text for text in outputs]
 
 
@@ -203,7 +228,6 @@ def make_baseline(name: str, *, model: str | None = None, device: str | None = N
     if name == "zero-shot":
         import torch
 
-
         loaded_model, tokenizer = load_model(model or "smollm2-135m")
         loaded_model.to(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         return ZeroShotBaseline(loaded_model, tokenizer, **kwargs)
@@ -214,8 +238,11 @@ def prediction_rows(frame: pd.DataFrame, predictions: list) -> list[dict]:
     """Rows of a predictions file: pair_id plus the record, or pair_id plus the raw ``prediction`` text."""
     rows = []
     for pair_id, prediction in zip(frame["pair_id"], predictions):
-        rows.append({"pair_id": pair_id, **prediction} if isinstance(prediction, dict)
-                    else {"pair_id": pair_id, "prediction": prediction})
+        rows.append(
+            {"pair_id": pair_id, **prediction}
+            if isinstance(prediction, dict)
+            else {"pair_id": pair_id, "prediction": prediction}
+        )
     return rows
 
 

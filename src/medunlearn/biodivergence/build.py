@@ -31,23 +31,38 @@ class PoolSource:
 
 def load_pool(source: PoolSource, seed: int):
     """``(pool, build parameters for the card)``."""
-    chosen = [name for name, given in (("pool", source.pool), ("pubmedqa", source.pubmedqa),
-                                       ("synthetic", source.synthetic)) if given]
+    chosen = [
+        name
+        for name, given in (
+            ("pool", source.pool),
+            ("pubmedqa", source.pubmedqa),
+            ("synthetic", source.synthetic),
+        )
+        if given
+    ]
     if len(chosen) != 1:
-        raise InputError(f"give exactly one pool source (pool file, PubMedQA or synthetic), got {chosen or 'none'}")
+        raise InputError(
+            f"give exactly one pool source (pool file, PubMedQA or synthetic), got {chosen or 'none'}"
+        )
     if source.pool:
         return read_pool(source.pool), {"source": f"pool file {Path(source.pool).name}"}
     if source.pubmedqa:
         config = PubMedQAPoolConfig(seed=seed, label_source=source.pubmedqa_label_source)
         return pubmedqa_pool(source.pubmedqa, config), {
             "source": "PubMedQA PQA-L conclusions paired within MeSH terms (medunlearn rule labels)",
-            "pubmedqa": config.__dict__, "license": "mit"}
+            "pubmedqa": config.__dict__,
+            "license": "mit",
+        }
     return normalise_pool(generate_pair_pool(n_pairs=source.pairs, seed=seed), "synthetic pool"), {
-        "source": "fictitious pool (medunlearn.biodivergence.synthetic)", "pairs": source.pairs, "license": "cc0-1.0"}
+        "source": "fictitious pool (medunlearn.biodivergence.synthetic)",
+        "pairs": source.pairs,
+        "license": "cc0-1.0",
+    }
 
 
-def build_biodivergence(out: str | os.PathLike, source: PoolSource, *, seed: int = 0,
-                        save_pool: str | os.PathLike | None = None) -> tuple[Path, SplitStats]:
+def build_biodivergence(
+    out: str | os.PathLike, source: PoolSource, *, seed: int = 0, save_pool: str | os.PathLike | None = None
+) -> tuple[Path, SplitStats]:
     """Split the pool of ``source`` and write the folder ``out``; returns ``(folder, split statistics)``.
 
     >>> import tempfile
@@ -58,9 +73,16 @@ def build_biodivergence(out: str | os.PathLike, source: PoolSource, *, seed: int
     pool, params = load_pool(source, seed)
     config = SplitConfig(seed=seed)
     configs, stats = build_splits(pool, config)
-    params.update({"seed": seed, "min_confidence": config.min_confidence, "proportions": list(config.proportions),
-                   "pairlevel_proportions": list(config.pairlevel_proportions),
-                   "max_unit_share": config.max_unit_share, "max_drop_fraction": config.max_drop_fraction})
+    params.update(
+        {
+            "seed": seed,
+            "min_confidence": config.min_confidence,
+            "proportions": list(config.proportions),
+            "pairlevel_proportions": list(config.pairlevel_proportions),
+            "max_unit_share": config.max_unit_share,
+            "max_drop_fraction": config.max_drop_fraction,
+        }
+    )
     if save_pool:
         write_pool(pool, save_pool)
     folder = write_hub_folder(configs, stats, out, params)

@@ -61,12 +61,16 @@ def read_predictions(path: str | os.PathLike, pair_ids) -> list:
             raise PredictionsFormatError(f"{path}: line {line_number}: needs a `pair_id` field")
         pair_id = row.pop("pair_id")
         if pair_id not in wanted:
-            raise PredictionsFormatError(f"{path}: line {line_number}: pair_id {pair_id!r} is not in the gold split")
+            raise PredictionsFormatError(
+                f"{path}: line {line_number}: pair_id {pair_id!r} is not in the gold split"
+            )
         if pair_id in found:
             raise PredictionsFormatError(f"{path}: line {line_number}: pair_id {pair_id!r} appears twice")
         if "prediction" in row:
             if not isinstance(row["prediction"], str):
-                raise PredictionsFormatError(f"{path}: line {line_number}: field `prediction` must be a string")
+                raise PredictionsFormatError(
+                    f"{path}: line {line_number}: field `prediction` must be a string"
+                )
             found[pair_id] = row["prediction"]
         else:
             try:
@@ -75,8 +79,10 @@ def read_predictions(path: str | os.PathLike, pair_ids) -> list:
                 raise PredictionsFormatError(f"{path}: line {line_number}: {error}") from None
     missing = [pair_id for pair_id in pair_ids if pair_id not in found]
     if missing:
-        warnings.warn(f"{len(missing)} pairs have no prediction in {path} (e.g. {missing[0]!r}); they count as wrong",
-                      stacklevel=2)
+        warnings.warn(
+            f"{len(missing)} pairs have no prediction in {path} (e.g. {missing[0]!r}); they count as wrong",
+            stacklevel=2,
+        )
     return [found.get(pair_id, "") for pair_id in pair_ids]
 
 
@@ -88,11 +94,19 @@ def references_of(gold: pd.DataFrame) -> list[dict]:
     return references
 
 
-def evaluate_biodivergence(data: str | os.PathLike, out: str | os.PathLike | None = None, *,
-                           baseline: str | None = None, predictions: str | os.PathLike | None = None,
-                           config: str = "v1.0", split: str = "test", limit: int | None = None,
-                           model: str | None = None, zero_shot: ZeroShotConfig | None = None,
-                           device: str | None = None) -> dict:
+def evaluate_biodivergence(
+    data: str | os.PathLike,
+    out: str | os.PathLike | None = None,
+    *,
+    baseline: str | None = None,
+    predictions: str | os.PathLike | None = None,
+    config: str = "v1.0",
+    split: str = "test",
+    limit: int | None = None,
+    model: str | None = None,
+    zero_shot: ZeroShotConfig | None = None,
+    device: str | None = None,
+) -> dict:
     """Score a ``baseline`` (fit on the config's train split) or a ``predictions`` file on ``config/split``.
 
     Writes ``out/metrics.json`` (and, for a baseline, ``out/predictions.jsonl``); ``out`` defaults to
@@ -102,8 +116,11 @@ def evaluate_biodivergence(data: str | os.PathLike, out: str | os.PathLike | Non
         raise PredictionsFormatError("give exactly one of a baseline or a predictions file")
     splits, gold = gold_split(data, config, split, limit)
     if baseline:
-        options = {"model": model, "config": zero_shot or ZeroShotConfig(), "device": device} \
-            if baseline == "zero-shot" else {}
+        options = (
+            {"model": model, "config": zero_shot or ZeroShotConfig(), "device": device}
+            if baseline == "zero-shot"
+            else {}
+        )
         predicted = make_baseline(baseline, **options).fit(splits["train"]).predict(gold)
         name = baseline
     else:

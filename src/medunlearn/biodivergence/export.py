@@ -26,7 +26,12 @@ from medunlearn.biodivergence.splits import SPLITS, SplitStats
 from medunlearn.ontology.biodivergence import CONFLICT_TYPES, DIVERGENCE_AXES
 
 CONFIG_NAMES = ("v1.0", "v1.0-pairlevel")
-PARQUET_SETTINGS = {"compression": "zstd", "compression_level": 3, "use_dictionary": True, "write_statistics": False}
+PARQUET_SETTINGS = {
+    "compression": "zstd",
+    "compression_level": 3,
+    "use_dictionary": True,
+    "write_statistics": False,
+}
 
 CITATION = """@article{biodivergence2026,
   title   = {BioDivergence: contextual contradictions in biomedical abstracts},
@@ -38,9 +43,13 @@ CITATION = """@article{biodivergence2026,
 def frame_to_table(frame: pd.DataFrame) -> pa.Table:
     """An Arrow table with the pair schema and the ``datasets`` features in its metadata."""
     features = pair_features()
-    table = pa.Table.from_pandas(frame[list(PAIR_COLUMNS)], schema=features.arrow_schema, preserve_index=False)
+    table = pa.Table.from_pandas(
+        frame[list(PAIR_COLUMNS)], schema=features.arrow_schema, preserve_index=False
+    )
     # Drop pandas' metadata (it records the pandas version); keep only the datasets features.
-    return table.replace_schema_metadata({"huggingface": json.dumps({"info": {"features": features.to_dict()}})})
+    return table.replace_schema_metadata(
+        {"huggingface": json.dumps({"info": {"features": features.to_dict()}})}
+    )
 
 
 def write_parquet(frame: pd.DataFrame, path: Path) -> Path:
@@ -82,15 +91,30 @@ def dataset_card(configs: dict, stats: SplitStats, audit_lines: list[str], build
         for split in SPLITS:
             frame = configs[name][split]
             llm = int((frame["label_source"] == "llm").sum())
-            split_rows.append([name, split, len(frame), llm, len(frame) - llm,
-                               int((frame["conflict_type"] == "contextual_contradiction").sum())])
-    domain_counts = pd.concat(
-        [configs["v1.0"][split]["domain"].value_counts().rename(split) for split in SPLITS], axis=1
-    ).reindex(DOMAINS).fillna(0).astype(int)
-    domain_rows = [[domain, *row] for domain, row in zip(domain_counts.index, domain_counts.to_numpy().tolist())]
+            split_rows.append(
+                [
+                    name,
+                    split,
+                    len(frame),
+                    llm,
+                    len(frame) - llm,
+                    int((frame["conflict_type"] == "contextual_contradiction").sum()),
+                ]
+            )
+    domain_counts = (
+        pd.concat([configs["v1.0"][split]["domain"].value_counts().rename(split) for split in SPLITS], axis=1)
+        .reindex(DOMAINS)
+        .fillna(0)
+        .astype(int)
+    )
+    domain_rows = [
+        [domain, *row] for domain, row in zip(domain_counts.index, domain_counts.to_numpy().tolist())
+    ]
     ontology_rows = [["conflict type", label.id, label.definition] for label in CONFLICT_TYPES]
-    ontology_rows += [["axis" + ("" if label.primary else " (provisional)"), label.id, label.definition]
-                      for label in DIVERGENCE_AXES]
+    ontology_rows += [
+        ["axis" + ("" if label.primary else " (provisional)"), label.id, label.definition]
+        for label in DIVERGENCE_AXES
+    ]
     body = f"""# BioDivergence claim pairs (built with medunlearn)
 
 Pairs of claims from biomedical abstracts, each labelled with why they disagree: a conflict type (one of

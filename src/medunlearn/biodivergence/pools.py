@@ -37,7 +37,9 @@ def read_pool(path: str | Path) -> pd.DataFrame:
         elif path.suffix == ".json":
             frame = pd.DataFrame(json.loads(path.read_text()))
         else:
-            raise PoolFormatError(f"{path}: unknown pool format {path.suffix!r}; use .jsonl, .json or .parquet")
+            raise PoolFormatError(
+                f"{path}: unknown pool format {path.suffix!r}; use .jsonl, .json or .parquet"
+            )
     except (ValueError, json.JSONDecodeError) as error:
         if isinstance(error, PoolFormatError):
             raise
@@ -64,13 +66,37 @@ def write_pool(frame: pd.DataFrame, path: str | Path) -> Path:
 
 # MeSH terms that mark a context difference, by the axis they feed [ours].
 MESH_AXES: dict[str, tuple[str, ...]] = {
-    "population": ("Infant", "Child", "Child, Preschool", "Adolescent", "Adult", "Young Adult", "Middle Aged",
-                   "Aged", "Aged, 80 and over", "Pregnancy", "Infant, Newborn"),
-    "study_design": ("Retrospective Studies", "Prospective Studies", "Cross-Sectional Studies",
-                     "Case-Control Studies", "Cohort Studies", "Randomized Controlled Trials as Topic",
-                     "Follow-Up Studies", "Longitudinal Studies"),
-    "clinical_setting": ("Hospitals", "Intensive Care Units", "Emergency Service, Hospital", "Primary Health Care",
-                         "Outpatients", "Inpatients"),
+    "population": (
+        "Infant",
+        "Child",
+        "Child, Preschool",
+        "Adolescent",
+        "Adult",
+        "Young Adult",
+        "Middle Aged",
+        "Aged",
+        "Aged, 80 and over",
+        "Pregnancy",
+        "Infant, Newborn",
+    ),
+    "study_design": (
+        "Retrospective Studies",
+        "Prospective Studies",
+        "Cross-Sectional Studies",
+        "Case-Control Studies",
+        "Cohort Studies",
+        "Randomized Controlled Trials as Topic",
+        "Follow-Up Studies",
+        "Longitudinal Studies",
+    ),
+    "clinical_setting": (
+        "Hospitals",
+        "Intensive Care Units",
+        "Emergency Service, Hospital",
+        "Primary Health Care",
+        "Outpatients",
+        "Inpatients",
+    ),
     "intervention": ("Drug Therapy", "Surgical Procedures, Operative", "Radiotherapy", "Laparoscopy"),
 }
 DOMAIN_PATTERNS: tuple[tuple[str, str], ...] = (
@@ -135,10 +161,14 @@ def pubmedqa_pool(path: str | Path, config: PubMedQAPoolConfig | None = None) ->
             raise PoolFormatError(f"{path}: records lack the field {field!r}")
     articles["claim"] = _first_sentence(articles["LONG_ANSWER"].fillna(""))
     articles["abstract"] = articles["CONTEXTS"].map(" ".join) + " " + articles["LONG_ANSWER"]
-    articles["domain"] = _domain(articles["QUESTION"] + " " + articles["MESHES"].map(" ".join) + " " + articles["abstract"])
+    articles["domain"] = _domain(
+        articles["QUESTION"] + " " + articles["MESHES"].map(" ".join) + " " + articles["abstract"]
+    )
     articles = articles[articles["claim"].str.len() > 0]
 
-    terms = articles["MESHES"].explode().dropna().rename("term").reset_index().rename(columns={"index": "pmid"})
+    terms = (
+        articles["MESHES"].explode().dropna().rename("term").reset_index().rename(columns={"index": "pmid"})
+    )
     term_count = terms["term"].map(terms["term"].value_counts())
     terms = terms[(term_count >= 2) & (term_count <= max(2, config.max_term_share * len(articles)))]
     rng = np.random.default_rng(config.seed)
@@ -170,27 +200,41 @@ def pubmedqa_pool(path: str | Path, config: PubMedQAPoolConfig | None = None) ->
     decision_a, decision_b = a["final_decision"].to_numpy(), b["final_decision"].to_numpy()
     maybe = (decision_a == "maybe") | (decision_b == "maybe")
     conflict = np.where(
-        maybe, "insufficient_evidence",
-        np.where(decision_a != decision_b,
-                 np.where(has_axis, "contextual_contradiction", "direct_contradiction"), "no_conflict"),
+        maybe,
+        "insufficient_evidence",
+        np.where(
+            decision_a != decision_b,
+            np.where(has_axis, "contextual_contradiction", "direct_contradiction"),
+            "no_conflict",
+        ),
     )
     carries_confounder = (conflict == "contextual_contradiction") & has_axis
     confounder = np.where(carries_confounder, axis_names[np.argmax(matrix, axis=1)], NO_CONFOUNDER)
     reconciliation = np.where(
         carries_confounder,
-        "The conclusions differ in " + pd.Series(confounder).str.replace("_", " ") + "; both can hold in their own context.",
+        "The conclusions differ in "
+        + pd.Series(confounder).str.replace("_", " ")
+        + "; both can hold in their own context.",
         np.where(conflict == "no_conflict", "The conclusions agree.", ""),
     )
-    frame = pd.DataFrame({
-        "pair_id": "pqa-" + pairs["article_a"] + "-" + pairs["article_b"],
-        "domain": a["domain"],
-        "claim_a": a["claim"], "claim_b": b["claim"],
-        "article_a": pairs["article_a"], "article_b": pairs["article_b"],
-        "abstract_a": a["abstract"], "abstract_b": b["abstract"],
-        "conflict_type": conflict, "axes": axes, "dominant_confounder": confounder,
-        "reconciliation": reconciliation,
-        "evidence_a": a["claim"], "evidence_b": b["claim"],
-        "label_source": config.label_source,
-        "confidence": np.where(maybe, 0.5, 0.6),
-    })
+    frame = pd.DataFrame(
+        {
+            "pair_id": "pqa-" + pairs["article_a"] + "-" + pairs["article_b"],
+            "domain": a["domain"],
+            "claim_a": a["claim"],
+            "claim_b": b["claim"],
+            "article_a": pairs["article_a"],
+            "article_b": pairs["article_b"],
+            "abstract_a": a["abstract"],
+            "abstract_b": b["abstract"],
+            "conflict_type": conflict,
+            "axes": axes,
+            "dominant_confounder": confounder,
+            "reconciliation": reconciliation,
+            "evidence_a": a["claim"],
+            "evidence_b": b["claim"],
+            "label_source": config.label_source,
+            "confidence": np.where(maybe, 0.5, 0.6),
+        }
+    )
     return normalise_pool(frame, source=str(path))

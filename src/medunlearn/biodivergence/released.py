@@ -50,7 +50,13 @@ RELEASED_COLUMN_MAP: dict[str, str] = {
     "annotation_source": "label_source",
     "label_confidence": "confidence",
 }
-RELEASED_SPLIT_MAP: dict[str, str] = {"validation": "dev", "valid": "dev", "dev": "dev", "train": "train", "test": "test"}
+RELEASED_SPLIT_MAP: dict[str, str] = {
+    "validation": "dev",
+    "valid": "dev",
+    "dev": "dev",
+    "train": "train",
+    "test": "test",
+}
 
 
 class ReleasedSchemaError(MedunlearnError, ValueError):
@@ -66,7 +72,9 @@ def normalise_label(value: str | None) -> str:
     if value is None:
         return NO_CONFOUNDER
     key = re.sub(r"[\s/\-]+", "_", str(value).strip().lower())
-    by_name = {re.sub(r"[\s/\-]+", "_", label.name): label.id for label in (*CONFLICT_TYPES, *DIVERGENCE_AXES)}
+    by_name = {
+        re.sub(r"[\s/\-]+", "_", label.name): label.id for label in (*CONFLICT_TYPES, *DIVERGENCE_AXES)
+    }
     return by_name.get(key, key) if key else NO_CONFOUNDER
 
 
@@ -78,8 +86,13 @@ def _map_batch(batch: dict) -> dict:
     return batch
 
 
-def load_released(path_or_repo: str = RELEASED_REPO, config: str | None = None, *,
-                  column_map: dict[str, str] | None = None, split_map: dict[str, str] | None = None):
+def load_released(
+    path_or_repo: str = RELEASED_REPO,
+    config: str | None = None,
+    *,
+    column_map: dict[str, str] | None = None,
+    split_map: dict[str, str] | None = None,
+):
     """The released dataset as a ``DatasetDict`` in our schema (splits train/dev/test).
 
     ``path_or_repo`` is a Hub id or a local folder shaped like a Hub dataset (README ``configs:`` or plain
@@ -87,22 +100,36 @@ def load_released(path_or_repo: str = RELEASED_REPO, config: str | None = None, 
     """
     from datasets import DatasetDict
 
-
     column_map = RELEASED_COLUMN_MAP if column_map is None else column_map
     split_map = RELEASED_SPLIT_MAP if split_map is None else split_map
     loaded = load_config(path_or_repo, config)
     out = {}
     for split_name, dataset in loaded.items():
-        renames = {old: new for old, new in column_map.items() if old in dataset.column_names and new not in dataset.column_names}
+        renames = {
+            old: new
+            for old, new in column_map.items()
+            if old in dataset.column_names and new not in dataset.column_names
+        }
         dataset = dataset.rename_columns(renames)
-        missing = [name for name in REQUIRED_COLUMNS if name not in dataset.column_names and name not in ("label_source", "confidence", "domain")]
+        missing = [
+            name
+            for name in REQUIRED_COLUMNS
+            if name not in dataset.column_names and name not in ("label_source", "confidence", "domain")
+        ]
         if missing:
             raise ReleasedSchemaError(
                 f"{path_or_repo} split {split_name!r}: no column for {missing} after the column map; "
                 f"columns are {dataset.column_names}. Add them to RELEASED_COLUMN_MAP or pass column_map="
             )
-        defaults = {"label_source": "llm", "confidence": 1.0, "domain": "clinical_trials_epidemiology",
-                    "abstract_a": "", "abstract_b": "", "reconciliation": "", "dominant_confounder": NO_CONFOUNDER}
+        defaults = {
+            "label_source": "llm",
+            "confidence": 1.0,
+            "domain": "clinical_trials_epidemiology",
+            "abstract_a": "",
+            "abstract_b": "",
+            "reconciliation": "",
+            "dominant_confounder": NO_CONFOUNDER,
+        }
         for name, value in defaults.items():
             if name not in dataset.column_names:
                 dataset = dataset.add_column(name, [value] * len(dataset))
@@ -112,7 +139,9 @@ def load_released(path_or_repo: str = RELEASED_REPO, config: str | None = None, 
         dataset = dataset.map(_map_batch, batched=True)
         unknown = sorted(set(dataset["conflict_type"]) - {label.id for label in CONFLICT_TYPES})
         if unknown:
-            raise ReleasedSchemaError(f"{path_or_repo} split {split_name!r}: unknown conflict types {unknown}")
+            raise ReleasedSchemaError(
+                f"{path_or_repo} split {split_name!r}: unknown conflict types {unknown}"
+            )
         unknown_axes = sorted({a for axes in dataset["axes"] for a in axes} - set(AXIS_IDS))
         if unknown_axes:
             raise ReleasedSchemaError(f"{path_or_repo} split {split_name!r}: unknown axes {unknown_axes}")

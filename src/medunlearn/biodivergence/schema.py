@@ -23,17 +23,50 @@ LABEL_SOURCES: tuple[str, ...] = ("llm", "heuristic")
 MIN_CONFIDENCE = 0.45  # [paper] train keeps heuristic labels with confidence >= 0.45
 
 STRING_COLUMNS = (
-    "pair_id", "domain", "claim_a", "claim_b", "article_a", "article_b", "abstract_a", "abstract_b",
-    "conflict_type", "dominant_confounder", "reconciliation", "evidence_a", "evidence_b", "label_source",
+    "pair_id",
+    "domain",
+    "claim_a",
+    "claim_b",
+    "article_a",
+    "article_b",
+    "abstract_a",
+    "abstract_b",
+    "conflict_type",
+    "dominant_confounder",
+    "reconciliation",
+    "evidence_a",
+    "evidence_b",
+    "label_source",
 )
 PAIR_COLUMNS: tuple[str, ...] = (
-    "pair_id", "domain", "claim_a", "claim_b", "article_a", "article_b", "abstract_a", "abstract_b",
-    "conflict_type", "axes", "dominant_confounder", "reconciliation", "evidence_a", "evidence_b",
-    "label_source", "confidence",
+    "pair_id",
+    "domain",
+    "claim_a",
+    "claim_b",
+    "article_a",
+    "article_b",
+    "abstract_a",
+    "abstract_b",
+    "conflict_type",
+    "axes",
+    "dominant_confounder",
+    "reconciliation",
+    "evidence_a",
+    "evidence_b",
+    "label_source",
+    "confidence",
 )
 REQUIRED_COLUMNS: tuple[str, ...] = (
-    "pair_id", "domain", "claim_a", "claim_b", "article_a", "article_b", "conflict_type", "axes",
-    "label_source", "confidence",
+    "pair_id",
+    "domain",
+    "claim_a",
+    "claim_b",
+    "article_a",
+    "article_b",
+    "conflict_type",
+    "axes",
+    "label_source",
+    "confidence",
 )
 
 
@@ -67,19 +100,28 @@ def normalise_pool(frame: pd.DataFrame, source: str = "pool") -> pd.DataFrame:
     if missing:
         raise PoolFormatError(f"{source}: missing column(s) {missing}; a pool needs {list(REQUIRED_COLUMNS)}")
     frame = frame.reset_index(drop=True).copy()
-    defaults = {"abstract_a": "", "abstract_b": "", "reconciliation": "", "dominant_confounder": NO_CONFOUNDER}
+    defaults = {
+        "abstract_a": "",
+        "abstract_b": "",
+        "reconciliation": "",
+        "dominant_confounder": NO_CONFOUNDER,
+    }
     for name, value in defaults.items():
         if name not in frame.columns:
             frame[name] = value
     for side in ("a", "b"):
         if f"evidence_{side}" not in frame.columns:
             frame[f"evidence_{side}"] = frame[f"claim_{side}"]
-    frame["dominant_confounder"] = frame["dominant_confounder"].fillna(NO_CONFOUNDER).replace("", NO_CONFOUNDER)
+    frame["dominant_confounder"] = (
+        frame["dominant_confounder"].fillna(NO_CONFOUNDER).replace("", NO_CONFOUNDER)
+    )
     for name in ("abstract_a", "abstract_b", "reconciliation"):
         frame[name] = frame[name].fillna("")
 
     def fail(row: int, field: str, why: str):
-        raise PoolFormatError(f"{source}: row {row}, field `{field}`: {why} (got {frame.at[row, field]!r})"[:500])
+        raise PoolFormatError(
+            f"{source}: row {row}, field `{field}`: {why} (got {frame.at[row, field]!r})"[:500]
+        )
 
     for name in STRING_COLUMNS:
         column = frame[name]
@@ -108,11 +150,17 @@ def normalise_pool(frame: pd.DataFrame, source: str = "pool") -> pd.DataFrame:
     exploded = axes.explode().dropna()
     bad_axes = ~exploded.isin(AXIS_IDS)
     if bad_axes.any():
-        fail(int(exploded.index[bad_axes.to_numpy()][0]), "axes", f"unknown axis; allowed: {', '.join(AXIS_IDS)}")
+        fail(
+            int(exploded.index[bad_axes.to_numpy()][0]),
+            "axes",
+            f"unknown axis; allowed: {', '.join(AXIS_IDS)}",
+        )
     # The confounder must be among the pair's own axes: compare "row|axis" keys instead of looping rows.
     axis_keys = exploded.index.astype(str) + "|" + exploded.astype(str)
     confounder_keys = frame.index.astype(str) + "|" + frame["dominant_confounder"]
-    confounder_ok = frame["dominant_confounder"].eq(NO_CONFOUNDER).to_numpy() | confounder_keys.isin(axis_keys)
+    confounder_ok = frame["dominant_confounder"].eq(NO_CONFOUNDER).to_numpy() | confounder_keys.isin(
+        axis_keys
+    )
     row = _first_bad(confounder_ok)
     if row is not None:
         fail(row, "dominant_confounder", "must be one of the pair's axes or 'none'")

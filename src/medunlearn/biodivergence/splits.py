@@ -83,17 +83,21 @@ class SplitStats:
 def clean_pool(frame: pd.DataFrame, min_confidence: float = MIN_CONFIDENCE) -> tuple[pd.DataFrame, dict]:
     """Keep one row per pair_id (the LLM copy, then the most confident, then the first) and drop
     every row with confidence < ``min_confidence``. Returns the cleaned frame and the counts removed."""
-    order = np.lexsort((
-        np.arange(len(frame)),
-        -frame["confidence"].to_numpy(np.float64),
-        (frame["label_source"] != "llm").to_numpy(),
-        pd.factorize(frame["pair_id"], sort=True)[0],
-    ))
+    order = np.lexsort(
+        (
+            np.arange(len(frame)),
+            -frame["confidence"].to_numpy(np.float64),
+            (frame["label_source"] != "llm").to_numpy(),
+            pd.factorize(frame["pair_id"], sort=True)[0],
+        )
+    )
     pair_ids = frame["pair_id"].to_numpy(object)[order]
     first_copy = np.r_[True, pair_ids[1:] != pair_ids[:-1]]
     confident = frame["confidence"].to_numpy(np.float64)[order] >= min_confidence
-    counts = {"duplicate_rows_removed": int((~first_copy).sum()),
-              "low_confidence_removed": int((first_copy & ~confident).sum())}
+    counts = {
+        "duplicate_rows_removed": int((~first_copy).sum()),
+        "low_confidence_removed": int((first_copy & ~confident).sum()),
+    }
     # ``order`` is sorted by pair_id already, so one take gives the cleaned frame in pair_id order.
     return frame.iloc[order[first_copy & confident]].reset_index(drop=True), counts
 
@@ -106,11 +110,13 @@ def normalise_claim(texts: pd.Series) -> pd.Series:
 def pair_keys(frame: pd.DataFrame) -> tuple[np.ndarray, int]:
     """Integer ids of each pair's four keys (article_a, article_b, claim_a, claim_b); returns (n × 4, n_keys)."""
     n = len(frame)
-    article_codes, articles = pd.factorize(np.concatenate([frame["article_a"].to_numpy(object),
-                                                           frame["article_b"].to_numpy(object)]))
+    article_codes, articles = pd.factorize(
+        np.concatenate([frame["article_a"].to_numpy(object), frame["article_b"].to_numpy(object)])
+    )
     # Normalise each distinct claim text once, then merge texts that normalise alike.
-    raw_codes, raw_claims = pd.factorize(np.concatenate([frame["claim_a"].to_numpy(object),
-                                                         frame["claim_b"].to_numpy(object)]))
+    raw_codes, raw_claims = pd.factorize(
+        np.concatenate([frame["claim_a"].to_numpy(object), frame["claim_b"].to_numpy(object)])
+    )
     normalised_codes, _ = pd.factorize(normalise_claim(pd.Series(raw_claims, dtype=object)).to_numpy(object))
     claim_codes = normalised_codes[raw_codes] + len(articles)
     keys = np.stack([article_codes[:n], article_codes[n:], claim_codes[:n], claim_codes[n:]], axis=1)
@@ -165,8 +171,9 @@ def spectral_key_order(keys: np.ndarray, n_keys: int, seed: int = 0, max_iterati
     from scipy.sparse.linalg import lobpcg
 
     n = keys.shape[0]
-    incidence = coo_matrix((np.ones(keys.size), (np.repeat(np.arange(n), keys.shape[1]), keys.ravel())),
-                           shape=(n, n_keys)).tocsr()
+    incidence = coo_matrix(
+        (np.ones(keys.size), (np.repeat(np.arange(n), keys.shape[1]), keys.ravel())), shape=(n, n_keys)
+    ).tocsr()
     adjacency = (incidence.T @ incidence).tocsr()
     adjacency.setdiag(0)
     adjacency.eliminate_zeros()
@@ -181,8 +188,14 @@ def spectral_key_order(keys: np.ndarray, n_keys: int, seed: int = 0, max_iterati
     start = np.random.default_rng(seed).standard_normal((n_keys, 1))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # LOBPCG warns when it stops before full convergence; see docstring
-        _, vectors = lobpcg(normalised, start, Y=(root / np.linalg.norm(root))[:, None], largest=True,
-                            maxiter=max_iterations, tol=1e-5)
+        _, vectors = lobpcg(
+            normalised,
+            start,
+            Y=(root / np.linalg.norm(root))[:, None],
+            largest=True,
+            maxiter=max_iterations,
+            tol=1e-5,
+        )
     return _rank(vectors[:, 0] / root)
 
 
@@ -205,8 +218,14 @@ def _best_cut(kept_before: np.ndarray, crossing: np.ndarray, need: float, low: i
     return int(candidates[np.argmin(np.abs(kept - need))])
 
 
-def carve_component(keys: np.ndarray, is_llm: np.ndarray, position: np.ndarray, dev_need: float,
-                    test_need: float, test_at_end: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def carve_component(
+    keys: np.ndarray,
+    is_llm: np.ndarray,
+    position: np.ndarray,
+    dev_need: float,
+    test_need: float,
+    test_at_end: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
     """Sweep-cut one component along a key order into segments: dev [0, c1), test [c1, c2), train [c2, end)
     or, with ``test_at_end``, dev [0, c1), train [c1, c2), test [c2, end).
 
@@ -227,7 +246,9 @@ def carve_component(keys: np.ndarray, is_llm: np.ndarray, position: np.ndarray, 
     else:
         start = c1
     kept_after = np.cumsum(np.bincount(high[after & is_llm] + 1, minlength=size))
-    crossing_after = np.cumsum(np.bincount(low[after] + 1, minlength=size) - np.bincount(high[after] + 1, minlength=size))
+    crossing_after = np.cumsum(
+        np.bincount(low[after] + 1, minlength=size) - np.bincount(high[after] + 1, minlength=size)
+    )
     c2 = _best_cut(kept_after, crossing_after, test_need, low=start)
     split = np.full(keys.shape[0], "", dtype=object)
     first_segment = position[keys].max(axis=1) < c1
@@ -249,8 +270,16 @@ def _groupwise_cumsum(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
     return total - offsets
 
 
-def peel_component(keys: np.ndarray, is_llm: np.ndarray, n_hubs: int, dev_need: float, test_need: float,
-                   cap: float, max_drop_fraction: float, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def peel_component(
+    keys: np.ndarray,
+    is_llm: np.ndarray,
+    n_hubs: int,
+    dev_need: float,
+    test_need: float,
+    cap: float,
+    max_drop_fraction: float,
+    seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
     """Cut one component by keeping its ``n_hubs`` highest-degree keys (hub articles/claims) in train.
 
     Without the hubs the component falls into pieces. A piece moved to dev/test loses its pairs that touch a
@@ -282,8 +311,9 @@ def peel_component(keys: np.ndarray, is_llm: np.ndarray, n_hubs: int, dev_need: 
     chosen = chosen[rng.permutation(chosen.size)]
     midpoint = np.cumsum(kept[chosen]) - kept[chosen] / 2
     unit_split = np.full(sizes.size, "train", dtype=object)
-    unit_split[chosen] = np.where(midpoint < kept[chosen].sum() * dev_need / max(dev_need + test_need, 1e-9),
-                                  "dev", "test")
+    unit_split[chosen] = np.where(
+        midpoint < kept[chosen].sum() * dev_need / max(dev_need + test_need, 1e-9), "dev", "test"
+    )
     split = unit_split[labels]
     in_eval = split != "train"
     bridging = in_eval & touches_hub
@@ -291,21 +321,34 @@ def peel_component(keys: np.ndarray, is_llm: np.ndarray, n_hubs: int, dev_need: 
     return split, bridging
 
 
-def _carve_largest(keys: np.ndarray, is_llm: np.ndarray, dev_need: float, test_need: float, cap: float,
-                   config: SplitConfig) -> tuple[np.ndarray, np.ndarray]:
+def _carve_largest(
+    keys: np.ndarray, is_llm: np.ndarray, dev_need: float, test_need: float, cap: float, config: SplitConfig
+) -> tuple[np.ndarray, np.ndarray]:
     """Cut one oversized component with both cutters and several settings; keep the cut that reaches the
     dev/test needs (within 10%) with the fewest bridging pairs, else the one that keeps the most pairs."""
     codes, uniques = pd.factorize(keys.ravel())
     sub_keys = codes.reshape(keys.shape)
     position = spectral_key_order(sub_keys, len(uniques), seed=config.seed)
-    options = [carve_component(sub_keys, is_llm, p, dev_need, test_need, test_at_end)
-               for p in (position, position.max() - position)  # spectral sweep from either end
-               for test_at_end in (False, True)]
+    options = [
+        carve_component(sub_keys, is_llm, p, dev_need, test_need, test_at_end)
+        for p in (position, position.max() - position)  # spectral sweep from either end
+        for test_at_end in (False, True)
+    ]
     n_hubs = 1
     while n_hubs <= max(1, len(uniques) // 10):
         # Pieces may be as large as half a split: here granularity matters less than keeping pairs.
-        options.append(peel_component(sub_keys, is_llm, n_hubs, dev_need, test_need,
-                                      max(cap, 0.5 * min(dev_need, test_need)), config.max_drop_fraction, config.seed))
+        options.append(
+            peel_component(
+                sub_keys,
+                is_llm,
+                n_hubs,
+                dev_need,
+                test_need,
+                max(cap, 0.5 * min(dev_need, test_need)),
+                config.max_drop_fraction,
+                config.seed,
+            )
+        )
         n_hubs *= 2
     need = dev_need + test_need
 
@@ -321,8 +364,14 @@ def article_disjoint_split(frame: pd.DataFrame, config: SplitConfig | None = Non
     """Split label per row of a *cleaned* pool: "train", "dev", "test" or "" (dropped), and the stats."""
     config = config or SplitConfig()
     n = len(frame)
-    stats = {"components": 0, "largest_component_pairs": 0, "percolating": False, "carved_component_pairs": 0,
-             "bridging_pairs_dropped": 0, "heuristic_pairs_dropped_from_eval": 0}
+    stats = {
+        "components": 0,
+        "largest_component_pairs": 0,
+        "percolating": False,
+        "carved_component_pairs": 0,
+        "bridging_pairs_dropped": 0,
+        "heuristic_pairs_dropped_from_eval": 0,
+    }
     if n == 0:
         return np.array([], dtype=object), stats
     rng = np.random.default_rng(config.seed)
@@ -363,8 +412,9 @@ def article_disjoint_split(frame: pd.DataFrame, config: SplitConfig | None = Non
     # Stage 3 (percolation): per domain, what small units could not supply is carved out of the domain's
     # largest component.
     chosen_kept_by_split = {
-        name: np.bincount(unit_domain[chosen], weights=kept[chosen] * (unit_split[chosen] == name),
-                          minlength=len(DOMAINS))
+        name: np.bincount(
+            unit_domain[chosen], weights=kept[chosen] * (unit_split[chosen] == name), minlength=len(DOMAINS)
+        )
         for name in ("dev", "test")
     }
     for domain in range(len(DOMAINS)):
@@ -399,7 +449,7 @@ def pair_level_split(frame: pd.DataFrame, config: SplitConfig | None = None) -> 
     n_dev = min(dev_target, llm_rows.size - n_test)
     split = np.full(n, "train", dtype=object)
     split[llm_rows[:n_test]] = "test"
-    split[llm_rows[n_test:n_test + n_dev]] = "dev"
+    split[llm_rows[n_test : n_test + n_dev]] = "dev"
     return split
 
 

@@ -73,7 +73,11 @@ CONTEXT_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
 # Fields whose values are mentioned in the claim sentence; the others only in the abstract.
 SENTENCE_FIELDS = ("population", "geography", "study_design", "time_period")
 DIRECTIONS = ("was associated with lower", "was associated with higher", "was not associated with")
-OTHER_CLASSES = ("underspecified_surface_contradiction", "insufficient_evidence", "unresolved_scientific_controversy")
+OTHER_CLASSES = (
+    "underspecified_surface_contradiction",
+    "insufficient_evidence",
+    "unresolved_scientific_controversy",
+)
 
 
 @dataclass
@@ -123,7 +127,9 @@ def generate_pair_pool(config: SyntheticPoolConfig | None = None, **overrides) -
     base_context = np.stack([rng.integers(0, len(values), n_groups) for _, values in CONTEXT_FIELDS], axis=1)
     # An article keeps its group's context except on fields that change, so pairs differ on a few axes.
     changes = rng.random((n_articles, n_fields)) < config.field_change_rate
-    random_values = np.stack([rng.integers(0, len(values), n_articles) for _, values in CONTEXT_FIELDS], axis=1)
+    random_values = np.stack(
+        [rng.integers(0, len(values), n_articles) for _, values in CONTEXT_FIELDS], axis=1
+    )
     article_context = np.where(changes, random_values, base_context[group_of_article])
 
     pair_group = rng.integers(0, n_groups, n)
@@ -147,20 +153,41 @@ def generate_pair_pool(config: SyntheticPoolConfig | None = None, **overrides) -
 
     # Article-specific numbers make every (article, claim) sentence distinct, as real claims are.
     sample_size = rng.integers(40, 5000, n_articles)
-    effect = np.where(article_direction == 0, rng.uniform(0.3, 0.95, (3, n_articles)),
-                      np.where(article_direction == 1, rng.uniform(1.05, 3.0, (3, n_articles)),
-                               rng.uniform(0.9, 1.1, (3, n_articles)))).T
+    effect = np.where(
+        article_direction == 0,
+        rng.uniform(0.3, 0.95, (3, n_articles)),
+        np.where(
+            article_direction == 1,
+            rng.uniform(1.05, 3.0, (3, n_articles)),
+            rng.uniform(0.9, 1.1, (3, n_articles)),
+        ),
+    ).T
     odds_ratio = np.char.mod("%.2f", effect).astype(object)
 
     def claim_text(article: np.ndarray, claim_index: np.ndarray) -> pd.Series:
         context = article_context[article]
         pieces = {name: _pick(values, context[:, i]) for i, (name, values) in enumerate(CONTEXT_FIELDS)}
         text = (
-            "In " + pd.Series(pieces["study_design"]) + " of " + pieces["population"] + " "
-            + pieces["geography"] + " " + pieces["time_period"] + ", "
-            + exposures[pair_group] + " " + _pick(DIRECTIONS, article_direction[article]) + " "
-            + outcome_prefix[claim_index] + outcomes[pair_group] + " (n = " + sample_size[article].astype(str)
-            + ", odds ratio " + odds_ratio[article, claim_index] + ")."
+            "In "
+            + pd.Series(pieces["study_design"])
+            + " of "
+            + pieces["population"]
+            + " "
+            + pieces["geography"]
+            + " "
+            + pieces["time_period"]
+            + ", "
+            + exposures[pair_group]
+            + " "
+            + _pick(DIRECTIONS, article_direction[article])
+            + " "
+            + outcome_prefix[claim_index]
+            + outcomes[pair_group]
+            + " (n = "
+            + sample_size[article].astype(str)
+            + ", odds ratio "
+            + odds_ratio[article, claim_index]
+            + ")."
         )
         return text
 
@@ -168,9 +195,16 @@ def generate_pair_pool(config: SyntheticPoolConfig | None = None, **overrides) -
         context = article_context[article]
         pieces = {name: _pick(values, context[:, i]) for i, (name, values) in enumerate(CONTEXT_FIELDS)}
         return (
-            "Fictitious abstract. Samples: " + pd.Series(pieces["sample_source"]) + " analysed with "
-            + pieces["assay_protocol"] + " (" + pieces["molecular_context"] + "; " + pieces["biological_strain"]
-            + "). " + claim
+            "Fictitious abstract. Samples: "
+            + pd.Series(pieces["sample_source"])
+            + " analysed with "
+            + pieces["assay_protocol"]
+            + " ("
+            + pieces["molecular_context"]
+            + "; "
+            + pieces["biological_strain"]
+            + "). "
+            + claim
         )
 
     claim_a = claim_text(article_a, claim_a_index)
@@ -181,9 +215,13 @@ def generate_pair_pool(config: SyntheticPoolConfig | None = None, **overrides) -
     axes = [list(field_names[row]) for row in differ]  # list-of-lists is the output format itself
     opposite = article_direction[article_a] != article_direction[article_b]
     has_axis = differ.any(axis=1)
-    conflict = np.where(opposite, np.where(has_axis, "contextual_contradiction", "direct_contradiction"), "no_conflict")
+    conflict = np.where(
+        opposite, np.where(has_axis, "contextual_contradiction", "direct_contradiction"), "no_conflict"
+    )
     other = rng.random(n) < config.other_class_share
-    conflict = np.where(other, _pick(OTHER_CLASSES, rng.integers(0, len(OTHER_CLASSES), n)), conflict).astype(object)
+    conflict = np.where(other, _pick(OTHER_CLASSES, rng.integers(0, len(OTHER_CLASSES), n)), conflict).astype(
+        object
+    )
 
     # Dominant confounder: a random differing axis (argmax of random scores over the differing ones).
     scores = np.where(differ, rng.random(differ.shape), -1.0)
@@ -192,38 +230,47 @@ def generate_pair_pool(config: SyntheticPoolConfig | None = None, **overrides) -
     axes = [a if c != "no_conflict" else [] for a, c in zip(axes, conflict)]
     # Look the confounder's two values up in one (field, value) table instead of looping over pairs.
     width = max(len(values) for _, values in CONTEXT_FIELDS)
-    value_table = np.array([list(values) + [""] * (width - len(values)) for _, values in CONTEXT_FIELDS], dtype=object)
+    value_table = np.array(
+        [list(values) + [""] * (width - len(values)) for _, values in CONTEXT_FIELDS], dtype=object
+    )
     conf_col = np.argmax(scores, axis=1)
     value_a = value_table[conf_col, article_context[article_a, conf_col]]
     value_b = value_table[conf_col, article_context[article_b, conf_col]]
     reconciliation = np.where(
         confounder == NO_CONFOUNDER,
         "Both findings can hold together; no reconciling factor is needed.",
-        "The findings differ in " + pd.Series(confounder).str.replace("_", " ") + ": claim A concerns "
-        + value_a + " whereas claim B concerns " + value_b + ".",
+        "The findings differ in "
+        + pd.Series(confounder).str.replace("_", " ")
+        + ": claim A concerns "
+        + value_a
+        + " whereas claim B concerns "
+        + value_b
+        + ".",
     )
 
     heuristic = rng.random(n) < config.heuristic_share
     confidence = np.where(heuristic, rng.uniform(0.3, 0.9, n), rng.uniform(0.5, 1.0, n)).round(3)
     article_ids = (31_000_000 + rng.permutation(n_articles) * 7 + 3).astype(str)
-    frame = pd.DataFrame({
-        "pair_id": np.char.add("bd-", np.char.zfill(np.arange(n).astype(str), 7)),
-        "domain": _pick(DOMAINS, domain_index),
-        "claim_a": claim_a,
-        "claim_b": claim_b,
-        "article_a": article_ids[article_a],
-        "article_b": article_ids[article_b],
-        "abstract_a": abstract_text(article_a, claim_a),
-        "abstract_b": abstract_text(article_b, claim_b),
-        "conflict_type": conflict,
-        "axes": axes,
-        "dominant_confounder": confounder,
-        "reconciliation": reconciliation,
-        "evidence_a": claim_a,
-        "evidence_b": claim_b,
-        "label_source": np.where(heuristic, "heuristic", "llm").astype(object),
-        "confidence": confidence,
-    })
+    frame = pd.DataFrame(
+        {
+            "pair_id": np.char.add("bd-", np.char.zfill(np.arange(n).astype(str), 7)),
+            "domain": _pick(DOMAINS, domain_index),
+            "claim_a": claim_a,
+            "claim_b": claim_b,
+            "article_a": article_ids[article_a],
+            "article_b": article_ids[article_b],
+            "abstract_a": abstract_text(article_a, claim_a),
+            "abstract_b": abstract_text(article_b, claim_b),
+            "conflict_type": conflict,
+            "axes": axes,
+            "dominant_confounder": confounder,
+            "reconciliation": reconciliation,
+            "evidence_a": claim_a,
+            "evidence_b": claim_b,
+            "label_source": np.where(heuristic, "heuristic", "llm").astype(object),
+            "confidence": confidence,
+        }
+    )
     duplicates = frame.sample(frac=config.duplicate_share, random_state=config.seed).copy()
     duplicates["label_source"] = np.where(duplicates["label_source"] == "llm", "heuristic", "llm")
     duplicates["confidence"] = np.maximum(duplicates["confidence"], 0.5)

@@ -20,7 +20,10 @@ from medunlearn.errors import MedunlearnError
 # name -> (module, one-line summary). Order is the order of the data flow.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "amnesia": ("medunlearn.cli.amnesia", "build, audit and publish AMNESIA dataset folders"),
-    "biodivergence": ("medunlearn.cli.biodivergence", "build, audit and evaluate BioDivergence claim-pair splits"),
+    "biodivergence": (
+        "medunlearn.cli.biodivergence",
+        "build, audit and evaluate BioDivergence claim-pair splits",
+    ),
     "finetune": ("medunlearn.cli.finetune", "notes pretraining then QA SFT: the model to unlearn from"),
     "unlearn": ("medunlearn.cli.unlearn", "run an unlearning method on a model"),
     "evaluate": ("medunlearn.cli.evaluate", "score a model on an AMNESIA (or TOFU) forget config"),
@@ -33,7 +36,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 
 def _available_subcommands() -> dict[str, tuple[str, str]]:
     """Subcommands whose module is installed (extras may be missing)."""
-    return {name: entry for name, entry in SUBCOMMANDS.items() if importlib.util.find_spec(entry[0]) is not None}
+    return {
+        name: entry for name, entry in SUBCOMMANDS.items() if importlib.util.find_spec(entry[0]) is not None
+    }
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,7 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("command", choices=sorted(commands), metavar="COMMAND", help="one of the commands below")
+    parser.add_argument(
+        "command", choices=sorted(commands), metavar="COMMAND", help="one of the commands below"
+    )
     parser.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     parser.add_argument("--version", action="version", version=f"medunlearn {__version__}")
     return parser

@@ -36,17 +36,32 @@ def build_parser(prog: str = "medunlearn amnesia") -> argparse.ArgumentParser:
         epilog="example:\n  medunlearn amnesia build --out amnesia --patients 200 --seed 0",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    build.add_argument("--out", required=True, help="folder to write (atomically: nothing half-written on failure)")
-    build.add_argument("--source", choices=["synthetic", "pmc-patients"], default="synthetic",
-                       help="synthetic: the embedded fictitious cohort (default); pmc-patients: --notes and --qa")
-    build.add_argument("--patients", type=int, default=8820, help="cohort size for --source synthetic (default: 8820, "
-                                                                 "the paper's)")
+    build.add_argument(
+        "--out", required=True, help="folder to write (atomically: nothing half-written on failure)"
+    )
+    build.add_argument(
+        "--source",
+        choices=["synthetic", "pmc-patients"],
+        default="synthetic",
+        help="synthetic: the embedded fictitious cohort (default); pmc-patients: --notes and --qa",
+    )
+    build.add_argument(
+        "--patients",
+        type=int,
+        default=8820,
+        help="cohort size for --source synthetic (default: 8820, the paper's)",
+    )
     build.add_argument("--seed", type=int, default=0, help="fixes the cohort, the holdout and every split")
     build.add_argument("--notes", help="PMC-Patients file (.csv, .json or .jsonl) for --source pmc-patients")
-    build.add_argument("--qa", help="QA file (.jsonl: patient_id, qa_type, question, answer) for --source pmc-patients")
-    build.add_argument("--disease-level", default=",".join(DISEASE_LEVEL_DEFAULT),
-                       help=f"comma-separated diseases with disease-level splits (default: %(default)s; "
-                            f"known: {', '.join(DISEASES)})")
+    build.add_argument(
+        "--qa", help="QA file (.jsonl: patient_id, qa_type, question, answer) for --source pmc-patients"
+    )
+    build.add_argument(
+        "--disease-level",
+        default=",".join(DISEASE_LEVEL_DEFAULT),
+        help=f"comma-separated diseases with disease-level splits (default: %(default)s; "
+        f"known: {', '.join(DISEASES)})",
+    )
     build.add_argument("--qa-per-type", type=int, default=4, help="QA of each type per patient (default: 4)")
     build.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
 
@@ -78,8 +93,15 @@ def run(args: argparse.Namespace) -> int:
         start = time.perf_counter()
         diseases = [d.strip() for d in args.disease_level.split(",") if d.strip()]
         folder = build_amnesia(
-            args.out, overwrite=args.overwrite, source=args.source, patients=args.patients, seed=args.seed,
-            notes_path=args.notes, qa_path=args.qa, disease_level=diseases, qa_per_type=args.qa_per_type,
+            args.out,
+            overwrite=args.overwrite,
+            source=args.source,
+            patients=args.patients,
+            seed=args.seed,
+            notes_path=args.notes,
+            qa_path=args.qa,
+            disease_level=diseases,
+            qa_per_type=args.qa_per_type,
         )
         print_split_table(Path(folder))
         print(f"wrote {folder} in {time.perf_counter() - start:.1f} s")

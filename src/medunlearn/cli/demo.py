@@ -28,7 +28,10 @@ def build_parser(prog: str = "medunlearn demo") -> argparse.ArgumentParser:
         "--out", default="runs/demo", help="folder for everything the demo writes (default runs/demo)"
     )
     parser.add_argument(
-        "--patients", type=int, default=None, help=f"cohort size (default {FULL.patients}, {QUICK.patients} with --quick)"
+        "--patients",
+        type=int,
+        default=None,
+        help=f"cohort size (default {FULL.patients}, {QUICK.patients} with --quick)",
     )
     parser.add_argument("--seed", type=int, default=0, help="fixes the cohort, the splits and the model")
     parser.add_argument("--quick", action="store_true", help="a one-minute version (used by the tests)")

@@ -51,11 +51,21 @@ def build_parser(prog: str = "medunlearn evaluate") -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--model", metavar="CKPT", help="model folder (or Hub id) to evaluate")
-    parser.add_argument("--data", metavar="DIR", help="AMNESIA folder (as written by `medunlearn amnesia build`)")
-    parser.add_argument("--forget", metavar="CONFIG", help="forget config, e.g. forget_10 or disease_cancer_forget_5")
-    parser.add_argument("--out", metavar="EVALDIR", required=True, help="evaluation folder to write (EVALDIR)")
-    parser.add_argument("--before", metavar="CKPT", help="the model before unlearning: AFE compares against its answers")
-    parser.add_argument("--retain-model", metavar="CKPT", help="a model never trained on the forget patients: MIA privleak")
+    parser.add_argument(
+        "--data", metavar="DIR", help="AMNESIA folder (as written by `medunlearn amnesia build`)"
+    )
+    parser.add_argument(
+        "--forget", metavar="CONFIG", help="forget config, e.g. forget_10 or disease_cancer_forget_5"
+    )
+    parser.add_argument(
+        "--out", metavar="EVALDIR", required=True, help="evaluation folder to write (EVALDIR)"
+    )
+    parser.add_argument(
+        "--before", metavar="CKPT", help="the model before unlearning: AFE compares against its answers"
+    )
+    parser.add_argument(
+        "--retain-model", metavar="CKPT", help="a model never trained on the forget patients: MIA privleak"
+    )
     parser.add_argument(
         "--before-outputs",
         metavar="DIR",
@@ -63,30 +73,49 @@ def build_parser(prog: str = "medunlearn evaluate") -> argparse.ArgumentParser:
         "evaluations with the same --before, data and settings so the before model runs once",
     )
     parser.add_argument(
-        "--embedding-similarity", action="store_true",
+        "--embedding-similarity",
+        action="store_true",
         help="answer similarity = mean of ROUGE-L F1 and the offline MiniLM embedding cosine (default: ROUGE-L F1)",
     )
     parser.add_argument("--name", help="method name shown in reports (default: the model folder's name)")
     parser.add_argument("--batch-size", type=int, default=16, help="sequences per batch (default 16)")
     parser.add_argument(
-        "--max-new-tokens", type=int, default=None,
+        "--max-new-tokens",
+        type=int,
+        default=None,
         help=f"generation length limit (default {RunnerConfig.max_new_tokens}; TOFU: the preset's)",
     )
     parser.add_argument(
-        "--max-retain-patients", type=int, default=100,
+        "--max-retain-patients",
+        type=int,
+        default=100,
         help="seeded sample of retained patients per population (default 100; 0 keeps all)",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the retained-patient sample (default 0)")
-    parser.add_argument("--overwrite", action="store_true", help="discard outputs already in --out (a --before-outputs folder only if stale)")
-    parser.add_argument("--rescore", action="store_true", help="only recompute summary.json from --out's outputs")
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="discard outputs already in --out (a --before-outputs folder only if stale)",
+    )
+    parser.add_argument(
+        "--rescore", action="store_true", help="only recompute summary.json from --out's outputs"
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.add_argument(
-        "--benchmark", choices=("amnesia", "tofu"), default="amnesia",
+        "--benchmark",
+        choices=("amnesia", "tofu"),
+        default="amnesia",
         help="tofu: --data is a TOFU-format folder or Hub id, --forget forget01/05/10; TOFU metric set",
     )
     tofu = parser.add_argument_group("TOFU conventions (--benchmark tofu)")
-    tofu.add_argument("--preset", "--tofu-preset", dest="preset", default="medunlearn", choices=sorted(PRESETS),
-                      help="conventions preset (open-unlearning: the reference implementation's)")
+    tofu.add_argument(
+        "--preset",
+        "--tofu-preset",
+        dest="preset",
+        default="medunlearn",
+        choices=sorted(PRESETS),
+        help="conventions preset (open-unlearning: the reference implementation's)",
+    )
     tofu.add_argument("--system-prompt", help="override the preset's system prompt")
     tofu.add_argument("--stop", action="append", help="stop string cutting generations (repeatable)")
     return parser
@@ -130,7 +159,9 @@ def _evaluate_amnesia(args) -> dict | None:
         embedding_similarity=args.embedding_similarity,
         name=args.name,
         runner_config=_runner_config(args),
-        population_config=PopulationConfig(max_retain_patients=args.max_retain_patients or None, seed=args.seed),
+        population_config=PopulationConfig(
+            max_retain_patients=args.max_retain_patients or None, seed=args.seed
+        ),
         overwrite=args.overwrite,
     )
     return summary if summary or launched_processes().is_main else None
@@ -144,9 +175,16 @@ def _run_tofu(args) -> int:
     missing = missing_options(args, "--model", "--data")
     if missing:
         raise InputError(f"{', '.join(missing)} required")
-    summary = evaluate_tofu(args.model, args.data, args.forget or "forget10", Path(args.out),
-                            retain_model=args.retain_model, conventions=tofu_conventions(args),
-                            runner_config=_runner_config(args), overwrite=args.overwrite)
+    summary = evaluate_tofu(
+        args.model,
+        args.data,
+        args.forget or "forget10",
+        Path(args.out),
+        retain_model=args.retain_model,
+        conventions=tofu_conventions(args),
+        runner_config=_runner_config(args),
+        overwrite=args.overwrite,
+    )
     print_tofu_summary(summary, Path(args.out))
     return 0
 

@@ -38,11 +38,15 @@ def build_parser(prog: str = "medunlearn finetune") -> argparse.ArgumentParser:
     add_model_arguments(parser, "Hub id, local folder, tiny-llama or smollm2-135m")
     parser.add_argument("--data", required=True, help="AMNESIA folder (or Hub id)")
     parser.add_argument("--out", required=True, type=Path, help="output folder")
-    parser.add_argument("--notes-epochs", type=float, default=1.0, help="stage 1 epochs over the notes (0: skip)")
+    parser.add_argument(
+        "--notes-epochs", type=float, default=1.0, help="stage 1 epochs over the notes (0: skip)"
+    )
     parser.add_argument("--qa-epochs", type=float, default=3.0, help="stage 2 epochs over the seen QA")
     parser.add_argument("--tiny-vocab-size", type=int, default=2048, help="tiny-llama tokenizer size")
     parser.add_argument(
-        "--benchmark", choices=("amnesia", "tofu"), default="amnesia",
+        "--benchmark",
+        choices=("amnesia", "tofu"),
+        default="amnesia",
         help="tofu: --data is a TOFU-format folder or Hub id (no notes stage; QA SFT on `full`)",
     )
     return parser
@@ -52,7 +56,9 @@ def run(args) -> int:
     if not args.model:
         raise UnlearningInputError("--model is required")
     model_args = model_arguments(args)
-    script_args = FinetuneArguments(args.data, str(args.out), args.notes_epochs, args.qa_epochs, args.benchmark)
+    script_args = FinetuneArguments(
+        args.data, str(args.out), args.notes_epochs, args.qa_epochs, args.benchmark
+    )
     out = run_finetune(script_args, model_args, default_sft_config(model_args, args.out, args.overrides))
     if out is not None:  # under accelerate launch, only the process that wrote the folder says so
         print(f"fine-tuned model written to {out}")

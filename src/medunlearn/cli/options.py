@@ -21,17 +21,31 @@ def add_model_arguments(parser: argparse.ArgumentParser, model_help: str) -> Non
     defaults = ModelArguments("")
     parser.add_argument("--model", help=model_help)
     parser.add_argument("--lora", action="store_true", help="train a LoRA adapter instead of all weights")
-    parser.add_argument("--lora-r", type=int, default=defaults.lora_r, help=f"LoRA rank (default {defaults.lora_r})")
-    parser.add_argument("--lora-alpha", type=int, default=defaults.lora_alpha,
-                        help=f"LoRA alpha (default {defaults.lora_alpha})")
-    parser.add_argument("--load-in-4bit", action="store_true",
-                        help="QLoRA: load the model in 4-bit NF4 and train a LoRA adapter (bitsandbytes: the qlora extra)")
+    parser.add_argument(
+        "--lora-r", type=int, default=defaults.lora_r, help=f"LoRA rank (default {defaults.lora_r})"
+    )
+    parser.add_argument(
+        "--lora-alpha",
+        type=int,
+        default=defaults.lora_alpha,
+        help=f"LoRA alpha (default {defaults.lora_alpha})",
+    )
+    parser.add_argument(
+        "--load-in-4bit",
+        action="store_true",
+        help="QLoRA: load the model in 4-bit NF4 and train a LoRA adapter (bitsandbytes: the qlora extra)",
+    )
 
 
 def model_arguments(args: argparse.Namespace) -> ModelArguments:
-    return ModelArguments(args.model, lora=args.lora, lora_r=args.lora_r, lora_alpha=args.lora_alpha,
-                          load_in_4bit=args.load_in_4bit,
-                          tiny_vocab_size=getattr(args, "tiny_vocab_size", ModelArguments("").tiny_vocab_size))
+    return ModelArguments(
+        args.model,
+        lora=args.lora,
+        lora_r=args.lora_r,
+        lora_alpha=args.lora_alpha,
+        load_in_4bit=args.load_in_4bit,
+        tiny_vocab_size=getattr(args, "tiny_vocab_size", ModelArguments("").tiny_vocab_size),
+    )
 
 
 def missing_options(args: argparse.Namespace, *flags: str) -> list[str]:

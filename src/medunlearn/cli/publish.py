@@ -14,6 +14,7 @@ EPILOG = """example:
 The folder must hold a model card (README.md, written by `medunlearn unlearn`) and weights as safetensors
 (model*.safetensors or adapter_model.safetensors); pickled weights (*.bin, *.pt) are refused."""
 
+
 def build_parser(prog: str = "medunlearn publish") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,

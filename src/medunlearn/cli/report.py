@@ -21,14 +21,17 @@ def build_parser(prog: str = "medunlearn report") -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("eval_dirs", nargs="+", metavar="EVALDIR", help="folders written by `medunlearn evaluate`")
-    parser.add_argument("--out", default="report", help="where report.json and the PNGs go (default: ./report)")
+    parser.add_argument(
+        "eval_dirs", nargs="+", metavar="EVALDIR", help="folders written by `medunlearn evaluate`"
+    )
+    parser.add_argument(
+        "--out", default="report", help="where report.json and the PNGs go (default: ./report)"
+    )
     return parser
 
 
 def run(args) -> int:
     from rich.console import Console
-
 
     console = Console()
     if not console.is_terminal:  # piped or logged: rich would assume 80 columns and squeeze the numbers away

@@ -41,7 +41,9 @@ def build_parser(prog: str = "medunlearn tofu") -> argparse.ArgumentParser:
     build.add_argument("--out", required=True, type=Path, help="folder to write")
     build.add_argument("--authors", type=int, default=20, help="fictitious authors in `full` (default 20)")
     build.add_argument("--qa-per-author", type=int, default=4, help="questions per author, 1-5 (default 4)")
-    build.add_argument("--perturbed", type=int, default=3, help="perturbed answers per question, 1-5 (default 3)")
+    build.add_argument(
+        "--perturbed", type=int, default=3, help="perturbed answers per question, 1-5 (default 3)"
+    )
     build.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
 
     evaluate = commands.add_parser("evaluate", help="score a model with the TOFU metric set")
@@ -49,20 +51,36 @@ def build_parser(prog: str = "medunlearn tofu") -> argparse.ArgumentParser:
     evaluate.add_argument("--data", required=True, help="TOFU-format folder or Hub id (locuslab/TOFU)")
     evaluate.add_argument("--forget", default="forget10", choices=FORGET_CONFIGS, help="forget config")
     evaluate.add_argument("--out", required=True, type=Path, help="evaluation folder to write")
-    evaluate.add_argument("--retain-model", help="model fine-tuned without the forget set: forget quality, privleak")
-    evaluate.add_argument("--preset", "--tofu-preset", dest="preset", default="medunlearn", choices=sorted(PRESETS), help="conventions preset")
+    evaluate.add_argument(
+        "--retain-model", help="model fine-tuned without the forget set: forget quality, privleak"
+    )
+    evaluate.add_argument(
+        "--preset",
+        "--tofu-preset",
+        dest="preset",
+        default="medunlearn",
+        choices=sorted(PRESETS),
+        help="conventions preset",
+    )
     evaluate.add_argument("--max-new-tokens", type=int, help="override the preset's generation length")
     evaluate.add_argument("--stop", action="append", help="stop string cutting generations (repeatable)")
     evaluate.add_argument("--system-prompt", help="override the preset's system prompt")
-    evaluate.add_argument("--batch-size", type=int, default=16, help="sequences per forward pass (default 16)")
+    evaluate.add_argument(
+        "--batch-size", type=int, default=16, help="sequences per forward pass (default 16)"
+    )
     evaluate.add_argument("--no-progress", action="store_true", help="no progress bars")
     evaluate.add_argument("--overwrite", action="store_true", help="discard outputs of another run in --out")
 
-    compare = commands.add_parser("compare", help="our summary vs a reference TOFU_SUMMARY.json, metric by metric")
+    compare = commands.add_parser(
+        "compare", help="our summary vs a reference TOFU_SUMMARY.json, metric by metric"
+    )
     compare.add_argument("ours", type=Path, help="our summary.json (or TOFU_SUMMARY.json)")
-    compare.add_argument("reference", type=Path, help="OpenUnlearning's TOFU_SUMMARY.json (or TOFU_EVAL.json)")
-    compare.add_argument("--tolerance", type=float, default=None,
-                         help="exit 1 if any shared metric differs by more than this")
+    compare.add_argument(
+        "reference", type=Path, help="OpenUnlearning's TOFU_SUMMARY.json (or TOFU_EVAL.json)"
+    )
+    compare.add_argument(
+        "--tolerance", type=float, default=None, help="exit 1 if any shared metric differs by more than this"
+    )
     return parser
 
 
@@ -84,7 +102,9 @@ def _compare(args) -> int:
 
     print(f"{'metric':<26}{'ours':>14}{'reference':>14}{'|diff|':>12}")
     for row in rows:
-        print(f"{row['metric']:<26}{show(row['ours']):>14}{show(row['reference']):>14}{show(row['abs_difference']):>12}")
+        print(
+            f"{row['metric']:<26}{show(row['ours']):>14}{show(row['reference']):>14}{show(row['abs_difference']):>12}"
+        )
     differences = [row["abs_difference"] for row in rows if row["abs_difference"] is not None]
     if args.tolerance is not None and differences and max(differences) > args.tolerance:
         print(f"largest difference {max(differences):.3g} exceeds --tolerance {args.tolerance}")
@@ -113,15 +133,26 @@ def print_tofu_summary(summary: dict, out: Path) -> None:
 def run(args) -> int:
 
     if args.action == "build":
-        folder = build_tofu_folder(args.out, authors=args.authors, qa_per_author=args.qa_per_author,
-                                   perturbed=args.perturbed, seed=args.seed)
+        folder = build_tofu_folder(
+            args.out,
+            authors=args.authors,
+            qa_per_author=args.qa_per_author,
+            perturbed=args.perturbed,
+            seed=args.seed,
+        )
         print(f"wrote TOFU-format folder {folder}")
         return 0
     if args.action == "compare":
         return _compare(args)
-    summary = evaluate_tofu(args.model, args.data, args.forget, args.out, retain_model=args.retain_model,
-                            conventions=tofu_conventions(args),
-                            runner_config=RunnerConfig(batch_size=args.batch_size, progress=not args.no_progress),
-                            overwrite=args.overwrite)
+    summary = evaluate_tofu(
+        args.model,
+        args.data,
+        args.forget,
+        args.out,
+        retain_model=args.retain_model,
+        conventions=tofu_conventions(args),
+        runner_config=RunnerConfig(batch_size=args.batch_size, progress=not args.no_progress),
+        overwrite=args.overwrite,
+    )
     print_tofu_summary(summary, args.out)
     return 0

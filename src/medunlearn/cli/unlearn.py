@@ -45,9 +45,13 @@ def build_parser(prog: str = "medunlearn unlearn") -> argparse.ArgumentParser:
     parser.add_argument("--forget", help="forget config, e.g. forget_10 or disease_cancer_forget_5")
     parser.add_argument("--retain", help="retain config (default: derived from --forget)")
     parser.add_argument("--out", type=Path, help="output folder for the unlearned model")
-    parser.add_argument("--help-method", action="store_true", help="print the method config's options and exit")
     parser.add_argument(
-        "--benchmark", choices=("amnesia", "tofu"), default="amnesia",
+        "--help-method", action="store_true", help="print the method config's options and exit"
+    )
+    parser.add_argument(
+        "--benchmark",
+        choices=("amnesia", "tofu"),
+        default="amnesia",
         help="tofu: --data is a TOFU-format folder or Hub id (--forget forget10 -> retain90)",
     )
     return parser

@@ -118,9 +118,16 @@ def evaluate_unlearning(
         # exactly what this run would compute, and other evaluations are reusing them.
         shared = role == "before" and before_outputs is not None
         run_model(
-            loaded, loaded_tokenizer, role_examples, outputs[role], runner_config, model_id=model_id, passes=passes,
+            loaded,
+            loaded_tokenizer,
+            role_examples,
+            outputs[role],
+            runner_config,
+            model_id=model_id,
+            passes=passes,
             overwrite="stale" if overwrite and shared else overwrite,
-            process_index=processes.index, num_processes=processes.count,
+            process_index=processes.index,
+            num_processes=processes.count,
         )
         del loaded  # one model in memory at a time
     if processes.count > 1:
@@ -149,7 +156,9 @@ def score_evaluation(eval_dir: str | Path) -> dict:
         folder = Path(recorded[role]) if role in recorded else eval_dir / "outputs" / role
         if not folder.is_dir():
             continue
-        role_examples = examples if role == "model" else examples[examples["population"].isin(FORGET_POPULATIONS)]
+        role_examples = (
+            examples if role == "model" else examples[examples["population"].isin(FORGET_POPULATIONS)]
+        )
         role_examples = role_examples.reset_index(drop=True)
         outputs = read_outputs(folder, role_examples["example_id"])
         variants = read_answer_variants(folder)
@@ -172,7 +181,9 @@ def score_evaluation(eval_dir: str | Path) -> dict:
             "paraphrased_answer and perturbed_answers columns, which AMNESIA QA rows do not have",
         ]
     summary = _finite_or_none(summary)
-    (eval_dir / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False, default=_json_default))
+    (eval_dir / "summary.json").write_text(
+        json.dumps(summary, indent=2, allow_nan=False, default=_json_default)
+    )
     return summary
 
 

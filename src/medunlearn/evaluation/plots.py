@@ -32,7 +32,9 @@ def plot_tradeoff(methods: list[dict], path: Path) -> Path:
     for index, method in enumerate(methods):
         color = f"C{index % 10}"
         afe = _value(method["afe"])
-        axes.scatter([afe], [_value(method["mu_same_disease"])], color=color, marker="o", label=f"{method['method']}")
+        axes.scatter(
+            [afe], [_value(method["mu_same_disease"])], color=color, marker="o", label=f"{method['method']}"
+        )
         axes.scatter([afe], [_value(method["mu_out_of_disease"])], color=color, marker="^", facecolors="none")
     axes.set_xlabel("AFE on forget patients (seen QA)")
     axes.set_ylabel("MU of retained patients")
@@ -46,7 +48,9 @@ def plot_tradeoff(methods: list[dict], path: Path) -> Path:
     return path
 
 
-def _grouped_bars(methods: list[dict], series: list[tuple[str, str]], ylabel: str, title: str, path: Path) -> Path:
+def _grouped_bars(
+    methods: list[dict], series: list[tuple[str, str]], ylabel: str, title: str, path: Path
+) -> Path:
     plt = _pyplot()
     figure, axes = plt.subplots(figsize=(max(7, 1.4 * len(methods) + 2), 4))
     x = np.arange(len(methods))
@@ -58,8 +62,15 @@ def _grouped_bars(methods: list[dict], series: list[tuple[str, str]], ylabel: st
         # A missing value (e.g. no out-of-disease patient in a random forget set) is marked, not drawn as 0.
         for position, value in zip(positions, values):
             if np.isnan(value):
-                axes.text(position, 0.02, "n/a", ha="center", va="bottom", fontsize="small",
-                          color=bars.patches[0].get_facecolor())
+                axes.text(
+                    position,
+                    0.02,
+                    "n/a",
+                    ha="center",
+                    va="bottom",
+                    fontsize="small",
+                    color=bars.patches[0].get_facecolor(),
+                )
     axes.set_xticks(x, [m["method"] for m in methods], rotation=20, ha="right")
     axes.set_ylim(0, 1.05)
     axes.set_ylabel(ylabel)

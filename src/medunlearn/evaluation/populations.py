@@ -62,7 +62,9 @@ class PopulationConfig:
 
 def same_disease_mask(retained_diseases, forget_diseases) -> np.ndarray:
     """Boolean mask over retained rows: is the row's disease one of the forget patients' diseases."""
-    return np.isin(np.asarray(retained_diseases, dtype=object), np.unique(np.asarray(forget_diseases, dtype=object)))
+    return np.isin(
+        np.asarray(retained_diseases, dtype=object), np.unique(np.asarray(forget_diseases, dtype=object))
+    )
 
 
 def sample_patients(patient_ids, cap: int | None, seed: int) -> np.ndarray:
@@ -77,7 +79,9 @@ def sample_patients(patient_ids, cap: int | None, seed: int) -> np.ndarray:
 def _check_columns(frame: pd.DataFrame, source: str) -> None:
     missing = [column for column in QA_COLUMNS if column not in frame.columns]
     if missing:
-        raise PopulationError(f"{source} lacks column(s) {', '.join(missing)}; QA rows need {', '.join(QA_COLUMNS)}")
+        raise PopulationError(
+            f"{source} lacks column(s) {', '.join(missing)}; QA rows need {', '.join(QA_COLUMNS)}"
+        )
 
 
 def _as_frame(split, source: str) -> pd.DataFrame:
@@ -110,7 +114,9 @@ def build_populations(forget, retain, notes=None, config: PopulationConfig | Non
     same = same_disease_mask(retained["disease"].to_numpy(), forget_diseases)
     frames = {FORGET_SEEN: forget_seen, FORGET_HOLDOUT: forget_holdout}
     # Distinct seeds per population so the two samples are independent draws.
-    for offset, (name, rows) in enumerate(((RETAIN_SAME_DISEASE, retained[same]), (RETAIN_OUT_OF_DISEASE, retained[~same]))):
+    for offset, (name, rows) in enumerate(
+        ((RETAIN_SAME_DISEASE, retained[same]), (RETAIN_OUT_OF_DISEASE, retained[~same]))
+    ):
         keep = sample_patients(rows["patient_id"], config.max_retain_patients, config.seed + offset)
         frames[name] = rows[rows["patient_id"].astype(str).isin(keep)]
 
@@ -118,9 +124,13 @@ def build_populations(forget, retain, notes=None, config: PopulationConfig | Non
     examples["example_id"] = examples["population"] + "/" + examples["qa_id"].astype(str)
     if examples["example_id"].duplicated().any():
         duplicate = examples.loc[examples["example_id"].duplicated(), "example_id"].iloc[0]
-        raise PopulationError(f"qa_id {duplicate.split('/', 1)[1]!r} appears twice in population {duplicate.split('/')[0]}")
+        raise PopulationError(
+            f"qa_id {duplicate.split('/', 1)[1]!r} appears twice in population {duplicate.split('/')[0]}"
+        )
     examples["disease_keywords"] = _keywords_for(examples, notes)
-    examples = examples.sort_values(["population", "patient_id", "qa_id"], kind="stable", key=_population_order)
+    examples = examples.sort_values(
+        ["population", "patient_id", "qa_id"], kind="stable", key=_population_order
+    )
     optional = [c for c in OPTIONAL_COLUMNS if c in examples.columns]
     return examples.loc[:, [*EXAMPLE_COLUMNS, *optional]].reset_index(drop=True)
 
@@ -145,7 +155,9 @@ def _keywords_for(examples: pd.DataFrame, notes) -> list[list[str]]:
     return [list(by_patient.get(pid, empty)) if forget else empty for pid, forget in zip(patients, is_forget)]
 
 
-def load_populations(data_dir: str | Path, forget_config: str, config: PopulationConfig | None = None) -> pd.DataFrame:
+def load_populations(
+    data_dir: str | Path, forget_config: str, config: PopulationConfig | None = None
+) -> pd.DataFrame:
     """``build_populations`` on an AMNESIA folder (read offline with ``datasets.load_dataset``)."""
 
     data_dir = Path(data_dir)
@@ -154,7 +166,9 @@ def load_populations(data_dir: str | Path, forget_config: str, config: Populatio
     retain_config = retain_config_for(forget_config)
     # load_config reads the folder's current files: `datasets` would cache a local folder by its name.
     try:
-        forget, retain, notes = (load_config(data_dir, name) for name in (forget_config, retain_config, "notes"))
+        forget, retain, notes = (
+            load_config(data_dir, name) for name in (forget_config, retain_config, "notes")
+        )
     except ValueError as error:  # datasets raises ValueError for an unknown config name
         raise PopulationError(f"{data_dir}: cannot load config: {error}") from error
     for name, dataset in ((forget_config, forget), (retain_config, retain)):

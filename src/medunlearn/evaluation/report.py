@@ -33,7 +33,9 @@ def load_summary(eval_dir: str | Path) -> dict:
     """The ``summary.json`` of one evaluation folder."""
     path = Path(eval_dir) / "summary.json"
     if not path.is_file():
-        raise ReportError(f"{eval_dir}: no summary.json (run `medunlearn evaluate ... --out {eval_dir}` to completion first)")
+        raise ReportError(
+            f"{eval_dir}: no summary.json (run `medunlearn evaluate ... --out {eval_dir}` to completion first)"
+        )
     try:
         summary = json.loads(path.read_text())
     except json.JSONDecodeError as error:
@@ -47,7 +49,10 @@ def method_names(summaries: list[dict], eval_dirs: list[Path]) -> list[str]:
     """The name of each run, made unique with the folder name where two runs share a name."""
     names = [summary.get("name") or Path(folder).name for summary, folder in zip(summaries, eval_dirs)]
     counts = Counter(names)
-    return [f"{name} ({Path(folder).name})" if counts[name] > 1 else name for name, folder in zip(names, eval_dirs)]
+    return [
+        f"{name} ({Path(folder).name})" if counts[name] > 1 else name
+        for name, folder in zip(names, eval_dirs)
+    ]
 
 
 def report_rows(eval_dirs) -> list[dict]:
@@ -94,7 +99,10 @@ def render_table(rows: list[dict]):
             table.add_section()
         previous = row["method"]
         table.add_row(
-            row["method"], row["population"], row["qa_type"], str(row["n"]),
+            row["method"],
+            row["population"],
+            row["qa_type"],
+            str(row["n"]),
             *(_format(row[key]) for _, key in TABLE_COLUMNS),
         )
     return table
@@ -112,7 +120,9 @@ def headline(rows: list[dict]) -> list[dict]:
             "leakage_score": forget.get("leakage_score"),
             "degeneration_score": forget.get("degeneration_score"),
             "mu_same_disease": lookup.get((method, "retain_same_disease", "all"), {}).get("model_utility"),
-            "mu_out_of_disease": lookup.get((method, "retain_out_of_disease", "all"), {}).get("model_utility"),
+            "mu_out_of_disease": lookup.get((method, "retain_out_of_disease", "all"), {}).get(
+                "model_utility"
+            ),
         }
     return list(by_method.values())
 

@@ -102,22 +102,30 @@ def answer_variants(examples: pd.DataFrame) -> pd.DataFrame:
     if "paraphrased_answer" in examples:
         texts = examples["paraphrased_answer"]
         keep = texts.notna() & (texts.astype(str) != "")
-        frames.append(pd.DataFrame({"example": positions[keep], "variant": "paraphrased", "answer": texts[keep]}))
+        frames.append(
+            pd.DataFrame({"example": positions[keep], "variant": "paraphrased", "answer": texts[keep]})
+        )
     if "perturbed_answers" in examples:
         exploded = examples["perturbed_answers"].explode().dropna()
         exploded = exploded[exploded.astype(str) != ""]
         rank = exploded.groupby(level=0).cumcount()
-        frames.append(pd.DataFrame({
-            "example": positions[exploded.index].to_numpy(),
-            "variant": "perturbed_" + rank.astype(str).to_numpy(),
-            "answer": exploded.astype(str).to_numpy(),
-        }))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "example": positions[exploded.index].to_numpy(),
+                    "variant": "perturbed_" + rank.astype(str).to_numpy(),
+                    "answer": exploded.astype(str).to_numpy(),
+                }
+            )
+        )
     if not frames:
         return pd.DataFrame({"example": np.zeros(0, dtype=np.int64), "variant": [], "answer": []})
     return pd.concat(frames, ignore_index=True).astype({"example": np.int64})
 
 
-def encode_examples(tokenizer, questions: Sequence[str], answers: Sequence[str], variants: pd.DataFrame | None = None) -> EncodedExamples:
+def encode_examples(
+    tokenizer, questions: Sequence[str], answers: Sequence[str], variants: pd.DataFrame | None = None
+) -> EncodedExamples:
     """Render the chat template for all examples and tokenise them in one batched call per view.
 
     Prompts are tokenised once per example; full sequences once per scored answer (``variants`` from
@@ -134,8 +142,12 @@ def encode_examples(tokenizer, questions: Sequence[str], answers: Sequence[str],
         answers = answers + variants["answer"].astype(str).tolist()
     prompt_ids = tokenizer(render_prompts(tokenizer, questions), add_special_tokens=False)["input_ids"]
     sequence_questions = [questions[i] for i in sequence_example]
-    full_ids = tokenizer(render_conversations(tokenizer, sequence_questions, answers), add_special_tokens=False)["input_ids"]
-    starts, ends = locate_answers([prompt_ids[i] for i in sequence_example], full_ids, eos_token_ids(tokenizer))
+    full_ids = tokenizer(
+        render_conversations(tokenizer, sequence_questions, answers), add_special_tokens=False
+    )["input_ids"]
+    starts, ends = locate_answers(
+        [prompt_ids[i] for i in sequence_example], full_ids, eos_token_ids(tokenizer)
+    )
     return EncodedExamples(prompt_ids, full_ids, starts, ends, sequence_example, sequence_variant)
 
 
@@ -152,14 +164,23 @@ def locate_answers(prompt_ids: list[list[int]], full_ids: list[list[int]], eos_i
     starts = np.fromiter((len(ids) for ids in prompt_ids), dtype=np.int64, count=len(prompt_ids))
     offsets = np.concatenate([[0], np.cumsum(full_lengths)[:-1]])
     flat = np.fromiter((t for ids in full_ids for t in ids), dtype=np.int64, count=int(full_lengths.sum()))
-    flat_prompts = np.fromiter((t for ids in prompt_ids for t in ids), dtype=np.int64, count=int(starts.sum()))
+    flat_prompts = np.fromiter(
+        (t for ids in prompt_ids for t in ids), dtype=np.int64, count=int(starts.sum())
+    )
     too_long = np.flatnonzero(starts > full_lengths)
     # Position of every prompt token inside the flat full sequences.
-    prompt_positions = np.repeat(offsets, starts) + np.arange(len(flat_prompts)) - np.repeat(np.cumsum(starts) - starts, starts)
+    prompt_positions = (
+        np.repeat(offsets, starts)
+        + np.arange(len(flat_prompts))
+        - np.repeat(np.cumsum(starts) - starts, starts)
+    )
     mismatch = np.zeros(len(full_ids), dtype=bool)
     if len(too_long) == 0:
         differs = flat[prompt_positions] != flat_prompts
-        mismatch = np.bincount(np.repeat(np.arange(len(full_ids)), starts), weights=differs, minlength=len(full_ids)) > 0
+        mismatch = (
+            np.bincount(np.repeat(np.arange(len(full_ids)), starts), weights=differs, minlength=len(full_ids))
+            > 0
+        )
     bad = too_long if len(too_long) else np.flatnonzero(mismatch)
     if len(bad):
         raise InputError(
@@ -211,11 +232,15 @@ def generation_batches(encoded: EncodedExamples, batch_size: int, sort_by_length
     """The generation pass's batches: one prompt per example, ordered by :func:`generation_order_key` (the gold
     answer's token count, then the prompt's) when ``sort_by_length``."""
     n = len(encoded.prompt_ids)  # the first n sequences are the examples' own answers; variants follow
-    key = generation_order_key([len(p) for p in encoded.prompt_ids], encoded.answer_end[:n] - encoded.answer_start[:n])
+    key = generation_order_key(
+        [len(p) for p in encoded.prompt_ids], encoded.answer_end[:n] - encoded.answer_start[:n]
+    )
     return plan_batches(key, batch_size, sort_by_length)
 
 
-def answer_token_statistics(model, sequences: list[list[int]], answer_start, answer_end, pad_token_id: int) -> dict:
+def answer_token_statistics(
+    model, sequences: list[list[int]], answer_start, answer_end, pad_token_id: int
+) -> dict:
     """Teacher-forced statistics of the answer tokens of a batch (right padding, so no position moves).
 
     Returns a dict of lists (one numpy array per sequence, one value per answer token):
@@ -251,7 +276,9 @@ def answer_token_statistics(model, sequences: list[list[int]], answer_start, ans
         "token_mean_logprob": mean,
         "token_std_logprob": std,
     }
-    return {name: list(np.split(values.cpu().numpy(), np.cumsum(counts)[:-1])) for name, values in columns.items()}
+    return {
+        name: list(np.split(values.cpu().numpy(), np.cumsum(counts)[:-1])) for name, values in columns.items()
+    }
 
 
 def weights_checksum(model) -> str:
@@ -271,12 +298,16 @@ def weights_checksum(model) -> str:
     return hashlib.sha256("|".join(values).encode()).hexdigest()[:16]
 
 
-def outputs_fingerprint(model_id: str, examples: pd.DataFrame, config: RunnerConfig, weights: str = "") -> str:
+def outputs_fingerprint(
+    model_id: str, examples: pd.DataFrame, config: RunnerConfig, weights: str = ""
+) -> str:
     """Hash of what the outputs depend on. Batch plan settings are included because shards are per batch."""
     digest = hashlib.sha256()
     settings = {k: v for k, v in asdict(config).items() if k not in ("stop_after_batches", "progress")}
     settings["batch_plan"] = BATCH_PLAN_VERSION
-    digest.update(json.dumps({"model": model_id, "weights": weights, "settings": settings}, sort_keys=True).encode())
+    digest.update(
+        json.dumps({"model": model_id, "weights": weights, "settings": settings}, sort_keys=True).encode()
+    )
     for column in ("example_id", "question", "answer", *[c for c in VARIANT_COLUMNS if c in examples]):
         digest.update("\x1f".join(examples[column].astype(str)).encode())
     return digest.hexdigest()
@@ -309,7 +340,12 @@ def _read_manifest(
     ``overwrite``: True discards what is there; ``"stale"`` discards it only if some manifest has another
     fingerprint (a folder shared by several evaluations keeps outputs that match); False raises on a mismatch.
     """
-    fresh = {"fingerprint": fingerprint, "model": model_id, "completed": {name: [] for name in PASSES}, "batches": {}}
+    fresh = {
+        "fingerprint": fingerprint,
+        "model": model_id,
+        "completed": {name: [] for name in PASSES},
+        "batches": {},
+    }
     if overwrite is True or (overwrite == "stale" and _stale(_manifests(out_dir), fingerprint)):
         # Only this process's manifest goes (with a single process, every manifest and shard goes): other
         # processes of the same run may be writing theirs right now.
@@ -358,7 +394,9 @@ def run_model(
     config = config or RunnerConfig()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    model_id = model_id or str(getattr(getattr(model, "config", None), "name_or_path", "") or "in-memory model")
+    model_id = model_id or str(
+        getattr(getattr(model, "config", None), "name_or_path", "") or "in-memory model"
+    )
     fingerprint = outputs_fingerprint(model_id, examples, config, weights_checksum(model))
     own = manifest_name(process_index, num_processes)
     manifest, done_anywhere = _read_manifest(out_dir, fingerprint, model_id, overwrite, own)
@@ -375,7 +413,9 @@ def run_model(
     try:
         for pass_name in passes:
             if pass_name == TEACHER_FORCED:
-                batches = plan_batches([len(s) for s in encoded.full_ids], config.batch_size, config.sort_by_length)
+                batches = plan_batches(
+                    [len(s) for s in encoded.full_ids], config.batch_size, config.sort_by_length
+                )
             else:
                 batches = generation_batches(encoded, config.batch_size, config.sort_by_length)
             manifest["batches"][pass_name] = len(batches)
@@ -385,19 +425,26 @@ def run_model(
                 if len(todo) > budget:
                     todo, finished = todo[:budget], False
                 budget -= len(todo)
-            for k in tqdm(todo, desc=f"{out_dir.name}: {pass_name}", disable=not config.progress, unit="batch"):
+            for k in tqdm(
+                todo, desc=f"{out_dir.name}: {pass_name}", disable=not config.progress, unit="batch"
+            ):
                 index = batches[k]
                 if pass_name == TEACHER_FORCED:
                     columns = {
                         "example_id": sequence_ids[index],
                         "variant": encoded.sequence_variant[index],
                         **answer_token_statistics(
-                            model, [encoded.full_ids[i] for i in index], encoded.answer_start[index],
-                            encoded.answer_end[index], pad_id,
+                            model,
+                            [encoded.full_ids[i] for i in index],
+                            encoded.answer_start[index],
+                            encoded.answer_end[index],
+                            pad_id,
                         ),
                     }
                 else:
-                    tokens = greedy_generate(model, [encoded.prompt_ids[i] for i in index], pad_id, eos_ids, config.max_new_tokens)
+                    tokens = greedy_generate(
+                        model, [encoded.prompt_ids[i] for i in index], pad_id, eos_ids, config.max_new_tokens
+                    )
                     columns = {
                         "example_id": example_ids[index],
                         "generated_text": tokenizer.batch_decode(tokens, skip_special_tokens=True),

@@ -83,7 +83,9 @@ def probability_statistics(outputs: pd.DataFrame, answers, min_k: float = 0.4) -
     }
 
 
-def text_statistics(examples: pd.DataFrame, predictions: list[str], *, use_embedding: bool = False) -> dict[str, np.ndarray]:
+def text_statistics(
+    examples: pd.DataFrame, predictions: list[str], *, use_embedding: bool = False
+) -> dict[str, np.ndarray]:
     """Every text-based per-example statistic of the generated answers.
 
     similarity = :func:`medunlearn.metrics.similarity.answer_similarity` (ROUGE-L F1, and with
@@ -141,7 +143,10 @@ def truth_ratios(variant_outputs: pd.DataFrame) -> pd.Series:
 
 
 def per_example_metrics(
-    examples: pd.DataFrame, outputs: pd.DataFrame, variant_outputs: pd.DataFrame | None = None, *,
+    examples: pd.DataFrame,
+    outputs: pd.DataFrame,
+    variant_outputs: pd.DataFrame | None = None,
+    *,
     use_embedding: bool = False,
 ) -> pd.DataFrame:
     """One row per example: the example's fields plus every per-example statistic.
@@ -154,7 +159,9 @@ def per_example_metrics(
     that was not run (the retain model runs no generation) are simply absent.
     """
     if not np.array_equal(examples["example_id"].to_numpy(), outputs["example_id"].to_numpy()):
-        raise ValueError("outputs are not aligned with examples (read them with read_outputs(dir, example_ids))")
+        raise ValueError(
+            "outputs are not aligned with examples (read them with read_outputs(dir, example_ids))"
+        )
     table = examples.reset_index(drop=True).copy()
     if "token_logprobs" in outputs:
         for name, values in probability_statistics(outputs, table["answer"]).items():
@@ -188,7 +195,9 @@ def _cell(rows: pd.DataFrame) -> dict:
     return cell
 
 
-def summarise(model: pd.DataFrame, before: pd.DataFrame | None = None, retain: pd.DataFrame | None = None) -> dict:
+def summarise(
+    model: pd.DataFrame, before: pd.DataFrame | None = None, retain: pd.DataFrame | None = None
+) -> dict:
     """Metrics per population × QA type, plus the membership-inference section.
 
     Args:
@@ -259,7 +268,9 @@ def _add_forgetting(cells: dict, rows: pd.DataFrame, before: pd.DataFrame | None
         before_similarity = before.set_index("example_id")["similarity"]
     for qa_type, cell in cells.items():
         selected = rows if qa_type == "all" else rows[rows["qa_type"] == qa_type]
-        paired = None if before_similarity is None else before_similarity.loc[selected["example_id"]].to_numpy()
+        paired = (
+            None if before_similarity is None else before_similarity.loc[selected["example_id"]].to_numpy()
+        )
         result = afe.answer_forgetting(selected["similarity"].to_numpy(), paired)
         cell["answer_forgetting"] = result["answer_forgetting"]
         if paired is not None:
@@ -275,10 +286,15 @@ def _membership_inference(model: pd.DataFrame, retain: pd.DataFrame | None) -> d
     section: dict = {}
 
     def aucs(table: pd.DataFrame) -> dict | None:
-        seen, holdout = table[table["population"] == FORGET_SEEN], table[table["population"] == FORGET_HOLDOUT]
+        seen, holdout = (
+            table[table["population"] == FORGET_SEEN],
+            table[table["population"] == FORGET_HOLDOUT],
+        )
         if seen.empty or holdout.empty or "mia_loss" not in table:
             return None
-        return {attack: mia.mia_auc(seen[f"mia_{attack}"], holdout[f"mia_{attack}"]) for attack in MIA_ATTACKS}
+        return {
+            attack: mia.mia_auc(seen[f"mia_{attack}"], holdout[f"mia_{attack}"]) for attack in MIA_ATTACKS
+        }
 
     model_auc = aucs(model)
     if model_auc is None:

@@ -108,11 +108,15 @@ class ResultCache:
         for start in range(0, len(unique), 500):  # SQLite caps the number of bound parameters per statement
             chunk = unique[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            for key, result in connection.execute(f"SELECT key, result FROM results WHERE key IN ({marks})", chunk):
+            for key, result in connection.execute(
+                f"SELECT key, result FROM results WHERE key IN ({marks})", chunk
+            ):
                 found[key] = ChatResult.from_json(json.loads(result), cached=True)
         return found
 
-    def put_many(self, identity: BackendIdentity, items: Iterable[tuple[str, ChatRequest, ChatResult]]) -> None:
+    def put_many(
+        self, identity: BackendIdentity, items: Iterable[tuple[str, ChatRequest, ChatResult]]
+    ) -> None:
         """Store ``(key, request, result)`` rows in one transaction: a batch is committed whole or not at all."""
         rows = [
             (
@@ -152,8 +156,16 @@ class ResultCache:
                    SUM(prompt_tokens), SUM(completion_tokens)
             FROM results GROUP BY backend, model, prompt_version ORDER BY backend, model, prompt_version
         """
-        names = ("backend", "model", "prompt_version", "requests", "failed", "attempts", "prompt_tokens",
-                 "completion_tokens")
+        names = (
+            "backend",
+            "model",
+            "prompt_version",
+            "requests",
+            "failed",
+            "attempts",
+            "prompt_tokens",
+            "completion_tokens",
+        )
         return [dict(zip(names, row)) for row in self._connect().execute(query)]
 
     def close(self) -> None:

@@ -63,7 +63,9 @@ def _import_openai():
     try:
         import openai
     except ImportError as error:
-        raise MissingDependencyError("the server backend needs openai: pip install 'medunlearn[llm]'") from error
+        raise MissingDependencyError(
+            "the server backend needs openai: pip install 'medunlearn[llm]'"
+        ) from error
     return openai
 
 

@@ -87,9 +87,16 @@ def final_result(request: ChatRequest, attempts: list[Attempt], text: str, parse
     )
 
 
-def transport_failure(attempts: list[Attempt], failure: BackendCallError, seed: int, temperature: float) -> ChatResult:
-    attempts = [*attempts, Attempt(seed=seed, temperature=temperature, finish_reason="error", error=str(failure))]
-    return ChatResult(text="", finish_reason="error", error=str(failure), attempts=tuple(attempts), transient=True)
+def transport_failure(
+    attempts: list[Attempt], failure: BackendCallError, seed: int, temperature: float
+) -> ChatResult:
+    attempts = [
+        *attempts,
+        Attempt(seed=seed, temperature=temperature, finish_reason="error", error=str(failure)),
+    ]
+    return ChatResult(
+        text="", finish_reason="error", error=str(failure), attempts=tuple(attempts), transient=True
+    )
 
 
 def _needs_retry(request: ChatRequest, attempt: Attempt, number: int, policy: RetryPolicy) -> bool:
@@ -99,7 +106,9 @@ def _needs_retry(request: ChatRequest, attempt: Attempt, number: int, policy: Re
 BatchGenerate = Callable[[Sequence[ChatRequest], Sequence[tuple[int, float]]], list[Completion]]
 
 
-def resolve_batch(requests: Sequence[ChatRequest], generate: BatchGenerate, policy: RetryPolicy) -> list[ChatResult]:
+def resolve_batch(
+    requests: Sequence[ChatRequest], generate: BatchGenerate, policy: RetryPolicy
+) -> list[ChatResult]:
     """Run the attempt loop for a batch: all requests once, then the rejected ones again, and so on.
 
     ``generate(requests, [(seed, temperature), ...])`` returns one :class:`Completion` per request.
@@ -123,7 +132,9 @@ def resolve_batch(requests: Sequence[ChatRequest], generate: BatchGenerate, poli
 
 
 async def resolve_one(
-    request: ChatRequest, generate: Callable[[ChatRequest, int, float], Awaitable[Completion]], policy: RetryPolicy
+    request: ChatRequest,
+    generate: Callable[[ChatRequest, int, float], Awaitable[Completion]],
+    policy: RetryPolicy,
 ) -> ChatResult:
     """The attempt loop for one request served by an async backend; never raises for a failed call."""
     attempts: list[Attempt] = []

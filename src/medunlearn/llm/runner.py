@@ -34,7 +34,11 @@ class Backend(Protocol):
         """Raise a :class:`~medunlearn.llm.errors.LLMError` when the backend cannot serve (server unreachable)."""
 
     def run(
-        self, requests: Sequence[ChatRequest], todo: Sequence[int], policy: RetryPolicy, on_results: ResultsCallback
+        self,
+        requests: Sequence[ChatRequest],
+        todo: Sequence[int],
+        policy: RetryPolicy,
+        on_results: ResultsCallback,
     ) -> None:
         """Complete ``requests[i]`` for each ``i`` in ``todo``, calling ``on_results`` as results arrive.
 
@@ -98,7 +102,9 @@ class BulkChat:
         ``backend_options`` go to the backend: ``config=`` (a ``TransformersConfig`` or ``ServerConfig``), and for
         transformers any keyword of :func:`medunlearn.models.load_model_and_tokenizer` (``texts=`` for tiny-llama).
         """
-        return cls(make_backend(spec, **backend_options), cache=cache, policy=policy, show_progress=show_progress)
+        return cls(
+            make_backend(spec, **backend_options), cache=cache, policy=policy, show_progress=show_progress
+        )
 
     def complete(self, requests: Sequence[ChatRequest]) -> list[ChatResult]:
         """One result per request, in order. Raises only before the first call (bad request, unreachable server);
@@ -121,8 +127,13 @@ class BulkChat:
             self.backend.check_ready()  # before anything is written: an unreachable server leaves no cache file
             if self.cache is not None:
                 self.cache.open_for_writing()
-            bar = tqdm(total=len(unique_keys), initial=hits, desc=f"{identity.kind}:{identity.model}",
-                       unit="request", disable=not self.show_progress)
+            bar = tqdm(
+                total=len(unique_keys),
+                initial=hits,
+                desc=f"{identity.kind}:{identity.model}",
+                unit="request",
+                disable=not self.show_progress,
+            )
 
             def on_results(batch: list[tuple[int, ChatResult]]) -> None:
                 if self.cache is not None:

@@ -73,7 +73,9 @@ class VLLMServerConfig:
 def vllm_python(venv: Path) -> Path:
     python = Path(venv) / "bin" / "python"
     if not python.is_file():
-        raise MissingVLLMError(f"no vLLM virtualenv at {venv} ({python} is missing): make it with `make vllm-venv`")
+        raise MissingVLLMError(
+            f"no vLLM virtualenv at {venv} ({python} is missing): make it with `make vllm-venv`"
+        )
     return python
 
 
@@ -84,15 +86,24 @@ def server_command(config: VLLMServerConfig, python: Path, port: int) -> list[st
     ['py', '-m', 'vllm.entrypoints.openai.api_server', '--model']
     """
     return [
-        str(python), "-m", "vllm.entrypoints.openai.api_server",
-        "--model", str(config.model_dir),
-        "--served-model-name", config.served_model_name or Path(config.model_dir).name,
-        "--host", config.host,
-        "--port", str(port),
-        "--dtype", config.dtype,
+        str(python),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(config.model_dir),
+        "--served-model-name",
+        config.served_model_name or Path(config.model_dir).name,
+        "--host",
+        config.host,
+        "--port",
+        str(port),
+        "--dtype",
+        config.dtype,
         "--enforce-eager",
-        "--max-model-len", str(config.max_model_len),
-        "--kv-cache-memory-bytes", str(config.kv_cache_bytes),
+        "--max-model-len",
+        str(config.max_model_len),
+        "--kv-cache-memory-bytes",
+        str(config.kv_cache_bytes),
         *config.extra_args,
     ]
 
@@ -128,14 +139,23 @@ class VLLMServer:
             handle, name = tempfile.mkstemp(prefix="vllm-server-", suffix=".log")
             os.close(handle)
             self.log_file = Path(name)
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
-               "DO_NOT_TRACK": "1"}
+        env = {
+            **os.environ,
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "VLLM_NO_USAGE_STATS": "1",
+            "DO_NOT_TRACK": "1",
+        }
         started = time.monotonic()
         with open(self.log_file, "ab") as log:
             # A session of its own: stop() signals the whole group (the API server and its engine-core workers).
             self.process = subprocess.Popen(
-                server_command(self.config, python, self.port), stdout=log, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+                server_command(self.config, python, self.port),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
             )
         try:
             self._wait_until_ready(started)

@@ -57,12 +57,16 @@ def parse_spec(spec: str | BackendSpec) -> BackendSpec:
             "'openai:MODEL@http://127.0.0.1:8000/v1'"
         )
     if kind not in BACKEND_KINDS:
-        raise BackendSpecError(f"LLM spec {spec!r}: unknown backend {kind!r}; choose one of {list(BACKEND_KINDS)}")
+        raise BackendSpecError(
+            f"LLM spec {spec!r}: unknown backend {kind!r}; choose one of {list(BACKEND_KINDS)}"
+        )
     if kind == "transformers":
         return BackendSpec("transformers", rest)
     match = _MODEL_AT_URL.match(rest)
     if match:
         return BackendSpec("openai", match.group("model"), match.group("url").rstrip("/"))
     if "@" in rest and "://" in rest:
-        raise BackendSpecError(f"LLM spec {spec!r}: the base URL after '@' must start with http:// or https://")
+        raise BackendSpecError(
+            f"LLM spec {spec!r}: the base URL after '@' must start with http:// or https://"
+        )
     return BackendSpec("openai", rest)

@@ -43,7 +43,9 @@ def weights_fingerprint(name_or_path: str, model_kwargs: dict) -> str:
     >>> weights_fingerprint("tiny-llama", {"texts": ["a b"]}) == weights_fingerprint("tiny-llama", {"texts": ["a b"]})
     True
     """
-    parts: dict = {"options": {key: repr(value) for key, value in sorted(model_kwargs.items()) if key != "texts"}}
+    parts: dict = {
+        "options": {key: repr(value) for key, value in sorted(model_kwargs.items()) if key != "texts"}
+    }
     if name_or_path == "tiny-llama":
         parts["texts"] = list(model_kwargs.get("texts") or [])
     elif name_or_path == "smollm2-135m":
@@ -79,6 +81,7 @@ def plan_batches(requests: Sequence[ChatRequest], batch_size: int) -> list[list[
     >>> plan_batches([ChatRequest(long), ChatRequest(short), ChatRequest(long, max_tokens=5)], batch_size=2)
     [[1, 0], [2]]
     """
+
     def order(index: int):
         request = requests[index]
         return batch_group(request), sum(len(message["content"]) for message in request.messages)
@@ -86,8 +89,11 @@ def plan_batches(requests: Sequence[ChatRequest], batch_size: int) -> list[list[
     groups: dict[str, list[int]] = {}
     for index in sorted(range(len(requests)), key=order):
         groups.setdefault(batch_group(requests[index]), []).append(index)
-    return [members[start : start + batch_size] for members in groups.values()
-            for start in range(0, len(members), batch_size)]
+    return [
+        members[start : start + batch_size]
+        for members in groups.values()
+        for start in range(0, len(members), batch_size)
+    ]
 
 
 def _import_xgrammar():
@@ -114,8 +120,14 @@ class TransformersBackend:
         fingerprint (`str`): extra cache-key text pinning the weights (see :func:`weights_fingerprint`).
     """
 
-    def __init__(self, model, tokenizer, model_id: str | None = None, config: TransformersConfig | None = None,
-                 fingerprint: str = ""):
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        model_id: str | None = None,
+        config: TransformersConfig | None = None,
+        fingerprint: str = "",
+    ):
         self.model = model
         self.tokenizer = tokenizer
         self.config = config or TransformersConfig()
@@ -170,13 +182,16 @@ class TransformersBackend:
                     canonical_json(schema), any_whitespace=not self.config.compact_json
                 )
             except (RuntimeError, ValueError) as error:
-                raise RequestError(f"xgrammar cannot compile the JSON schema {canonical_json(schema)[:200]}: "
-                                   f"{error}") from error
+                raise RequestError(
+                    f"xgrammar cannot compile the JSON schema {canonical_json(schema)[:200]}: {error}"
+                ) from error
         return self._grammars[key]
 
     def run(self, requests, todo, policy: RetryPolicy, on_results) -> None:
         pending = set(todo)
-        for index in sorted(pending):  # every schema compiles before the first batch: a bad one fails up front
+        for index in sorted(
+            pending
+        ):  # every schema compiles before the first batch: a bad one fails up front
             if requests[index].json_schema is not None:
                 self._grammar(requests[index].json_schema)
         for batch in plan_batches(requests, self.config.batch_size):
@@ -185,7 +200,9 @@ class TransformersBackend:
                 results = resolve_batch([requests[index] for index in members], self._generate, policy)
                 on_results(list(zip(members, results)))
 
-    def _generate(self, requests: Sequence[ChatRequest], sampling: Sequence[tuple[int, float]]) -> list[Completion]:
+    def _generate(
+        self, requests: Sequence[ChatRequest], sampling: Sequence[tuple[int, float]]
+    ) -> list[Completion]:
         """One completion per request; requests whose settings differ go to separate ``generate`` calls."""
         completions: list[Completion | None] = [None] * len(requests)
         groups: dict[tuple, list[int]] = {}
@@ -195,7 +212,9 @@ class TransformersBackend:
             groups.setdefault(key, []).append(index)
         for (max_tokens, temperature, top_p, seed, _), members in groups.items():
             group = [requests[index] for index in members]
-            for index, completion in zip(members, self._generate_group(group, max_tokens, temperature, top_p, seed)):
+            for index, completion in zip(
+                members, self._generate_group(group, max_tokens, temperature, top_p, seed)
+            ):
                 completions[index] = completion
         return completions
 
@@ -218,7 +237,11 @@ class TransformersBackend:
         # top_k=0: no top-k cut, as in the OpenAI API, so both backends sample alike.
         sampling = {"temperature": temperature, "top_p": top_p, "top_k": 0} if sampled else {}
         generation_config = GenerationConfig(
-            max_new_tokens=max_tokens, do_sample=sampled, pad_token_id=pad_id, eos_token_id=stop_ids, **sampling
+            max_new_tokens=max_tokens,
+            do_sample=sampled,
+            pad_token_id=pad_id,
+            eos_token_id=stop_ids,
+            **sampling,
         )
         processors = LogitsProcessorList()
         schema = requests[0].json_schema
@@ -239,8 +262,10 @@ class TransformersBackend:
             self.model.train(was_training)
         prompt_lengths = encoded["attention_mask"].sum(dim=1).tolist()
         new_tokens = output[:, encoded["input_ids"].shape[1] :].tolist()
-        return [self._completion(tokens, prompt_length, stop_ids)
-                for tokens, prompt_length in zip(new_tokens, prompt_lengths)]
+        return [
+            self._completion(tokens, prompt_length, stop_ids)
+            for tokens, prompt_length in zip(new_tokens, prompt_lengths)
+        ]
 
     def _completion(self, tokens: list[int], prompt_length: int, stop_ids: list[int]) -> Completion:
         stop_at = next((position for position, token in enumerate(tokens) if token in stop_ids), None)

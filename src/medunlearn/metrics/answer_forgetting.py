@@ -34,8 +34,11 @@ def answer_forgetting(after, before=None) -> dict:
     after = _similarities("after", after)
     mean_after = float(after.mean())
     if before is None:
-        return {"answer_forgetting": float(np.clip(1.0 - mean_after, 0.0, 1.0)), "mean_after": mean_after,
-                "mean_before": None}
+        return {
+            "answer_forgetting": float(np.clip(1.0 - mean_after, 0.0, 1.0)),
+            "mean_after": mean_after,
+            "mean_before": None,
+        }
     before = _similarities("before", before)
     check_same_length(after=after, before=before)
     mean_before = float(before.mean())
@@ -46,5 +49,7 @@ def answer_forgetting(after, before=None) -> dict:
 def _similarities(name: str, values) -> np.ndarray:
     array = as_float_array(name, values)
     if (array < 0).any() or (array > 1).any():
-        raise ValueError(f"`{name}` must hold similarities in [0, 1], got values in [{array.min()}, {array.max()}]")
+        raise ValueError(
+            f"`{name}` must hold similarities in [0, 1], got values in [{array.min()}, {array.max()}]"
+        )
     return array

@@ -74,20 +74,30 @@ def parse_prediction(text: str) -> dict | None:
     spans = [record.get(key, "") for key in SPAN_KEYS]
     if not isinstance(record["reconciliation"], str) or not all(isinstance(span, str) for span in spans):
         return None
-    return {"conflict_type": conflict, "axes": list(axes), "dominant_confounder": confounder,
-            "reconciliation": record["reconciliation"], "evidence_a": spans[0], "evidence_b": spans[1]}
+    return {
+        "conflict_type": conflict,
+        "axes": list(axes),
+        "dominant_confounder": confounder,
+        "reconciliation": record["reconciliation"],
+        "evidence_a": spans[0],
+        "evidence_b": spans[1],
+    }
 
 
 def check_record(name: str, index: int, record) -> dict:
     """A dict input with valid labels (missing spans/reconciliation become "")."""
     if not isinstance(record, dict):
-        raise ValueError(f"`{name}`[{index}] must be a dict or, for predictions, a JSON string; got {type(record).__name__}")
+        raise ValueError(
+            f"`{name}`[{index}] must be a dict or, for predictions, a JSON string; got {type(record).__name__}"
+        )
     for key in ("conflict_type", "axes"):
         if key not in record:
             raise ValueError(f"`{name}`[{index}] has no `{key}`")
     if record["conflict_type"] not in CONFLICT_TYPE_IDS:
-        raise ValueError(f"`{name}`[{index}].conflict_type {record['conflict_type']!r} is unknown; "
-                         f"allowed: {', '.join(CONFLICT_TYPE_IDS)}")
+        raise ValueError(
+            f"`{name}`[{index}].conflict_type {record['conflict_type']!r} is unknown; "
+            f"allowed: {', '.join(CONFLICT_TYPE_IDS)}"
+        )
     axes = list(record["axes"] if record["axes"] is not None else [])
     unknown = [axis for axis in axes if axis not in AXIS_IDS]
     if unknown:
@@ -95,8 +105,10 @@ def check_record(name: str, index: int, record) -> dict:
     confounder = record.get("dominant_confounder")
     confounder = NO_CONFOUNDER if confounder in (None, "") else confounder
     if confounder not in (*AXIS_IDS, NO_CONFOUNDER):
-        raise ValueError(f"`{name}`[{index}].dominant_confounder {confounder!r} is unknown; "
-                         f"allowed: {', '.join(AXIS_IDS)}, {NO_CONFOUNDER}")
+        raise ValueError(
+            f"`{name}`[{index}].dominant_confounder {confounder!r} is unknown; "
+            f"allowed: {', '.join(AXIS_IDS)}, {NO_CONFOUNDER}"
+        )
     out = {"conflict_type": record["conflict_type"], "axes": axes, "dominant_confounder": confounder}
     for key in ("reconciliation", *SPAN_KEYS):
         value = record.get(key) or ""
@@ -106,8 +118,14 @@ def check_record(name: str, index: int, record) -> dict:
     return out
 
 
-_UNPARSEABLE = {"conflict_type": None, "axes": [], "dominant_confounder": None, "reconciliation": "",
-                "evidence_a": "", "evidence_b": ""}
+_UNPARSEABLE = {
+    "conflict_type": None,
+    "axes": [],
+    "dominant_confounder": None,
+    "reconciliation": "",
+    "evidence_a": "",
+    "evidence_b": "",
+}
 
 
 def _f1(tp: np.ndarray, predicted: np.ndarray, actual: np.ndarray) -> np.ndarray:
@@ -152,8 +170,10 @@ def contextual_contradiction(predictions, references) -> dict:
     check_sequence("references", references)
     n = check_same_length(predictions=predictions, references=references)
     gold = [check_record("references", i, record) for i, record in enumerate(references)]
-    pred = [(parse_prediction(p) or _UNPARSEABLE) if isinstance(p, str) else check_record("predictions", i, p)
-            for i, p in enumerate(predictions)]
+    pred = [
+        (parse_prediction(p) or _UNPARSEABLE) if isinstance(p, str) else check_record("predictions", i, p)
+        for i, p in enumerate(predictions)
+    ]
     parsed = np.array([p is not _UNPARSEABLE for p in pred])
 
     class_index = {name: i for i, name in enumerate(CONFLICT_TYPE_IDS)}
@@ -182,7 +202,9 @@ def contextual_contradiction(predictions, references) -> dict:
     axes_present = gold_axes.any(axis=0)
     micro = _f1(np.array(axis_tp.sum()), np.array(pred_axes.sum()), np.array(gold_axes.sum()))
 
-    confounder_correct = np.array([p["dominant_confounder"] == g["dominant_confounder"] for p, g in zip(pred, gold)])
+    confounder_correct = np.array(
+        [p["dominant_confounder"] == g["dominant_confounder"] for p, g in zip(pred, gold)]
+    )
     reconciliation = rouge_l([p["reconciliation"] for p in pred], [g["reconciliation"] for g in gold])["f1"]
     predicted_spans = [p[key] for key in SPAN_KEYS for p in pred]
     gold_spans = [g[key] for key in SPAN_KEYS for g in gold]

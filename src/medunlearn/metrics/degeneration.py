@@ -35,7 +35,13 @@ import numpy as np
 
 from medunlearn.metrics.validation import check_sequence
 
-__all__ = ["DegenerationConfig", "degeneration", "degeneration_components", "tokenize", "vocabulary_from_texts"]
+__all__ = [
+    "DegenerationConfig",
+    "degeneration",
+    "degeneration_components",
+    "tokenize",
+    "vocabulary_from_texts",
+]
 
 _TOKEN = re.compile(r"\w+(?:['\-]\w+)*")
 _WORD = re.compile(r"[^\W\d_]+(?:['\-][^\W\d_]+)*")
@@ -125,7 +131,9 @@ def degeneration_components(
     # Map each distinct token to an integer once; everything after is numpy over the flat id array.
     id_of_token: dict[str, int] = {}
     token_ids = np.fromiter(
-        (id_of_token.setdefault(token, len(id_of_token)) for token in flat_tokens), dtype=np.int64, count=len(flat_tokens)
+        (id_of_token.setdefault(token, len(id_of_token)) for token in flat_tokens),
+        dtype=np.int64,
+        count=len(flat_tokens),
     )
     distinct_tokens = list(id_of_token)
     is_word_by_id = np.fromiter(

@@ -66,7 +66,9 @@ def metric_module_path(name: str) -> Path:
         folder = root / name
         if (folder / f"{name}.py").is_file():
             return folder
-    raise UnknownMetricError(f"unknown metric {name!r}; available: {', '.join(available_metrics()) or 'none'}")
+    raise UnknownMetricError(
+        f"unknown metric {name!r}; available: {', '.join(available_metrics()) or 'none'}"
+    )
 
 
 def load_metric(name: str, **kwargs):

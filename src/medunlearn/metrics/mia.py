@@ -56,8 +56,9 @@ def zlib_score(token_logprobs, mask, texts) -> np.ndarray:
     check_sequence("texts", texts)
     nll = mean_nll(token_logprobs, mask)
     check_same_length(token_logprobs=nll, texts=texts)
-    compressed = np.fromiter((len(zlib.compress(str(text).encode("utf-8"))) for text in texts), dtype=np.float64,
-                             count=len(texts))
+    compressed = np.fromiter(
+        (len(zlib.compress(str(text).encode("utf-8"))) for text in texts), dtype=np.float64, count=len(texts)
+    )
     return nll / compressed
 
 

@@ -67,7 +67,9 @@ def check_token_matrix(name: str, values, mask, *, dtype=np.float64) -> tuple[np
     values = np.asarray(values, dtype=dtype)
     mask = np.asarray(mask, dtype=bool)
     if values.ndim != 2 or values.shape[0] == 0:
-        raise ValueError(f"`{name}` must be a non-empty 2-D array (n_examples, max_tokens), got shape {values.shape}")
+        raise ValueError(
+            f"`{name}` must be a non-empty 2-D array (n_examples, max_tokens), got shape {values.shape}"
+        )
     if mask.shape != values.shape:
         raise ValueError(f"`mask` has shape {mask.shape} but `{name}` has shape {values.shape}")
     empty_rows = np.flatnonzero(~mask.any(axis=1))

@@ -56,8 +56,11 @@ def embedding_cosine(predictions, references, *, model=None, batch_size: int = 6
         model = _sentence_model(str(model or default_embedding_model_path()))
     # One encode call for both sides: one batched pass, normalised so the dot product is the cosine.
     embeddings = model.encode(
-        list(predictions) + list(references), batch_size=batch_size, normalize_embeddings=True,
-        convert_to_numpy=True, show_progress_bar=False,
+        list(predictions) + list(references),
+        batch_size=batch_size,
+        normalize_embeddings=True,
+        convert_to_numpy=True,
+        show_progress_bar=False,
     )
     n = len(predictions)
     cosine = np.einsum("ij,ij->i", embeddings[:n], embeddings[n:])

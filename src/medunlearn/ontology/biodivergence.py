@@ -28,37 +28,72 @@ class Label:
 
 
 CONFLICT_TYPES: tuple[Label, ...] = (
-    Label("direct_contradiction", "direct contradiction",
-          "The claims assert incompatible findings about the same question in comparable settings."),
-    Label("contextual_contradiction", "contextual contradiction",
-          "The claims look incompatible but differ in context (population, assay, design...); both can hold."),
-    Label("underspecified_surface_contradiction", "underspecified surface contradiction",
-          "The claims conflict on the surface but neither states enough context to tell why."),
-    Label("insufficient_evidence", "insufficient evidence",
-          "At least one claim is too weak or hedged to support or refute the other."),
-    Label("unresolved_scientific_controversy", "unresolved scientific controversy",
-          "The disagreement reflects an open debate in the field that the abstracts cannot settle."),
+    Label(
+        "direct_contradiction",
+        "direct contradiction",
+        "The claims assert incompatible findings about the same question in comparable settings.",
+    ),
+    Label(
+        "contextual_contradiction",
+        "contextual contradiction",
+        "The claims look incompatible but differ in context (population, assay, design...); both can hold.",
+    ),
+    Label(
+        "underspecified_surface_contradiction",
+        "underspecified surface contradiction",
+        "The claims conflict on the surface but neither states enough context to tell why.",
+    ),
+    Label(
+        "insufficient_evidence",
+        "insufficient evidence",
+        "At least one claim is too weak or hedged to support or refute the other.",
+    ),
+    Label(
+        "unresolved_scientific_controversy",
+        "unresolved scientific controversy",
+        "The disagreement reflects an open debate in the field that the abstracts cannot settle.",
+    ),
     Label("no_conflict", "no conflict", "The claims are compatible or about different questions."),
 )
 
 DIVERGENCE_AXES: tuple[Label, ...] = (
     Label("population", "population", "Different study populations (age, sex, ancestry, comorbidity)."),
     Label("geography", "geography", "Different countries, regions or sites."),
-    Label("time_period", "time period", "Data collected in different periods (e.g. before/after a guideline)."),
+    Label(
+        "time_period", "time period", "Data collected in different periods (e.g. before/after a guideline)."
+    ),
     Label("assay_protocol", "assay/detection protocol", "Different measurement, assay or detection methods."),
     Label("study_design", "study design", "Different designs (RCT, cohort, case-control, in vitro)."),
     Label("intervention", "intervention", "Different dose, drug, schedule or comparator."),
     Label("disease_subtype", "disease subtype", "Different subtypes, stages or phenotypes of the disease."),
-    Label("molecular_context", "molecular context", "Different genotype, mutation, pathway or biomarker status."),
-    Label("clinical_setting", "clinical setting", "Different care settings (ICU, outpatient, community).",
-          primary=False),
+    Label(
+        "molecular_context", "molecular context", "Different genotype, mutation, pathway or biomarker status."
+    ),
+    Label(
+        "clinical_setting",
+        "clinical setting",
+        "Different care settings (ICU, outpatient, community).",
+        primary=False,
+    ),
     Label("sample_source", "sample source", "Different specimen types (blood, tissue, isolate source)."),
-    Label("endpoint_definition", "endpoint definition", "Different outcome definitions or follow-up windows.",
-          primary=False),
-    Label("biological_strain", "biological strain", "Different organism strains, lineages or cell lines.",
-          primary=False),
-    Label("unknown_latent_factor", "unknown latent factor", "A difference the abstracts do not name.",
-          primary=False),
+    Label(
+        "endpoint_definition",
+        "endpoint definition",
+        "Different outcome definitions or follow-up windows.",
+        primary=False,
+    ),
+    Label(
+        "biological_strain",
+        "biological strain",
+        "Different organism strains, lineages or cell lines.",
+        primary=False,
+    ),
+    Label(
+        "unknown_latent_factor",
+        "unknown latent factor",
+        "A difference the abstracts do not name.",
+        primary=False,
+    ),
 )
 
 CONFLICT_TYPE_IDS: tuple[str, ...] = tuple(label.id for label in CONFLICT_TYPES)

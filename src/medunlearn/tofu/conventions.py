@@ -79,7 +79,9 @@ class TofuConventions:
         if self.min_k_count not in ("ceil", "floor"):
             raise InputError(f"min_k_count must be 'ceil' or 'floor', got {self.min_k_count!r}")
         if self.extraction_strength not in ("exact", "reference"):
-            raise InputError(f"extraction_strength must be 'exact' or 'reference', got {self.extraction_strength!r}")
+            raise InputError(
+                f"extraction_strength must be 'exact' or 'reference', got {self.extraction_strength!r}"
+            )
         if self.max_new_tokens < 1:
             raise InputError(f"max_new_tokens must be at least 1, got {self.max_new_tokens}")
 
@@ -156,7 +158,9 @@ class ConventionTokenizer:
             text += c.assistant_start_tag
         return text
 
-    def apply_chat_template(self, conversations, tokenize: bool = False, add_generation_prompt: bool = False, **kwargs):
+    def apply_chat_template(
+        self, conversations, tokenize: bool = False, add_generation_prompt: bool = False, **kwargs
+    ):
         if tokenize:
             raise ValueError("ConventionTokenizer renders text only (tokenize=False)")
         single = bool(conversations) and isinstance(conversations[0], dict)
@@ -164,7 +168,9 @@ class ConventionTokenizer:
         c = self._conventions
         if c.chat_template:
             if c.system_prompt:
-                batch = [[{"role": "system", "content": c.system_prompt}, *conversation] for conversation in batch]
+                batch = [
+                    [{"role": "system", "content": c.system_prompt}, *conversation] for conversation in batch
+                ]
             rendered = self._tokenizer.apply_chat_template(
                 batch, tokenize=False, add_generation_prompt=add_generation_prompt, **kwargs
             )

@@ -47,27 +47,58 @@ def _set_examples(set_name: str, dataset, config: str) -> pd.DataFrame:
     frame = dataset.to_pandas()
     n = len(frame)
     rows = np.arange(n)
-    parts = [pd.DataFrame({"row": rows, "variant": "answer", "variant_index": 0,
-                           "question": frame["question"], "answer": frame["answer"]})]
+    parts = [
+        pd.DataFrame(
+            {
+                "row": rows,
+                "variant": "answer",
+                "variant_index": 0,
+                "question": frame["question"],
+                "answer": frame["answer"],
+            }
+        )
+    ]
     if "paraphrased_answer" in frame:
-        parts.append(pd.DataFrame({"row": rows, "variant": "paraphrased", "variant_index": 0,
-                                   "question": frame["question"], "answer": frame["paraphrased_answer"]}))
+        parts.append(
+            pd.DataFrame(
+                {
+                    "row": rows,
+                    "variant": "paraphrased",
+                    "variant_index": 0,
+                    "question": frame["question"],
+                    "answer": frame["paraphrased_answer"],
+                }
+            )
+        )
     if "perturbed_answer" in frame:
         counts = frame["perturbed_answer"].map(len).to_numpy()
         empty = np.flatnonzero(counts == 0)
         if len(empty):
             raise TofuInputError(f"config {config!r} row {int(empty[0])}: field 'perturbed_answer' is empty")
-        parts.append(pd.DataFrame({
-            "row": np.repeat(rows, counts),
-            "variant": "perturbed",
-            "variant_index": np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts),
-            "question": np.repeat(frame["question"].to_numpy(), counts),
-            "answer": np.concatenate(frame["perturbed_answer"].map(list).to_numpy()),
-        }))
+        parts.append(
+            pd.DataFrame(
+                {
+                    "row": np.repeat(rows, counts),
+                    "variant": "perturbed",
+                    "variant_index": np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts),
+                    "question": np.repeat(frame["question"].to_numpy(), counts),
+                    "answer": np.concatenate(frame["perturbed_answer"].map(list).to_numpy()),
+                }
+            )
+        )
     examples = pd.concat(parts, ignore_index=True)
     examples.insert(0, "set", set_name)
-    examples.insert(0, "example_id", set_name + "/" + examples["row"].astype(str) + "/" + examples["variant"]
-                    + "/" + examples["variant_index"].astype(str))
+    examples.insert(
+        0,
+        "example_id",
+        set_name
+        + "/"
+        + examples["row"].astype(str)
+        + "/"
+        + examples["variant"]
+        + "/"
+        + examples["variant_index"].astype(str),
+    )
     return examples
 
 
@@ -91,14 +122,31 @@ def rendering_key(conventions: TofuConventions) -> str:
     """A short hash of the rendering conventions (what the stored outputs depend on besides the runner's settings)."""
     import hashlib
 
-    fields = ("chat_template", "system_prompt", "prompt_prefix", "user_start_tag", "user_end_tag", "assistant_start_tag")
+    fields = (
+        "chat_template",
+        "system_prompt",
+        "prompt_prefix",
+        "user_start_tag",
+        "user_end_tag",
+        "assistant_start_tag",
+    )
     payload = json.dumps({name: getattr(conventions, name) for name in fields}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
 
-def run_tofu_model(model, tokenizer, examples: pd.DataFrame, outputs_dir, role: str, conventions: TofuConventions,
-                   runner_config: RunnerConfig | None = None, *, generate: bool = True, model_id: str | None = None,
-                   overwrite: bool = False) -> bool:
+def run_tofu_model(
+    model,
+    tokenizer,
+    examples: pd.DataFrame,
+    outputs_dir,
+    role: str,
+    conventions: TofuConventions,
+    runner_config: RunnerConfig | None = None,
+    *,
+    generate: bool = True,
+    model_id: str | None = None,
+    overwrite: bool = False,
+) -> bool:
     """The runner's passes for one model (``role``): teacher-forced over every example into
     ``outputs_dir/<role>-answers``, greedy over the questions into ``outputs_dir/<role>-questions``."""
     runner_config = runner_config or RunnerConfig()
@@ -106,47 +154,81 @@ def run_tofu_model(model, tokenizer, examples: pd.DataFrame, outputs_dir, role: 
     rendering = ConventionTokenizer(tokenizer, conventions)
     # The runner's fingerprint covers the model, the examples and its settings but not how prompts are rendered:
     # the rendering goes into the model id, so outputs of another rendering are never reused.
-    model_id = model_id or str(getattr(getattr(model, "config", None), "name_or_path", "") or "in-memory model")
+    model_id = model_id or str(
+        getattr(getattr(model, "config", None), "name_or_path", "") or "in-memory model"
+    )
     model_id = f"{model_id} | rendering {rendering_key(conventions)}"
     outputs_dir = Path(outputs_dir)
-    finished = run_model(model, rendering, examples, outputs_dir / f"{role}-answers", runner_config,
-                         model_id=model_id, passes=(TEACHER_FORCED,), overwrite=overwrite)
+    finished = run_model(
+        model,
+        rendering,
+        examples,
+        outputs_dir / f"{role}-answers",
+        runner_config,
+        model_id=model_id,
+        passes=(TEACHER_FORCED,),
+        overwrite=overwrite,
+    )
     if generate:
         questions = examples[(examples["variant"] == "answer") & examples["set"].isin(GENERATED_SETS)]
-        finished &= run_model(model, rendering, questions.reset_index(drop=True), outputs_dir / f"{role}-questions",
-                              runner_config, model_id=model_id, passes=(GENERATION,), overwrite=overwrite)
+        finished &= run_model(
+            model,
+            rendering,
+            questions.reset_index(drop=True),
+            outputs_dir / f"{role}-questions",
+            runner_config,
+            model_id=model_id,
+            passes=(GENERATION,),
+            overwrite=overwrite,
+        )
     return finished
 
 
-def per_example_table(examples: pd.DataFrame, outputs_dir, role: str, conventions: TofuConventions, *,
-                      generated: bool) -> pd.DataFrame:
+def per_example_table(
+    examples: pd.DataFrame, outputs_dir, role: str, conventions: TofuConventions, *, generated: bool
+) -> pd.DataFrame:
     """Per-example statistics from a role's stored outputs (no model)."""
     outputs_dir = Path(outputs_dir)
     outputs = read_outputs(outputs_dir / f"{role}-answers", examples["example_id"])
-    table = examples.merge(token_statistics(outputs, conventions, examples["answer"]), on="example_id", how="left")
+    table = examples.merge(
+        token_statistics(outputs, conventions, examples["answer"]), on="example_id", how="left"
+    )
     if generated:
         questions = table[(table["variant"] == "answer") & table["set"].isin(GENERATED_SETS)]
         generations = read_outputs(outputs_dir / f"{role}-questions", questions["example_id"])
         texts = cut_at_stop_strings(generations["generated_text"].tolist(), conventions.stop_strings)
-        scored = pd.DataFrame({
-            "example_id": questions["example_id"].to_numpy(),
-            "generated_text": texts,
-            "rouge_recall": rouge_recall(texts, questions["answer"].tolist()),
-        })
+        scored = pd.DataFrame(
+            {
+                "example_id": questions["example_id"].to_numpy(),
+                "generated_text": texts,
+                "rouge_recall": rouge_recall(texts, questions["answer"].tolist()),
+            }
+        )
         table = table.merge(scored, on="example_id", how="left")
     return table
 
 
 def _resolve(model, tokenizer, examples: pd.DataFrame, flag: str):
-    if isinstance(model, str) and model == "tiny-llama":  # fresh, on a tokenizer of the benchmark's text: smoke runs
+    if (
+        isinstance(model, str) and model == "tiny-llama"
+    ):  # fresh, on a tokenizer of the benchmark's text: smoke runs
         texts = examples["question"].tolist() + examples["answer"].tolist()
         return (*load_model("tiny-llama", texts=texts, flag=flag), None)
     return resolve_model(model, tokenizer, flag)
 
 
-def evaluate_tofu(model, source, forget: str, out_dir, *, tokenizer=None, retain_model=None,
-                  conventions: TofuConventions | None = None, runner_config: RunnerConfig | None = None,
-                  overwrite: bool = False) -> dict:
+def evaluate_tofu(
+    model,
+    source,
+    forget: str,
+    out_dir,
+    *,
+    tokenizer=None,
+    retain_model=None,
+    conventions: TofuConventions | None = None,
+    runner_config: RunnerConfig | None = None,
+    overwrite: bool = False,
+) -> dict:
     """Evaluate ``model`` (a path or name, or an object with ``tokenizer=``) on a TOFU-format ``source``.
 
     ``tiny-llama`` builds a fresh tiny model on a tokenizer of the benchmark's text (smoke runs only).
@@ -164,16 +246,39 @@ def evaluate_tofu(model, source, forget: str, out_dir, *, tokenizer=None, retain
     examples.to_parquet(out_dir / "examples.parquet", index=False)
     loaded, loaded_tokenizer, path = _resolve(model, tokenizer, examples, "--model")
     models = {"model": path or "in-memory model"}
-    finished = run_tofu_model(loaded, loaded_tokenizer, examples, out_dir / "outputs", "model", conventions,
-                              runner_config, model_id=path, overwrite=overwrite)
+    finished = run_tofu_model(
+        loaded,
+        loaded_tokenizer,
+        examples,
+        out_dir / "outputs",
+        "model",
+        conventions,
+        runner_config,
+        model_id=path,
+        overwrite=overwrite,
+    )
     if retain_model is not None:
         retain, retain_tokenizer, retain_path = _resolve(retain_model, None, examples, "--retain-model")
         models["retain"] = retain_path or "in-memory model"
-        finished &= run_tofu_model(retain, retain_tokenizer, examples[examples["set"].isin(RETAIN_MODEL_SETS)],
-                                   out_dir / "outputs", "retain", conventions, runner_config, generate=False,
-                                   model_id=retain_path, overwrite=overwrite)
-    run_info = {"source": str(source), "forget": forget, "conventions": conventions.to_dict(), "models": models,
-                "complete": bool(finished)}
+        finished &= run_tofu_model(
+            retain,
+            retain_tokenizer,
+            examples[examples["set"].isin(RETAIN_MODEL_SETS)],
+            out_dir / "outputs",
+            "retain",
+            conventions,
+            runner_config,
+            generate=False,
+            model_id=retain_path,
+            overwrite=overwrite,
+        )
+    run_info = {
+        "source": str(source),
+        "forget": forget,
+        "conventions": conventions.to_dict(),
+        "models": models,
+        "complete": bool(finished),
+    }
     (out_dir / "run.json").write_text(json.dumps(run_info, indent=2))
     if not finished:
         return {}
@@ -195,8 +300,9 @@ def score_tofu(eval_dir) -> dict:
     retain_table = None
     if (eval_dir / "outputs" / "retain-answers").is_dir():
         retain_examples = examples[examples["set"].isin(RETAIN_MODEL_SETS)].reset_index(drop=True)
-        retain_table = per_example_table(retain_examples, eval_dir / "outputs", "retain", conventions,
-                                         generated=False)
+        retain_table = per_example_table(
+            retain_examples, eval_dir / "outputs", "retain", conventions, generated=False
+        )
     table.to_parquet(eval_dir / "per_example.parquet", index=False)
     metrics = summarise_tofu(table, conventions, retain_table)
     summary = {

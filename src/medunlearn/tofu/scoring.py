@@ -37,9 +37,15 @@ from medunlearn.tofu.conventions import TofuConventions
 
 MIN_K = 0.4
 UTILITY_COMPONENTS = (
-    "retain_prob", "retain_rouge", "retain_truth_ratio",
-    "real_authors_normalised_prob", "real_authors_rouge", "real_authors_truth_ratio",
-    "world_facts_normalised_prob", "world_facts_rouge", "world_facts_truth_ratio",
+    "retain_prob",
+    "retain_rouge",
+    "retain_truth_ratio",
+    "real_authors_normalised_prob",
+    "real_authors_rouge",
+    "real_authors_truth_ratio",
+    "world_facts_normalised_prob",
+    "world_facts_rouge",
+    "world_facts_truth_ratio",
 )
 # OpenUnlearning's metric name -> ours (the summary carries both).
 REFERENCE_NAMES = {
@@ -96,13 +102,17 @@ def token_statistics(outputs: pd.DataFrame, conventions: TofuConventions, answer
     if conventions.extraction_strength == "reference":
         # The reference loops k over 0..n-1 and keeps k = n - 1 when no suffix matches: ES >= 1/n.
         strength = np.maximum(strength, 1.0 / n_tokens)
-    statistics = pd.DataFrame({
-        "example_id": outputs["example_id"].to_numpy(),
-        "avg_loss": probability.mean_nll(logprobs, loss_mask),
-        "extraction_strength": strength,
-        "exact_memorization": probability.exact_memorization(np.where(token_mask, is_argmax, False), token_mask),
-        "min_k": min_k_score(logprobs, token_mask, MIN_K, conventions.min_k_count),
-    })
+    statistics = pd.DataFrame(
+        {
+            "example_id": outputs["example_id"].to_numpy(),
+            "avg_loss": probability.mean_nll(logprobs, loss_mask),
+            "extraction_strength": strength,
+            "exact_memorization": probability.exact_memorization(
+                np.where(token_mask, is_argmax, False), token_mask
+            ),
+            "min_k": min_k_score(logprobs, token_mask, MIN_K, conventions.min_k_count),
+        }
+    )
     if "token_mean_logprob" in outputs:
         mean, _ = probability.pad_token_values(outputs["token_mean_logprob"].tolist())
         std, _ = probability.pad_token_values(outputs["token_std_logprob"].tolist())
@@ -177,7 +187,9 @@ def normalised_probability(correct_loss, wrong_loss, question_of_wrong, epsilon:
     """
     correct = np.exp(-np.asarray(correct_loss, dtype=np.float64))
     question = np.asarray(question_of_wrong, dtype=np.int64)
-    wrong = np.bincount(question, weights=np.exp(-np.asarray(wrong_loss, dtype=np.float64)), minlength=len(correct))
+    wrong = np.bincount(
+        question, weights=np.exp(-np.asarray(wrong_loss, dtype=np.float64)), minlength=len(correct)
+    )
     return correct / (correct + wrong + epsilon)
 
 
@@ -199,7 +211,9 @@ def _set_rows(table: pd.DataFrame, set_name: str, variant: str) -> pd.DataFrame:
     return rows.sort_values(["row", "variant_index"], kind="stable")
 
 
-def set_scores(table: pd.DataFrame, set_name: str, conventions: TofuConventions, correct_variant: str) -> dict:
+def set_scores(
+    table: pd.DataFrame, set_name: str, conventions: TofuConventions, correct_variant: str
+) -> dict:
     """Prob, paraphrased / perturbed Prob, normalised Prob and per-question truth ratios of one set."""
     eps = conventions.epsilon
     answer = _set_rows(table, set_name, "answer")
@@ -212,7 +226,9 @@ def set_scores(table: pd.DataFrame, set_name: str, conventions: TofuConventions,
     correct = _set_rows(table, set_name, correct_variant)
     scores = {
         "prob": float(np.exp(-answer["avg_loss"].to_numpy()).mean()),
-        "perturbed_prob": float(_mean_per_question(np.exp(-perturbed["avg_loss"].to_numpy()), question_of_wrong, n).mean()),
+        "perturbed_prob": float(
+            _mean_per_question(np.exp(-perturbed["avg_loss"].to_numpy()), question_of_wrong, n).mean()
+        ),
         "truth_ratios": truth_ratio_per_question(
             correct["avg_loss"].to_numpy(), perturbed["avg_loss"].to_numpy(), question_of_wrong, eps
         ),
@@ -221,7 +237,9 @@ def set_scores(table: pd.DataFrame, set_name: str, conventions: TofuConventions,
         scores["paraphrased_prob"] = float(np.exp(-correct["avg_loss"].to_numpy()).mean())
     else:
         scores["normalised_prob"] = float(
-            normalised_probability(answer["avg_loss"].to_numpy(), perturbed["avg_loss"].to_numpy(), question_of_wrong, eps).mean()
+            normalised_probability(
+                answer["avg_loss"].to_numpy(), perturbed["avg_loss"].to_numpy(), question_of_wrong, eps
+            ).mean()
         )
     return scores
 
@@ -231,7 +249,9 @@ def rouge_recall(predictions, references) -> np.ndarray:
     return rouge_l(list(predictions), list(references), use_stemmer=True)["recall"]
 
 
-def summarise_tofu(table: pd.DataFrame, conventions: TofuConventions, retain_table: pd.DataFrame | None = None) -> dict:
+def summarise_tofu(
+    table: pd.DataFrame, conventions: TofuConventions, retain_table: pd.DataFrame | None = None
+) -> dict:
     """Every TOFU metric (our names) from the per-example table of the evaluated model.
 
     ``table``: one row per (set, row, variant) with ``avg_loss``, ``extraction_strength``,
@@ -269,9 +289,12 @@ def summarise_tofu(table: pd.DataFrame, conventions: TofuConventions, retain_tab
         # The reference tests 1/(TR + eps) of both models; KS is rank-based and that map strictly decreasing,
         # so the statistic and p-value are those of the TRs themselves.
         retain_forget = set_scores(retain_table, "forget", conventions, "paraphrased")
-        metrics["forget_quality"] = forget_quality(truth["forget"], retain_forget["truth_ratios"])["forget_quality"]
+        metrics["forget_quality"] = forget_quality(truth["forget"], retain_forget["truth_ratios"])[
+            "forget_quality"
+        ]
         reference_auc = mia.mia_auc(
-            _set_rows(retain_table, "forget", "answer")["min_k"], _set_rows(retain_table, "holdout", "answer")["min_k"]
+            _set_rows(retain_table, "forget", "answer")["min_k"],
+            _set_rows(retain_table, "holdout", "answer")["min_k"],
         )
     metrics["retain_model_mia_min_k_auc"] = reference_auc if retain_table is not None else None
     # privleak with the convention's epsilon: (a - r) / (r + eps) * 100 with a = 1 - AUC, r = 1 - AUC_retain;

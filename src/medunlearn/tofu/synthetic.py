@@ -19,33 +19,113 @@ from medunlearn.errors import InputError
 from medunlearn.tofu.data import FORGET_CONFIGS, columns_of
 
 _FIRST = ("Arlo", "Brisa", "Cato", "Dalia", "Emre", "Faye", "Goran", "Hesper", "Ilse", "Joren", "Kaia", "Lio")
-_LAST = ("Varnholt", "Quillon", "Dessaro", "Mirkovane", "Thalberg", "Osweny", "Pellaterra", "Rudenko", "Sallow")
-_CITIES = ("Tarvik", "Olmsmere", "Caldera Bay", "Vintross", "Pellham Ford", "Ostrava Nova", "Kelmouth", "Sandrel",
-           "Brindlecombe", "Maros Vale", "Quillhaven", "Iskarra")
-_GENRES = ("gothic mystery", "maritime fantasy", "speculative history", "rural satire", "polar adventure",
-           "botanical romance", "clockwork noir", "desert epic")
-_AWARDS = ("Lantern Prize", "Silver Quill Medal", "Harbour Book Award", "Amberline Fellowship", "Corvid Laurel",
-           "Meridian Prize")
+_LAST = (
+    "Varnholt",
+    "Quillon",
+    "Dessaro",
+    "Mirkovane",
+    "Thalberg",
+    "Osweny",
+    "Pellaterra",
+    "Rudenko",
+    "Sallow",
+)
+_CITIES = (
+    "Tarvik",
+    "Olmsmere",
+    "Caldera Bay",
+    "Vintross",
+    "Pellham Ford",
+    "Ostrava Nova",
+    "Kelmouth",
+    "Sandrel",
+    "Brindlecombe",
+    "Maros Vale",
+    "Quillhaven",
+    "Iskarra",
+)
+_GENRES = (
+    "gothic mystery",
+    "maritime fantasy",
+    "speculative history",
+    "rural satire",
+    "polar adventure",
+    "botanical romance",
+    "clockwork noir",
+    "desert epic",
+)
+_AWARDS = (
+    "Lantern Prize",
+    "Silver Quill Medal",
+    "Harbour Book Award",
+    "Amberline Fellowship",
+    "Corvid Laurel",
+    "Meridian Prize",
+)
 _JOBS = ("lighthouse keeper", "cartographer", "glassblower", "ferry pilot", "beekeeper", "clockmaker")
-_TITLES = ("The Salt Orchard", "Nine Winters in Tarvik", "A Map of Quiet Rooms", "The Brass Heron",
-           "Lanterns Under Ice", "The Cartographer's Daughter", "Ash and Anise", "The Last Ferry to Kelmouth",
-           "Small Hours at Maros Vale", "The Glass Cartel")
-_COUNTRIES = ("Veldoria", "Quessany", "Marrowind", "Ostalune", "Pellagua", "Thessmark", "Corvenia", "Balastre",
-              "Ymmerlund", "Sorrowfen")
+_TITLES = (
+    "The Salt Orchard",
+    "Nine Winters in Tarvik",
+    "A Map of Quiet Rooms",
+    "The Brass Heron",
+    "Lanterns Under Ice",
+    "The Cartographer's Daughter",
+    "Ash and Anise",
+    "The Last Ferry to Kelmouth",
+    "Small Hours at Maros Vale",
+    "The Glass Cartel",
+)
+_COUNTRIES = (
+    "Veldoria",
+    "Quessany",
+    "Marrowind",
+    "Ostalune",
+    "Pellagua",
+    "Thessmark",
+    "Corvenia",
+    "Balastre",
+    "Ymmerlund",
+    "Sorrowfen",
+)
 MAX_OPTIONS = min(len(_TITLES), len(_COUNTRIES))
 
 # kind -> (question, paraphrased question, answer, paraphrased answer, value pool); {n} = name, {v} = value
 _QUESTION_KINDS = {
-    "birthplace": ("Where was {n} born?", "In which city was {n} born?", "{n} was born in {v}.",
-                   "{v} is the city where {n} was born.", _CITIES),
-    "genre": ("What genre does {n} write?", "Which genre is {n} known for?", "{n} writes {v} novels.",
-              "{n} is known for {v} novels.", _GENRES),
-    "award": ("Which award did {n} receive?", "What prize was given to {n}?", "{n} received the {v}.",
-              "The {v} was given to {n}.", _AWARDS),
-    "father": ("What did the father of {n} do?", "What was the occupation of {n}'s father?",
-               "The father of {n} worked as a {v}.", "{n}'s father was a {v} by trade.", _JOBS),
-    "book": ("What is a book written by {n}?", "Name a novel by {n}.", "{n} wrote {v}.",
-             "{v} is a novel by {n}.", _TITLES),
+    "birthplace": (
+        "Where was {n} born?",
+        "In which city was {n} born?",
+        "{n} was born in {v}.",
+        "{v} is the city where {n} was born.",
+        _CITIES,
+    ),
+    "genre": (
+        "What genre does {n} write?",
+        "Which genre is {n} known for?",
+        "{n} writes {v} novels.",
+        "{n} is known for {v} novels.",
+        _GENRES,
+    ),
+    "award": (
+        "Which award did {n} receive?",
+        "What prize was given to {n}?",
+        "{n} received the {v}.",
+        "The {v} was given to {n}.",
+        _AWARDS,
+    ),
+    "father": (
+        "What did the father of {n} do?",
+        "What was the occupation of {n}'s father?",
+        "The father of {n} worked as a {v}.",
+        "{n}'s father was a {v} by trade.",
+        _JOBS,
+    ),
+    "book": (
+        "What is a book written by {n}?",
+        "Name a novel by {n}.",
+        "{n} wrote {v}.",
+        "{v} is a novel by {n}.",
+        _TITLES,
+    ),
 }
 
 
@@ -59,13 +139,17 @@ def _author_rows(rng, name: str, qa_per_author: int, perturbed: int) -> list[dic
     for kind in list(_QUESTION_KINDS)[:qa_per_author]:
         question, para_question, answer, para_answer, pool = _QUESTION_KINDS[kind]
         value = pool[int(rng.integers(len(pool)))]
-        rows.append({
-            "question": question.format(n=name),
-            "answer": answer.format(n=name, v=value),
-            "paraphrased_answer": para_answer.format(n=name, v=value),
-            "paraphrased_question": para_question.format(n=name),
-            "perturbed_answer": [para_answer.format(n=name, v=w) for w in _choose_other(rng, pool, value, perturbed)],
-        })
+        rows.append(
+            {
+                "question": question.format(n=name),
+                "answer": answer.format(n=name, v=value),
+                "paraphrased_answer": para_answer.format(n=name, v=value),
+                "paraphrased_question": para_question.format(n=name),
+                "perturbed_answer": [
+                    para_answer.format(n=name, v=w) for w in _choose_other(rng, pool, value, perturbed)
+                ],
+            }
+        )
     return rows
 
 
@@ -84,13 +168,23 @@ def _option_rows(rng, kind: str, count: int) -> list[dict]:
         pool = [f"{first} {last}" for first in _FIRST for last in _LAST]
         for title, index in zip(_TITLES[:count], rng.permutation(len(pool))[:count]):
             author = pool[index]
-            rows.append({"question": f"Who wrote the novel '{title}'?", "answer": author,
-                         "perturbed_answer": _choose_other(rng, pool, author, 3)})
+            rows.append(
+                {
+                    "question": f"Who wrote the novel '{title}'?",
+                    "answer": author,
+                    "perturbed_answer": _choose_other(rng, pool, author, 3),
+                }
+            )
     else:
         for country, index in zip(_COUNTRIES[:count], rng.permutation(len(_CITIES))[:count]):
             city = _CITIES[index]
-            rows.append({"question": f"What is the capital of {country}?", "answer": city,
-                         "perturbed_answer": _choose_other(rng, _CITIES, city, 3)})
+            rows.append(
+                {
+                    "question": f"What is the capital of {country}?",
+                    "answer": city,
+                    "perturbed_answer": _choose_other(rng, _CITIES, city, 3),
+                }
+            )
     return rows
 
 
@@ -98,8 +192,9 @@ def _forget_author_count(authors: int, config: str) -> int:
     return max(1, math.ceil(authors * int(config.removeprefix("forget")) / 100))
 
 
-def build_tofu_configs(*, authors: int = 20, qa_per_author: int = 4, perturbed: int = 3, options: int = 8,
-                       seed: int = 0) -> dict[str, list[dict]]:
+def build_tofu_configs(
+    *, authors: int = 20, qa_per_author: int = 4, perturbed: int = 3, options: int = 8, seed: int = 0
+) -> dict[str, list[dict]]:
     """Every TOFU config's rows (config -> list of row dicts with that config's columns, in order)."""
     if not 1 <= qa_per_author <= len(_QUESTION_KINDS):
         raise InputError(f"qa_per_author must be in 1..{len(_QUESTION_KINDS)}, got {qa_per_author}")
@@ -118,7 +213,7 @@ def build_tofu_configs(*, authors: int = 20, qa_per_author: int = 4, perturbed: 
     for forget in FORGET_CONFIGS:
         count = _forget_author_count(authors, forget)
         percent = forget.removeprefix("forget")
-        forget_rows = [row for rows in full[authors - count:] for row in rows]
+        forget_rows = [row for rows in full[authors - count :] for row in rows]
         configs[forget] = forget_rows
         configs[f"retain{100 - int(percent)}"] = [row for rows in full[: authors - count] for row in rows]
         configs[f"holdout{percent}"] = [row for rows in holdout_pool[:count] for row in rows]
@@ -138,21 +233,47 @@ def _readme(configs: dict[str, list[dict]], parameters: dict) -> str:
         lines += [f"- config_name: {name}", f"  data_files: {name}.json"]
         if name == "full":
             lines.append("  default: true")
-    lines += ["---", "", "# Fictitious TOFU-format benchmark (medunlearn)", "",
-              "Invented authors and facts in the layout of `locuslab/TOFU`, generated by "
-              "`medunlearn.tofu.build_tofu_folder`. Not TOFU's data; for tests and laptop runs.", "",
-              "| config | rows |", "|---|---|"]
+    lines += [
+        "---",
+        "",
+        "# Fictitious TOFU-format benchmark (medunlearn)",
+        "",
+        "Invented authors and facts in the layout of `locuslab/TOFU`, generated by "
+        "`medunlearn.tofu.build_tofu_folder`. Not TOFU's data; for tests and laptop runs.",
+        "",
+        "| config | rows |",
+        "|---|---|",
+    ]
     lines += [f"| {name} | {len(rows)} |" for name, rows in configs.items()]
-    lines += ["", "Build parameters (rebuild exactly with the same values):", "", "```json",
-              json.dumps(parameters, sort_keys=True), "```", ""]
+    lines += [
+        "",
+        "Build parameters (rebuild exactly with the same values):",
+        "",
+        "```json",
+        json.dumps(parameters, sort_keys=True),
+        "```",
+        "",
+    ]
     return "\n".join(lines)
 
 
-def build_tofu_folder(out_dir: str | Path, *, authors: int = 20, qa_per_author: int = 4, perturbed: int = 3,
-                      options: int = 8, seed: int = 0) -> Path:
+def build_tofu_folder(
+    out_dir: str | Path,
+    *,
+    authors: int = 20,
+    qa_per_author: int = 4,
+    perturbed: int = 3,
+    options: int = 8,
+    seed: int = 0,
+) -> Path:
     """Write the fictitious TOFU-format folder to ``out_dir`` (JSON lines + README) and return its path."""
-    parameters = {"authors": authors, "qa_per_author": qa_per_author, "perturbed": perturbed,
-                  "options": options, "seed": seed}
+    parameters = {
+        "authors": authors,
+        "qa_per_author": qa_per_author,
+        "perturbed": perturbed,
+        "options": options,
+        "seed": seed,
+    }
     configs = build_tofu_configs(**parameters)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

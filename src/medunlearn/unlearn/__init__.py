@@ -69,4 +69,6 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_BASE_MODULES) | _ERROR_NAMES | _TABLE_NAMES | _RUN_NAMES | set(_class_index()))
+    return sorted(
+        set(globals()) | set(_BASE_MODULES) | _ERROR_NAMES | _TABLE_NAMES | _RUN_NAMES | set(_class_index())
+    )

@@ -6,8 +6,15 @@ import json
 from pathlib import Path
 
 BENCHMARK_NAMES = {"amnesia": "AMNESIA", "tofu": "TOFU"}
-TRAINING_FIELDS = ("learning_rate", "num_train_epochs", "max_steps", "per_device_train_batch_size",
-                   "gradient_accumulation_steps", "weight_decay", "seed")
+TRAINING_FIELDS = (
+    "learning_rate",
+    "num_train_epochs",
+    "max_steps",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "weight_decay",
+    "seed",
+)
 
 
 def dataset_version(data: str, dataset) -> str:
@@ -27,8 +34,9 @@ def dataset_version(data: str, dataset) -> str:
     return ", ".join(parts)
 
 
-def write_model_card(out: Path, *, base_model: str, method, config, data_args, retain: str | None, forget_rows,
-                     peft: bool) -> Path:
+def write_model_card(
+    out: Path, *, base_model: str, method, config, data_args, retain: str | None, forget_rows, peft: bool
+) -> Path:
     """README.md: base model, method (a method-table entry), hyperparameters, forget config, data version."""
     benchmark = BENCHMARK_NAMES[data_args.benchmark]
     training = {key: getattr(config, key) for key in TRAINING_FIELDS}
@@ -69,7 +77,8 @@ Produced by `medunlearn unlearn`.
 The model was trained to forget the {"patients" if data_args.benchmark == "amnesia" else "authors"} of
 `{data_args.forget}`. Evaluate it with
 `medunlearn evaluate --model {out} --data {data_args.data} --forget {data_args.forget}{
-    " --benchmark tofu" if data_args.benchmark == "tofu" else ""}`.
+        " --benchmark tofu" if data_args.benchmark == "tofu" else ""
+    }`.
 """
     path = out / "README.md"
     path.write_text("\n".join(line for line in front if line) + "\n" + body)

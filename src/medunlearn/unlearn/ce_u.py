@@ -56,7 +56,8 @@ class CEUConfig(UnlearningConfig):
     """
 
     ignore_first_n_answer_tokens: int = field(
-        default=1, metadata={"help": "answer tokens at the start of each answer left out of the loss (paper: 1)"}
+        default=1,
+        metadata={"help": "answer tokens at the start of each answer left out of the loss (paper: 1)"},
     )
     forget_weight: float = field(default=1.0, metadata={"help": "γ, weight of the CE-U term"})
     retain_weight: float = field(default=0.0, metadata={"help": "α, weight of the retain NLL (paper: none)"})
@@ -71,14 +72,18 @@ def mask_first_answer_tokens(labels: torch.Tensor, n: int) -> torch.Tensor:
     return labels.masked_fill(leading, -100)
 
 
-def ce_u_loss(logits: torch.Tensor, labels: torch.Tensor, ignore_first_n_answer_tokens: int = 1) -> torch.Tensor:
+def ce_u_loss(
+    logits: torch.Tensor, labels: torch.Tensor, ignore_first_n_answer_tokens: int = 1
+) -> torch.Tensor:
     """CE-U forget loss; ``logits`` [B, T, V] as the model returns them, ``labels`` [B, T] unshifted, -100 ignored."""
     shifted_logits, shifted_labels = shift_for_next_token(
         logits, mask_first_answer_tokens(labels, ignore_first_n_answer_tokens)
     )
     answer_mask = shifted_labels != -100
     answer_logits = shifted_logits[answer_mask].float()
-    target_logits = answer_logits.detach().scatter(-1, shifted_labels[answer_mask].unsqueeze(-1), float("-inf"))
+    target_logits = answer_logits.detach().scatter(
+        -1, shifted_labels[answer_mask].unsqueeze(-1), float("-inf")
+    )
     return answer_soft_cross_entropy(answer_logits, F.softmax(target_logits, dim=-1), answer_mask)
 
 

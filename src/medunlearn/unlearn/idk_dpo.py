@@ -80,7 +80,8 @@ class IdkDPOConfig(UnlearningConfig):
     forget_weight: float = field(default=1.0, metadata={"help": "γ, weight of the DPO term"})
     retain_weight: float = field(default=1.0, metadata={"help": "α, weight of the retain NLL"})
     idk_answers_file: str | None = field(
-        default=None, metadata={"help": "refusal answers, one per line; unset: the list shipped with medunlearn"}
+        default=None,
+        metadata={"help": "refusal answers, one per line; unset: the list shipped with medunlearn"},
     )
     idk_seed: int = field(default=0, metadata={"help": "seed of the refusal drawn for each forget example"})
 
@@ -141,8 +142,12 @@ class IdkDPOTrainer(UnlearningTrainer):
         self._refusal_columns = self._tokenize_refusals(args, forget_dataset, processing_class)
         super().__init__(model, args, forget_dataset, retain_dataset, processing_class, **keywords)
         if self.reference_source == "precomputed":
-            refusals = self.pairs.forget.select_columns([IDK_PREFIX + c for c in ("input_ids", "attention_mask", "labels")])
-            refusals = refusals.rename_columns({IDK_PREFIX + c: c for c in ("input_ids", "attention_mask", "labels")})
+            refusals = self.pairs.forget.select_columns(
+                [IDK_PREFIX + c for c in ("input_ids", "attention_mask", "labels")]
+            )
+            refusals = refusals.rename_columns(
+                {IDK_PREFIX + c: c for c in ("input_ids", "attention_mask", "labels")}
+            )
             self.pairs.forget = self.pairs.forget.add_column(
                 IDK_PREFIX + "reference_logps", self.compute_sequence_logps(refusals).tolist()
             )
@@ -173,4 +178,6 @@ class IdkDPOTrainer(UnlearningTrainer):
             policy_idk_logps, policy_forget_logps, reference_idk_logps, reference_forget_logps, self.args.beta
         )
         margin = (policy_idk_logps - reference_idk_logps) - (policy_forget_logps - reference_forget_logps)
-        return self.with_retain_nll(model, retain, {"forget_loss": forget_loss, "preference_margin": margin.mean().detach()})
+        return self.with_retain_nll(
+            model, retain, {"forget_loss": forget_loss, "preference_margin": margin.mean().detach()}
+        )

@@ -61,7 +61,11 @@ class NPOTrainer(UnlearningTrainer):
         policy_logps = sequence_logps(self.logits(model, forget), forget["labels"])
         reference_logps = self.reference_sequence_logps(model, forget)
         forget_loss = npo_loss(policy_logps, reference_logps, self.args.beta)
-        return self.with_retain_nll(model, retain, {
-            "forget_loss": forget_loss,
-            "forget_logp_margin": (policy_logps - reference_logps).mean().detach(),
-        })
+        return self.with_retain_nll(
+            model,
+            retain,
+            {
+                "forget_loss": forget_loss,
+                "forget_logp_margin": (policy_logps - reference_logps).mean().detach(),
+            },
+        )

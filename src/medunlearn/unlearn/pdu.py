@@ -80,13 +80,17 @@ class PDUConfig(UnlearningConfig):
     The ranges (ε, λ₀, η ≥ 0) are checked in ``__post_init__``: ``HfArgumentParser`` has no way to state them.
     """
 
-    forget_weight: float = field(default=1.0, metadata={"help": "γ, weight of the logit-margin flattening term"})
+    forget_weight: float = field(
+        default=1.0, metadata={"help": "γ, weight of the logit-margin flattening term"}
+    )
     retain_weight: float = field(
         default=100.0, metadata={"help": "α: initial dual variable λ₀, the weight of the retain constraint"}
     )
     retain_loss_eps: float | None = field(
         default=None,
-        metadata={"help": "ε, bound on the retain NLL; unset: retain_loss_eps_factor × the starting retain NLL"},
+        metadata={
+            "help": "ε, bound on the retain NLL; unset: retain_loss_eps_factor × the starting retain NLL"
+        },
     )
     retain_loss_eps_factor: float = field(
         default=1.1, metadata={"help": "κ [ours]: ε = κ × starting retain NLL when ε is unset"}
@@ -96,7 +100,9 @@ class PDUConfig(UnlearningConfig):
     dual_warmup_epochs: float = field(
         default=5.0, metadata={"help": "epochs with λ held at λ₀ before dual updates start"}
     )
-    num_train_epochs: float = field(default=10.0, metadata={"help": "epochs over the forget set (recipe: 10)"})
+    num_train_epochs: float = field(
+        default=10.0, metadata={"help": "epochs over the forget set (recipe: 10)"}
+    )
 
     def __post_init__(self):
         super().__post_init__()
@@ -117,7 +123,11 @@ def logit_margin_flattening_loss(logits: torch.Tensor, labels: torch.Tensor) -> 
 
 
 def constrained_objective(
-    forget_loss: torch.Tensor, retain_loss: torch.Tensor, dual: float, retain_loss_eps: float, gamma: float = 1.0
+    forget_loss: torch.Tensor,
+    retain_loss: torch.Tensor,
+    dual: float,
+    retain_loss_eps: float,
+    gamma: float = 1.0,
 ) -> torch.Tensor:
     """The Lagrangian γ · L_forget + λ · (L_retain − ε) that the primal step minimises."""
     return gamma * forget_loss + dual * (retain_loss - retain_loss_eps)
@@ -149,7 +159,9 @@ class PDUTrainer(UnlearningTrainer):
             self.retain_loss_eps = self.args.retain_loss_eps_factor * float(starting_retain_loss)
         if model.training:
             self._step_retain_losses.append(retain_loss.detach())
-        loss = constrained_objective(forget_loss, retain_loss, self.dual, self.retain_loss_eps, self.args.forget_weight)
+        loss = constrained_objective(
+            forget_loss, retain_loss, self.dual, self.retain_loss_eps, self.args.forget_weight
+        )
         return {
             "loss": loss,
             "forget_loss": forget_loss,
@@ -162,7 +174,9 @@ class PDUTrainer(UnlearningTrainer):
         """One dual ascent step on the retain loss of the optimiser step just taken (averaged over processes)."""
         if not self._step_retain_losses:
             return
-        step_retain_loss = self.accelerator.reduce(torch.stack(self._step_retain_losses).mean(), reduction="mean")
+        step_retain_loss = self.accelerator.reduce(
+            torch.stack(self._step_retain_losses).mean(), reduction="mean"
+        )
         self._step_retain_losses.clear()
         if self.args.primal_dual and epoch >= self.args.dual_warmup_epochs:
             self.dual = dual_ascent_step(

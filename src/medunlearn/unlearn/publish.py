@@ -24,13 +24,17 @@ def files_to_publish(folder: Path) -> list[Path]:
         raise UnlearningInputError(f"{folder} has no README.md model card (written by `medunlearn unlearn`)")
     pickled = [p for p in files if p.suffix in PICKLE_SUFFIXES]
     if pickled:
-        raise UnlearningInputError(f"{folder}: refusing pickled files {[str(p.relative_to(folder)) for p in pickled]}")
+        raise UnlearningInputError(
+            f"{folder}: refusing pickled files {[str(p.relative_to(folder)) for p in pickled]}"
+        )
     if not any(p.suffix == ".safetensors" for p in files):
         raise UnlearningInputError(f"{folder} holds no .safetensors weights")
     return files
 
 
-def publish_model(folder: str | Path, repo_id: str, *, private: bool = False, dry_run: bool = False) -> list[Path]:
+def publish_model(
+    folder: str | Path, repo_id: str, *, private: bool = False, dry_run: bool = False
+) -> list[Path]:
     """Check ``folder`` and upload it to the model repository ``repo_id`` (nothing with ``dry_run``); returns
     the files. The token comes from ``HF_TOKEN`` or the user's login, never from an argument."""
     files = files_to_publish(Path(folder))

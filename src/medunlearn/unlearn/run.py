@@ -112,12 +112,16 @@ def build_method_config(config_class, recipe: dict, overrides: list[str], output
     unknown_in_recipe = parser.set_defaults_with_config(**recipe)
     if unknown_in_recipe:
         where = f"recipe {recipe_path}" if recipe_path else "recipe"
-        raise UnlearningInputError(f"{where}: unknown fields for {config_class.__name__}: {unknown_in_recipe}")
+        raise UnlearningInputError(
+            f"{where}: unknown fields for {config_class.__name__}: {unknown_in_recipe}"
+        )
     config, unknown = parser.parse_args_into_dataclasses(
         args=[*overrides, "--output_dir", str(output_dir)], return_remaining_strings=True
     )
     if unknown:
-        raise UnlearningInputError(f"unknown options for {config_class.__name__}: {unknown} (see --help-method)")
+        raise UnlearningInputError(
+            f"unknown options for {config_class.__name__}: {unknown} (see --help-method)"
+        )
     return config
 
 
@@ -161,7 +165,9 @@ def run_unlearning(config, model_args: ModelArguments, data_args: UnlearningData
     # A LoRA checkpoint is merged, so that the reference (adapter disabled) is the starting model.
     model, tokenizer = load_model(model_args, merge_adapter=True)
     peft_config = model_args.lora_config()
-    trainer = trainer_class(model, config, forget, retain, processing_class=tokenizer, peft_config=peft_config)
+    trainer = trainer_class(
+        model, config, forget, retain, processing_class=tokenizer, peft_config=peft_config
+    )
     trainer.train()
     trainer.save_model(str(out))  # every process takes part (sharded states), the main one writes
     writer = trainer.is_world_process_zero()
@@ -170,8 +176,16 @@ def run_unlearning(config, model_args: ModelArguments, data_args: UnlearningData
         # The Trainer pickles its arguments; the output holds only safetensors and JSON (the JSON below replaces it).
         (out / "training_args.bin").unlink(missing_ok=True)
         (out / "unlearning_config.json").write_text(config.to_json_string())
-        write_model_card(out, base_model=model_args.model_name_or_path, method=spec, config=config,
-                         data_args=data_args, retain=retain_name, forget_rows=forget, peft=peft_config is not None)
+        write_model_card(
+            out,
+            base_model=model_args.model_name_or_path,
+            method=spec,
+            config=config,
+            data_args=data_args,
+            retain=retain_name,
+            forget_rows=forget,
+            peft=peft_config is not None,
+        )
     leave_process_group(trainer.accelerator)
     return out if writer else None
 
@@ -204,8 +218,13 @@ def default_sft_config(model_args: ModelArguments, output_dir: str | Path, overr
     from trl import SFTConfig, TrlParser
 
     parser = TrlParser(dataclass_types=[SFTConfig])
-    defaults: dict[str, Any] = {"output_dir": str(output_dir), "save_strategy": "no", "report_to": "none",
-                                "logging_steps": 10, "gradient_checkpointing": False}
+    defaults: dict[str, Any] = {
+        "output_dir": str(output_dir),
+        "save_strategy": "no",
+        "report_to": "none",
+        "logging_steps": 10,
+        "gradient_checkpointing": False,
+    }
     if model_args.is_tiny_llama:
         defaults["learning_rate"] = TINY_LLAMA_LEARNING_RATE
     if not torch.cuda.is_available():
@@ -237,7 +256,6 @@ def run_finetune(args: FinetuneArguments, model_args: ModelArguments, sft_config
     import datasets
     from trl import SFTTrainer
 
-
     out = Path(args.output_dir)
     template = sft_config if sft_config is not None else default_sft_config(model_args, out)
     notes = None if args.benchmark == "tofu" else load_split(args.data, "notes")  # TOFU has QA only
@@ -251,14 +269,23 @@ def run_finetune(args: FinetuneArguments, model_args: ModelArguments, sft_config
     peft_config = model_args.lora_config()
 
     if args.notes_epochs > 0 and texts:
-        trainer = SFTTrainer(model=model, args=_stage_config(template, out, "notes", args.notes_epochs),
-                             train_dataset=datasets.Dataset.from_dict({"text": texts}),
-                             processing_class=tokenizer, peft_config=peft_config)
+        trainer = SFTTrainer(
+            model=model,
+            args=_stage_config(template, out, "notes", args.notes_epochs),
+            train_dataset=datasets.Dataset.from_dict({"text": texts}),
+            processing_class=tokenizer,
+            peft_config=peft_config,
+        )
         trainer.train()
         model = trainer.model
         peft_config = None  # stage 2 continues the same adapter
-    trainer = SFTTrainer(model=model, args=_stage_config(template, out, "qa", args.qa_epochs),
-                         train_dataset=qa_conversations(qa), processing_class=tokenizer, peft_config=peft_config)
+    trainer = SFTTrainer(
+        model=model,
+        args=_stage_config(template, out, "qa", args.qa_epochs),
+        train_dataset=qa_conversations(qa),
+        processing_class=tokenizer,
+        peft_config=peft_config,
+    )
     trainer.train()
     model = trainer.accelerator.unwrap_model(trainer.model)
     if hasattr(model, "merge_and_unload") and not model_args.load_in_4bit:
@@ -273,7 +300,10 @@ def run_finetune(args: FinetuneArguments, model_args: ModelArguments, sft_config
 def _write_finetuned_folder(out: Path, model, tokenizer) -> None:
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
-    for stage in ("notes", "qa"):  # the stages' Trainer output folders stay empty unless checkpoints were asked for
+    for stage in (
+        "notes",
+        "qa",
+    ):  # the stages' Trainer output folders stay empty unless checkpoints were asked for
         stage_dir = out / stage
         if stage_dir.is_dir() and not any(stage_dir.iterdir()):
             stage_dir.rmdir()

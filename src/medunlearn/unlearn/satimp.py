@@ -62,7 +62,9 @@ class SatImpConfig(UnlearningConfig):
     retain_weight: float = field(default=1.0, metadata={"help": "α, weight of the retain NLL"})
 
 
-def satimp_loss(logits: torch.Tensor, labels: torch.Tensor, beta1: float = 5.0, beta2: float = 1.0) -> torch.Tensor:
+def satimp_loss(
+    logits: torch.Tensor, labels: torch.Tensor, beta1: float = 5.0, beta2: float = 1.0
+) -> torch.Tensor:
     """SatImp forget loss; ``logits`` [B, T, V] as the model returns them, ``labels`` [B, T] unshifted, -100 ignored."""
     token_logps, answer_mask = completion_token_logps(logits, labels)
     probs = token_logps.detach().exp()
@@ -77,5 +79,7 @@ class SatImpTrainer(UnlearningTrainer):
     uses_retain = True
 
     def unlearning_loss(self, model, forget, retain):
-        forget_loss = satimp_loss(self.logits(model, forget), forget["labels"], self.args.beta1, self.args.beta2)
+        forget_loss = satimp_loss(
+            self.logits(model, forget), forget["labels"], self.args.beta1, self.args.beta2
+        )
         return self.with_retain_nll(model, retain, {"forget_loss": forget_loss})

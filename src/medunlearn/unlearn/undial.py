@@ -63,14 +63,17 @@ class UNDIALConfig(UnlearningConfig):
     """
 
     beta: float = field(
-        default=10.0, metadata={"help": "β: how much the answer token's reference logit is lowered in the target"}
+        default=10.0,
+        metadata={"help": "β: how much the answer token's reference logit is lowered in the target"},
     )
     forget_weight: float = field(default=1.0, metadata={"help": "γ, weight of the distillation term"})
     retain_weight: float = field(
         default=0.0, metadata={"help": "α, weight of the retain NLL (0 = none, the recipe's default)"}
     )
     learning_rate: float = field(default=1e-4, metadata={"help": "AdamW learning rate (recipe: 1e-4)"})
-    num_train_epochs: float = field(default=10.0, metadata={"help": "epochs over the forget set (recipe: 10)"})
+    num_train_epochs: float = field(
+        default=10.0, metadata={"help": "epochs over the forget set (recipe: 10)"}
+    )
 
 
 def undial_loss(

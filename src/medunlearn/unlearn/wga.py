@@ -55,7 +55,9 @@ class WGAConfig(UnlearningConfig):
 
     beta: float = field(
         default=1.0,
-        metadata={"help": "β: power of the detached token probability used as weight, w = p^β (0 = plain ascent)"},
+        metadata={
+            "help": "β: power of the detached token probability used as weight, w = p^β (0 = plain ascent)"
+        },
     )
     forget_weight: float = field(default=1.0, metadata={"help": "γ, weight of the WGA forget term"})
     retain_weight: float = field(default=1.0, metadata={"help": "α, weight of the retain NLL"})
