@@ -82,7 +82,8 @@ def main() -> None:
     args = parser.parse_args()
     config = SplitConfig(seed=0)
     print(
-        "splits s = build_splits alone; +select s = with each config's row selection (what the naive baseline does)"
+        "splits s = build_splits alone; +select s = with each config's row selection "
+        "(what the naive baseline does)"
     )
     print(
         f"{'patients':>9} {'cohort s':>9} {'splits s':>9} {'+select s':>9} {'naive s':>9} {'naive/ours':>10} "
@@ -108,8 +109,9 @@ def main() -> None:
                 export_seconds = time.perf_counter() - start
                 megabytes = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 1e6
         print(
-            f"{patients:>9,} {cohort_seconds:>9.2f} {splits_only:>9.3f} {ours:>9.3f} {naive:>9.3f} {naive / ours:>9.1f}x "
-            f"{export_seconds:>9.2f} {cohort_seconds + export_seconds:>14.2f} {megabytes:>6.1f}"
+            f"{patients:>9,} {cohort_seconds:>9.2f} {splits_only:>9.3f} {ours:>9.3f} {naive:>9.3f} "
+            f"{naive / ours:>9.1f}x {export_seconds:>9.2f} {cohort_seconds + export_seconds:>14.2f} "
+            f"{megabytes:>6.1f}"
         )
     growth_small = split_times[8820] / split_times[882]
     growth_large = split_times[88200] / split_times[8820]

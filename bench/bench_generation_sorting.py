@@ -1,12 +1,13 @@
-"""Greedy generation in the runner's length-sorted batches vs batches in data order (same model, prompts, batch).
+"""Greedy generation in the runner's length-sorted batches vs batches in data order (same model, prompts,
+batch).
 
 The runner sorts generation batches by expected answer length (the gold answer's token count), then prompt
-length: ``generate`` runs each batch until its longest answer ends, so grouping answers that end together saves
-decoding steps, and sorting also trims left padding. The sort key is the gold answer length, so the gain depends
-on how closely the model's answers follow the gold lengths: the tiny Llama is measured after 150 training steps
-on the seen QA (answer loss about 2: lengths only loosely learned) and again after 500 (answer loss about 0.3,
-as a model fine-tuned on AMNESIA before unlearning, the case the evaluation serves). The outputs of both orders
-are compared as well (they must agree).
+length: ``generate`` runs each batch until its longest answer ends, so grouping answers that end together
+saves decoding steps, and sorting also trims left padding. The sort key is the gold answer length, so the gain
+depends on how closely the model's answers follow the gold lengths: the tiny Llama is measured after 150
+training steps on the seen QA (answer loss about 2: lengths only loosely learned) and again after 500 (answer
+loss about 0.3, as a model fine-tuned on AMNESIA before unlearning, the case the evaluation serves). The
+outputs of both orders are compared as well (they must agree).
 
 Both wall-clock and CPU time (``time.process_time``, one torch thread) are printed: the machine this project
 runs on is shared, so wall time there mostly measures the neighbours; CPU time measures the work.
@@ -26,8 +27,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 BATCH_SIZE = 16
 MAX_NEW_TOKENS = 48
-# The model is measured twice: briefly trained, then trained until it reproduces the answers (as a model fine-tuned
-# on AMNESIA before unlearning does). Sorting by gold answer length pays off when generated lengths follow it.
+# The model is measured twice: briefly trained, then trained until it reproduces the answers (as a model
+# fine-tuned on AMNESIA before unlearning does). Sorting by gold answer length pays off when generated lengths
+# follow it.
 TRAIN_STAGES = (150, 500)
 BATCH_TRAIN = 16
 REPEATS = 2
@@ -100,7 +102,8 @@ def main() -> None:
     encoded = encode_examples(tokenizer, questions, answers)
     lengths = sorted(len(p) for p in encoded.prompt_ids)
     print(
-        f"{len(questions)} prompts, {lengths[0]}-{lengths[-1]} tokens; batch {BATCH_SIZE}, max_new_tokens {MAX_NEW_TOKENS}"
+        f"{len(questions)} prompts, {lengths[0]}-{lengths[-1]} tokens; batch {BATCH_SIZE}, "
+        f"max_new_tokens {MAX_NEW_TOKENS}"
     )
     trained = 0
     for total_steps in TRAIN_STAGES:
@@ -112,7 +115,8 @@ def main() -> None:
 
 
 def compare_orders(model, tokenizer, encoded) -> None:
-    """Time greedy generation of every prompt in data order and in the runner's order; print the comparison."""
+    """Time greedy generation of every prompt in data order and in the runner's order; print the
+    comparison."""
     import time
 
     from medunlearn.evaluation.runner import generation_batches
@@ -147,12 +151,13 @@ def compare_orders(model, tokenizer, encoded) -> None:
     print(f"best of {REPEATS} runs each; mean answer {sum(answer_lengths) / len(answer_lengths):.1f} tokens")
     for order, name in ((False, "data order"), (True, "runner order")):
         print(
-            f"{name:<13}: wall {wall[order]:6.2f}s  cpu {cpu[order]:6.2f}s  decoding steps {steps[order]:5d}  "
-            f"prompt padding {padding[order]:5d} tokens"
+            f"{name:<13}: wall {wall[order]:6.2f}s  cpu {cpu[order]:6.2f}s  "
+            f"decoding steps {steps[order]:5d}  prompt padding {padding[order]:5d} tokens"
         )
     print(f"identical outputs: {agree:.1%}")
     print(
-        f"speed-up sorted vs unsorted: {wall[False] / wall[True]:.2f}x wall, {cpu[False] / cpu[True]:.2f}x cpu"
+        f"speed-up sorted vs unsorted: {wall[False] / wall[True]:.2f}x wall, "
+        f"{cpu[False] / cpu[True]:.2f}x cpu"
     )
 
 

@@ -1,4 +1,5 @@
-"""Leakage-score scan speed: medunlearn's compiled-per-keyword-set scan vs the naive per-keyword ``re.search``.
+"""Leakage-score scan speed: medunlearn's compiled-per-keyword-set scan vs the naive per-keyword
+``re.search``.
 
 Both run in this process on the same synthetic forget-set answers (8 QA per patient, 8 disease keywords per
 patient, answers of ~30 words, about a third mentioning a keyword), and must give identical per-answer values.
@@ -99,7 +100,8 @@ def naive_leakage(answers, references, questions) -> np.ndarray:
 
 
 def answers_per_second(function, *args, repeats: int = 3) -> tuple[float, float, np.ndarray]:
-    """Best of ``repeats`` runs, as answers per CPU second of this (single-threaded) process and per wall second.
+    """Best of ``repeats`` runs, as answers per CPU second of this (single-threaded) process and per wall
+    second.
 
     CPU time is the "one core" figure: on a shared machine wall time also counts the time other processes hold
     the core.
@@ -132,7 +134,8 @@ def main() -> int:
     print("                              answers/CPU-s   answers/wall-s")
     print(f"naive per-keyword re.search : {naive_rate:13,.0f}  {naive_wall:15,.0f}")
     print(
-        f"medunlearn scan             : {fast_rate:13,.0f}  {fast_wall:15,.0f}   (target >= 100,000 on one core)"
+        f"medunlearn scan             : {fast_rate:13,.0f}  {fast_wall:15,.0f}   "
+        "(target >= 100,000 on one core)"
     )
     print(f"ratio                       : {fast_rate / naive_rate:13.1f}x {fast_wall / naive_wall:14.1f}x")
     return 0

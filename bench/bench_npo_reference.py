@@ -4,20 +4,21 @@
     python bench/bench_npo_reference.py --quick    # smaller model, fewer steps
     python bench/bench_npo_reference.py --wide     # weights dominate activations (the LLM regime)
 
-Each setting runs in its own fresh process (so peak memory is that setting's alone) on the same model, data and
-seed:
+Each setting runs in its own fresh process (so peak memory is that setting's alone) on the same model, data
+and seed:
 
-* full fine-tuning, reference = a live frozen copy (``reference_mode="copy"``: what a naive implementation does)
+* full fine-tuning, reference = a live frozen copy (``reference_mode="copy"``: what a naive
+  implementation does)
 * full fine-tuning, reference log-probs precomputed once before training (``"precomputed"``, our default)
 * LoRA, live frozen copy / precomputed / the adapter-disabled model (``"adapter"``)
 
-Step time is the median time of the training steps after two warm-up steps: wall time on CUDA, the process's CPU
-time on CPU (single-threaded, so other jobs on shared cores do not inflate it). Peak memory is the growth of the
-process's peak resident set over its resident set just before the model is built, after a warm-up run on a toy
-model has imported every module (on CUDA, peak allocated bytes).
-Ratios are printed against the live copy of the same training mode. Expected: precomputed ≤ 0.75× the step time
-and ≤ 0.6× the peak memory of the live copy (the copy's weights dominate when the optimizer state is small, as
-under LoRA; under full fine-tuning Adam's two moments dilute the saving).
+Step time is the median time of the training steps after two warm-up steps: wall time on CUDA, the process's
+CPU time on CPU (single-threaded, so other jobs on shared cores do not inflate it). Peak memory is the growth
+of the process's peak resident set over its resident set just before the model is built, after a warm-up run
+on a toy model has imported every module (on CUDA, peak allocated bytes).
+Ratios are printed against the live copy of the same training mode. Expected: precomputed ≤ 0.75× the step
+time and ≤ 0.6× the peak memory of the live copy (the copy's weights dominate when the optimizer state is
+small, as under LoRA; under full fine-tuning Adam's two moments dilute the saving).
 """
 
 from __future__ import annotations
@@ -244,7 +245,8 @@ def main() -> None:
         f"{args.retain_weight:g})"
     )
     print(
-        f"{'training':<9} {'reference':<12} {'step s':>8} {'peak MB':>9} {'time × copy':>12} {'memory × copy':>14}"
+        f"{'training':<9} {'reference':<12} {'step s':>8} {'peak MB':>9} "
+        f"{'time × copy':>12} {'memory × copy':>14}"
     )
     for row in results:
         live = next(r for r in results if r["mode"] == row["mode"] and r["reference"] == "copy")

@@ -1,13 +1,14 @@
-"""The evaluation runner vs a per-metric baseline (the way OpenUnlearning evaluates), same model, data, metrics.
+"""The evaluation runner vs a per-metric baseline (the way OpenUnlearning evaluates), same model, data,
+metrics.
 
-Runner: ``evaluate_unlearning`` loads the model and the data once, tokenises once, runs one teacher-forced pass
-and one length-sorted batched generation, and derives every metric from those outputs.
+Runner: ``evaluate_unlearning`` loads the model and the data once, tokenises once, runs one teacher-forced
+pass and one length-sorted batched generation, and derives every metric from those outputs.
 
-Baseline: for each metric on its own, load the model from disk, read the AMNESIA folder, tokenise, run the pass
-that metric needs over its populations (batches in data order), then compute the metric. Metric set (both sides):
-ROUGE-L (→ MU, AFE), LS, DS from generations; Prob, exact memorisation, extraction strength, token entropy and
-four MIA scores (loss, zlib, min-k%, min-k%++) from teacher-forced log-probs. The kernels (forward pass,
-``generate``) are the runner's own, so the ratio measures the organisation of the work, not the kernels.
+Baseline: for each metric on its own, load the model from disk, read the AMNESIA folder, tokenise, run the
+pass that metric needs over its populations (batches in data order), then compute the metric. Metric set (both
+sides): ROUGE-L (→ MU, AFE), LS, DS from generations; Prob, exact memorisation, extraction strength, token
+entropy and four MIA scores (loss, zlib, min-k%, min-k%++) from teacher-forced log-probs. The kernels (forward
+pass, ``generate``) are the runner's own, so the ratio measures the organisation of the work, not the kernels.
 
 Wall-clock and CPU time (``time.process_time``, one torch thread) are both printed: on a shared machine wall
 time mostly measures the neighbours. Run: ``python bench/bench_runner.py`` (about a minute on 2 CPU cores).
@@ -135,10 +136,12 @@ def main() -> None:
         tokenizer.save_pretrained(model_dir)
         counts = examples["population"].value_counts().to_dict()
         print(
-            f"{len(examples)} QA ({counts}); tiny Llama 4×128; batch {BATCH_SIZE}, max_new_tokens {MAX_NEW_TOKENS}"
+            f"{len(examples)} QA ({counts}); tiny Llama 4×128; batch {BATCH_SIZE}, "
+            f"max_new_tokens {MAX_NEW_TOKENS}"
         )
 
-        # Warm-up outside the clock: first imports (rouge-score pulls in nltk) and first kernel calls are one-off.
+        # Warm-up outside the clock: first imports (rouge-score pulls in nltk) and first kernel calls are
+        # one-off.
         baseline_metric("rouge_l", model_dir, data_dir, population_config)
 
         # Alternate the two sides and keep each one's best time: the machine is shared, single runs are noisy.

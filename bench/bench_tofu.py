@@ -1,16 +1,17 @@
 """TOFU metric set: the one-pass runner vs the reference's per-metric structure, same model and data, one run.
 
-Runner: ``evaluate_tofu`` reads the TOFU folder once, runs one teacher-forced pass over every (question, answer
-variant) and one length-sorted greedy generation per question, and derives every metric from those outputs.
+Runner: ``evaluate_tofu`` reads the TOFU folder once, runs one teacher-forced pass over every (question,
+answer variant) and one length-sorted greedy generation per question, and derives every metric from those
+outputs.
 
 Baseline (OpenUnlearning's structure): every metric of the TOFU list is computed on its own. Each loads the
-configs it needs, tokenises them, runs the forward passes / generations it needs over its rows (batches in data
-order), and recomputes its ``pre_compute`` metrics (truth ratio -> paraphrased and perturbed Prob; model
+configs it needs, tokenises them, runs the forward passes / generations it needs over its rows (batches in
+data order), and recomputes its ``pre_compute`` metrics (truth ratio -> paraphrased and perturbed Prob; model
 utility -> its nine components; forget quality -> the forget truth ratio of both models; privleak -> the
-min-k% AUC of both models). The kernels (forward pass, ``generate``) are the runner's own, so the ratio measures
-the organisation of the work. Both sides use the ``open-unlearning`` conventions; the script also prints the
-largest difference between the two sides' metric values (float32 rounding under different batch padding; an
-MIA AUC moves in steps of 1/(forget × holdout pairs) when near-tied scores swap order).
+min-k% AUC of both models). The kernels (forward pass, ``generate``) are the runner's own, so the ratio
+measures the organisation of the work. Both sides use the ``open-unlearning`` conventions; the script also
+prints the largest difference between the two sides' metric values (float32 rounding under different batch
+padding; an MIA AUC moves in steps of 1/(forget × holdout pairs) when near-tied scores swap order).
 
 Run: ``python bench/bench_tofu.py`` (under a minute on 2 CPU cores).
 """
@@ -34,7 +35,8 @@ FORGET = "forget10"
 
 
 def _baseline_outputs(model, tokenizer, source, config, column, conventions, generate=False):
-    """Load one config, tokenise one answer column (a list column is flattened), run one pass in data order."""
+    """Load one config, tokenise one answer column (a list column is flattened), run one pass in data
+    order."""
     import numpy as np
     import pandas as pd
 

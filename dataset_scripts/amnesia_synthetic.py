@@ -1,4 +1,5 @@
-"""Build the published AMNESIA fictitious-cohort dataset from its source (the generator) and optionally push it.
+"""Build the published AMNESIA fictitious-cohort dataset from its source (the generator)
+and optionally push it.
 
     python dataset_scripts/amnesia_synthetic.py --out build/amnesia-synthetic [--repo ORG/NAME]
 

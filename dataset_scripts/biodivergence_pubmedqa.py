@@ -1,4 +1,4 @@
-"""Build the BioDivergence-style dataset of real PubMed conclusions (PubMedQA PQA-L), optionally push it.
+r"""Build the BioDivergence-style dataset of real PubMed conclusions (PubMedQA PQA-L), optionally push it.
 
 Claims are the first conclusion sentence of each PubMedQA abstract, paired within shared MeSH terms; labels
 come from medunlearn's rules over the expert yes/no/maybe decisions and MeSH terms (see
@@ -6,8 +6,10 @@ come from medunlearn's rules over the expert yes/no/maybe decisions and MeSH ter
 ``--label-source heuristic`` the v1.0 dev/test splits stay empty by design; ``--label-source llm`` records
 them as LLM labels to exercise the full pipeline on real text (say so if you publish it).
 
-    python dataset_scripts/biodivergence_pubmedqa.py --source ../shared/data/pubmedqa/ori_pqal.json --out bd_pubmedqa
-    python dataset_scripts/biodivergence_pubmedqa.py ... --push-to-hub USER/biodivergence-pubmedqa   # needs a token
+    python dataset_scripts/biodivergence_pubmedqa.py --source ../shared/data/pubmedqa/ori_pqal.json \
+        --out bd_pubmedqa
+    python dataset_scripts/biodivergence_pubmedqa.py ... \
+        --push-to-hub USER/biodivergence-pubmedqa   # needs a token
 """
 
 from __future__ import annotations

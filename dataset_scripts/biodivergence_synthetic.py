@@ -1,11 +1,12 @@
-"""Build the fictitious BioDivergence dataset (seeded; safe to publish: no real studies), optionally push it.
+r"""Build the fictitious BioDivergence dataset (seeded; safe to publish: no real studies), optionally push it.
 
 Same pipeline as the real data: pool → v1.0 (article-disjoint) and v1.0-pairlevel splits → Hub-ready folder
 with README ``configs:``, dataset card and leakage audit. The default size mirrors the paper's candidate
 pool (10,000 pairs per domain, 50,000 in all).
 
     python dataset_scripts/biodivergence_synthetic.py --pairs 50000 --seed 0 --out bd_synthetic
-    python dataset_scripts/biodivergence_synthetic.py ... --push-to-hub USER/biodivergence-synthetic   # needs a token
+    python dataset_scripts/biodivergence_synthetic.py ... \
+        --push-to-hub USER/biodivergence-synthetic   # needs a token
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The CLI reference, rendered from the parsers themselves (`medunlearn.cli.subcommand_parser`) at build time.
 
 mkdocs loads this file as a hook (`hooks:` in mkdocs.yml): `on_page_markdown` replaces the marker line in
-docs/cli.md with every parser's `--help`, so the published reference cannot drift from the code. Run it directly
-to see the page:
+docs/cli.md with every parser's `--help`, so the published reference cannot drift from the code. Run it
+directly to see the page:
 
     python docs/gen_cli_reference.py            # print the rendered markdown
     python docs/gen_cli_reference.py --out FILE # write it to FILE

@@ -1,8 +1,8 @@
 """The AMNESIA dataset card example, rendered at site build time from a real 40-patient build.
 
 mkdocs loads this file as a hook (`hooks:` in mkdocs.yml): `on_page_markdown` replaces the marker line in
-docs/datasets/amnesia.md with the README.md that `build_amnesia_folder` writes, so the page shows exactly what the
-code produces. Run it directly to print the card.
+docs/datasets/amnesia.md with the README.md that `build_amnesia_folder` writes, so the page shows exactly what
+the code produces. Run it directly to print the card.
 """
 
 from __future__ import annotations

@@ -33,8 +33,8 @@ def test_training_labels_and_evaluation_spans_are_the_same_answer_tokens(tiny_to
     for row in range(len(QUESTIONS)):
         assert trained["input_ids"][row] == scored.full_ids[row]
         labelled = [token for token in trained["labels"][row] if token != IGNORE_INDEX]
-        # Evaluation scores the answer up to and including the end-of-turn token; training also labels what the
-        # template writes after it.
+        # Evaluation scores the answer up to and including the end-of-turn token; training also labels what
+        # the template writes after it.
         through_eos = labelled[: labelled.index(eos) + 1]
         start, end = scored.answer_start[row], scored.answer_end[row]
         assert scored.full_ids[row][start:end] == through_eos

@@ -1,9 +1,9 @@
 """Every ``medunlearn`` subcommand has ``--help`` with a description and an example, and the examples work.
 
-The examples are read from each parser's epilog (the text users see), so a renamed flag or a broken example fails
-here. Fast tests parse every example with its parser; slow tests run them as written in a temporary folder
-(``/tmp/`` in an example becomes that folder). Examples that need a GPU, the Hub, a real model package or files
-the user brings are only parsed; the reason is in ``NOT_RUN``.
+The examples are read from each parser's epilog (the text users see), so a renamed flag or a broken example
+fails here. Fast tests parse every example with its parser; slow tests run them as written in a temporary
+folder (``/tmp/`` in an example becomes that folder). Examples that need a GPU, the Hub, a real model package
+or files the user brings are only parsed; the reason is in ``NOT_RUN``.
 """
 
 from __future__ import annotations
@@ -20,13 +20,17 @@ REPO = Path(__file__).resolve().parents[1]
 
 # substring of an example -> why the test parses it but does not run it
 NOT_RUN = {
-    "--source pmc-patients": "needs the user's PMC-Patients files (real data: tests/amnesia/test_pmc_patients.py)",
+    "--source pmc-patients": (
+        "needs the user's PMC-Patients files (real data: tests/amnesia/test_pmc_patients.py)"
+    ),
     "--pool my_pool.jsonl": "needs the user's own pool file",
     "--pubmedqa": "real data (tests/biodivergence/test_pubmedqa_integration.py)",
     "smollm2-135m": "a real 135M model: too slow for this file (tests/unlearn/test_smollm2.py)",
     "--load-in-4bit": "QLoRA needs a CUDA GPU",
     "--private": "pushes to the Hub",
     "medunlearn demo": "the --quick demo runs in tests/test_demo.py",
+    "--jobs 2": "the whole mini-study (18 cells): tests/study/test_study.py runs a shrunk one",
+    "--executor slurm": "needs a Slurm cluster (tests/study: submitit's local executor)",
 }
 
 
@@ -97,7 +101,8 @@ def _workspace(folder: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def unlearned_workspace(tmp_path_factory):
-    """The unlearn example chain (build, fine-tune, 5 GradDiff steps), run once for the tests that need /tmp/gd."""
+    """The unlearn example chain (build, fine-tune, 5 GradDiff steps), run once for the tests that need
+    /tmp/gd."""
     import datasets
 
     folder = _workspace(tmp_path_factory.mktemp("unlearn-examples"))
@@ -147,12 +152,13 @@ def test_finetune_examples_run(tmp_path, monkeypatch):
 @pytest.mark.slow  # fine-tune, evaluate the fine-tuned model, then an unlearned one against it (~40 s)
 def test_evaluate_and_report_examples_run(unlearned_workspace, tmp_path, monkeypatch):
     folder = _workspace(tmp_path)
-    # The second evaluate example scores "ckpt/grad_diff": the unlearn example's GradDiff model, trained on the
-    # same 40-patient seed-0 cohort.
+    # The second evaluate example scores "ckpt/grad_diff": the unlearn example's GradDiff model, trained on
+    # the same 40-patient seed-0 cohort.
     shutil.copytree(unlearned_workspace[0] / "gd", folder / "ckpt" / "grad_diff")
     _run_examples("evaluate", folder, monkeypatch)
     assert (folder / "evals" / "grad_diff" / "summary.json").is_file()
-    # The report example compares evals/grad_diff with evals/simnpo; a second evaluation stands in for SimNPO's.
+    # The report example compares evals/grad_diff with evals/simnpo; a second evaluation stands in for
+    # SimNPO's.
     shutil.copytree(folder / "evals" / "finetuned", folder / "evals" / "simnpo")
     _run_examples("report", folder, monkeypatch)
     assert (folder / "evals" / "report" / "report.json").is_file()
@@ -162,3 +168,21 @@ def test_evaluate_and_report_examples_run(unlearned_workspace, tmp_path, monkeyp
 def test_tofu_examples_run(tmp_path, monkeypatch):
     ran = _run_examples("tofu", tmp_path, monkeypatch)
     assert any(" compare " in c for c in ran)
+
+
+@pytest.mark.slow  # imports evaluate and writes the nine modules (~10 s)
+def test_metrics_examples_run(tmp_path, monkeypatch):
+    import evaluate.config
+
+    # The examples write to evaluate's module cache: here a temporary one, not the user's.
+    monkeypatch.setattr(evaluate.config, "HF_MODULES_CACHE", tmp_path / "hf-modules")
+    ran = _run_examples("metrics", tmp_path, monkeypatch)
+    assert any("--list" in c for c in ran)
+    assert list((tmp_path / "hf-modules" / "evaluate_modules" / "metrics").glob("evaluate-metric--*/*/*.py"))
+
+
+@pytest.mark.slow  # a 40-patient tiny-llama fine-tune, one baseline and one GradDiff cell (~1 min)
+def test_study_examples_run(tmp_path, monkeypatch):
+    ran = _run_examples("study", _workspace(tmp_path), monkeypatch)
+    assert any("--validate" in c for c in ran)
+    assert (tmp_path / "tiny" / "cells" / "grad_diff-forget_10-s0" / "done.json").is_file()

@@ -45,35 +45,51 @@ def test_missing_population_gives_no_delta():
     assert row["mu_out_of_disease"] is None and row["delta_mu_out_of_disease"] is None
 
 
-def _row(method, forget, same, out, baseline=False):
-    return {
-        "method": method,
-        "forget_config": forget,
-        "delta_mu_same_disease": same,
-        "delta_mu_out_of_disease": out,
-        "baseline": baseline,
-    }
+def _row(method, forget, same, out, interval=None, baseline=False):
+    """A table row; ``interval`` = (low, high) of D = ΔMU same − ΔMU out gives it a collateral comparison."""
+    row = {"method": method, "forget_config": forget, "delta_mu_same_disease": same,
+           "delta_mu_out_of_disease": out, "baseline": baseline}
+    if interval is not None:
+        low, high = interval
+        verdict = "appears" if high < 0 else "opposite" if low > 0 else "not distinguishable at this size"
+        row["collateral"] = {
+            "delta_mu_same_disease": {"estimate": same}, "delta_mu_out_of_disease": {"estimate": out},
+            "difference": {"estimate": same - out, "low": low, "high": high, "p_value": 0.01},
+            "verdict": verdict, "bootstrap": {"n_resamples": 2000, "level": 0.95, "seed": 0},
+        }
+    return row
 
 
-def test_finding_is_computed_per_disease_level_method():
+def test_finding_is_judged_from_the_interval_of_the_difference_per_disease_level_method():
     rows = [
-        _row("fine-tuned", "disease_cancer_forget_10", 0.0, 0.0, baseline=True),  # the reference row: ignored
-        _row("GradDiff", "forget_10", -0.5, 0.0),  # random split: not the paper's comparison
-        _row("GradDiff", "disease_cancer_forget_10", -0.20, -0.05),
-        _row("SimNPO", "disease_cancer_forget_10", -0.10, -0.02),
+        _row("fine-tuned", "disease_cancer_forget_10", 0.0, 0.0, (0.0, 0.0), baseline=True),  # reference row
+        _row("GradDiff", "forget_10", -0.5, 0.0, (-0.6, -0.4)),  # random split: not the paper's comparison
+        _row("GradDiff", "disease_cancer_forget_10", -0.20, -0.05, (-0.25, -0.05)),
+        _row("SimNPO", "disease_cancer_forget_10", -0.10, -0.02, (-0.12, -0.03)),
     ]
     finding = collateral_finding(rows)
     assert finding["appears"] is True
     assert [e["method"] for e in finding["per_method"]] == ["GradDiff", "SimNPO"]
-    assert finding["per_method"][0]["drop_same_disease"] == pytest.approx(0.20)
-    assert "APPEARS" in finding_sentence(finding)
+    assert finding["per_method"][0]["difference"]["estimate"] == pytest.approx(-0.15)
+    sentence = finding_sentence(finding)
+    assert "APPEARS" in sentence and "D -0.150 [-0.250, -0.050]" in sentence and "2000 resamples" in sentence
+
+
+def test_a_point_difference_inside_an_interval_that_holds_zero_is_not_a_finding():
+    """The demo once called ΔMU −0.231 vs −0.219 a finding: with an interval around 0 it is noise."""
+    noisy = [_row("SimNPO", "disease_cancer_forget_10", -0.231, -0.219, (-0.09, 0.07))]
+    finding = collateral_finding(noisy)
+    assert finding["appears"] == "not distinguishable"
+    sentence = finding_sentence(finding)
+    assert "not distinguishable at this size" in sentence and "[-0.090, +0.070]" in sentence
+    assert "APPEARS" not in sentence
 
 
 def test_finding_absent_mixed_and_undecidable():
-    against = [_row("GradDiff", "disease_cancer_forget_10", -0.01, -0.05)]
+    against = [_row("GradDiff", "disease_cancer_forget_10", -0.01, -0.05, (0.01, 0.07))]
     assert collateral_finding(against)["appears"] is False
     assert "does NOT appear" in finding_sentence(collateral_finding(against))
-    mixed = against + [_row("SimNPO", "disease_cancer_forget_10", -0.3, -0.1)]
+    mixed = against + [_row("SimNPO", "disease_cancer_forget_10", -0.3, -0.1, (-0.3, -0.1))]
     assert collateral_finding(mixed)["appears"] == "mixed"
     assert collateral_finding([_row("GradDiff", "disease_cancer_forget_10", None, -0.1)])["appears"] is None
 
@@ -160,9 +176,9 @@ def test_the_quick_example_in_the_help_is_the_one_tested():
 
 def test_degenerate_method_gets_a_caution_in_the_verdict():
     rows = [
-        _row("GradDiff", "disease_cancer_forget_10", -0.9, -0.7) | {"degeneration_score": 1.0},
-        _row("SimNPO", "disease_cancer_forget_10", -0.3, -0.2) | {"degeneration_score": 0.0},
+        _row("GradDiff", "disease_cancer_forget_10", -0.9, -0.7, (-0.3, -0.1)) | {"degeneration_score": 1.0},
+        _row("SimNPO", "disease_cancer_forget_10", -0.3, -0.2, (-0.15, -0.05)) | {"degeneration_score": 0.0},
     ]
     sentence = finding_sentence(collateral_finding(rows))
     assert "APPEARS" in sentence and "Caution: GradDiff" in sentence and "SimNPO answers" not in sentence
-    assert "ΔMU same-disease -0.900, out-of-disease -0.700 (yes)" in sentence
+    assert "ΔMU same-disease -0.900, out-of-disease -0.700, D -0.200 [-0.300, -0.100] (appears)" in sentence

@@ -25,7 +25,8 @@ def test_the_three_notebooks_exist_and_are_stripped():
         assert "QUICK = True" in code[0].source, f"{path.name}: the first code cell sets QUICK = True"
 
 
-@pytest.mark.slow  # a kernel start plus the notebook in quick settings: 15-60 s each on a loaded 2-core machine
+# slow: a kernel start plus the notebook in quick settings: 15-60 s each on a loaded 2-core machine
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[path.stem for path in NOTEBOOKS])
 def test_notebook_runs_top_to_bottom(path, tmp_path):
     import nbformat

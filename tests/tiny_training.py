@@ -1,4 +1,5 @@
-"""Helpers shared by the unlearning method tests: tokenise QA rows, memorise them, probe answers and parameters.
+"""Helpers shared by the unlearning method tests: tokenise QA rows, memorise them, probe answers and
+parameters.
 
 Importable from any test (``tests`` is on pytest's ``pythonpath``): ``from tiny_training import answer_nll``.
 """
@@ -99,9 +100,9 @@ GARBAGE = [40.0, -30.0, 7.0]  # logits at positions that must not count; huge so
 
 
 def fixed_batch():
-    """B=2, T=4, V=3, for hand computations. Row 0: prompt, 2 answer tokens, padding; row 1: 2 prompt tokens, 2 answer
-    tokens. Next-token distributions at the answer positions: (.5,.25,.25)->label 1, (.2,.3,.5)->2 | (.6,.2,.2)->0,
-    (.1,.8,.1)->1, so the answer-token probabilities are row 0: 0.25, 0.5; row 1: 0.6, 0.8."""
+    """B=2, T=4, V=3, for hand computations. Row 0: prompt, 2 answer tokens, padding; row 1: 2 prompt tokens,
+    2 answer tokens. Next-token distributions at the answer positions: (.5,.25,.25)->label 1, (.2,.3,.5)->2 |
+    (.6,.2,.2)->0, (.1,.8,.1)->1, so the answer-token probabilities are row 0: 0.25, 0.5; row 1: 0.6, 0.8."""
     logits = torch.tensor(
         [
             [[0.5, 0.25, 0.25], [0.2, 0.3, 0.5], GARBAGE, GARBAGE],

@@ -19,17 +19,19 @@ _CITATION = """\
 
 _DESCRIPTION = """\
 Answer forgetting effectiveness (AFE) on the forget patients' questions:
-AFE = clip(1 - mean(s_after) / mean(s_before), 0, 1), with s the similarity of the generated answer to the gold
-answer (ROUGE-L F1 by default, optionally averaged with embedding cosine), after and before unlearning; without
-answers from before unlearning, AFE = clip(1 - mean(s_after), 0, 1). NaN when mean(s_before) is 0 (nothing to
-forget). This definition is ours (medunlearn): the AMNESIA paper names the metric without its formula.
+AFE = clip(1 - mean(s_after) / mean(s_before), 0, 1), with s the similarity of the generated answer to the
+gold answer (ROUGE-L F1 by default, optionally averaged with embedding cosine), after and before unlearning;
+without answers from before unlearning, AFE = clip(1 - mean(s_after), 0, 1). NaN when mean(s_before) is 0
+(nothing to forget). This definition is ours (medunlearn): the AMNESIA paper names the metric without its
+formula.
 """
 
 _KWARGS_DESCRIPTION = """
 Args:
     predictions (`list` of `str`): answers generated after unlearning.
     references (`list` of `str`): gold answers.
-    before_predictions (`list` of `str`, *optional*): answers to the same questions generated before unlearning.
+    before_predictions (`list` of `str`, *optional*): answers to the same questions generated before
+        unlearning.
     use_embedding (`bool`, *optional*, default False): average ROUGE-L F1 with the all-MiniLM-L6-v2 cosine.
 Returns:
     answer_forgetting (`float`): AFE in [0, 1] (NaN if nothing was known before).

@@ -10,18 +10,19 @@ from medunlearn.metrics.disease_leakage import disease_leakage
 _CITATION = """\
 @misc{amnesia2026,
   title  = {AMNESIA: a benchmark for medical machine unlearning},
-  note   = {arXiv:2605.30599. The leakage score's exact formula is not given in the paper; this one is medunlearn's.},
+  note   = {arXiv:2605.30599. The leakage score's exact formula is not given in the paper;
+            this one is medunlearn's.},
   year   = {2026}
 }
 """
 
 _DESCRIPTION = """\
-Disease keyword leakage score (LS): the share of a forgotten patient's disease keywords that the model's answer
-still mentions. For each answer, the keywords of that patient's note that occur in the answer (whole word,
-case-insensitive) and not in the question, divided by the number of keywords; LS is the mean over answers whose
-keyword list is not empty. 0 = nothing leaks, 1 = every keyword leaks. This definition is ours (medunlearn):
-the AMNESIA paper names the metric without its formula. Report it next to the degeneration score: a model that
-babbles leaks nothing.
+Disease keyword leakage score (LS): the share of a forgotten patient's disease keywords that the model's
+answer still mentions. For each answer, the keywords of that patient's note that occur in the answer (whole
+word, case-insensitive) and not in the question, divided by the number of keywords; LS is the mean over
+answers whose keyword list is not empty. 0 = nothing leaks, 1 = every keyword leaks. This definition is ours
+(medunlearn): the AMNESIA paper names the metric without its formula. Report it next to the degeneration
+score: a model that babbles leaks nothing.
 """
 
 _KWARGS_DESCRIPTION = """

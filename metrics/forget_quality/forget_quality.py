@@ -11,7 +11,8 @@ from medunlearn.metrics.validation import as_float_array
 _CITATION = """\
 @article{maini2024tofu,
   title   = {TOFU: A Task of Fictitious Unlearning for LLMs},
-  author  = {Maini, Pratyush and Feng, Zhili and Schwarzschild, Avi and Lipton, Zachary C. and Kolter, J. Zico},
+  author  = {Maini, Pratyush and Feng, Zhili and Schwarzschild, Avi and Lipton, Zachary C. and
+             Kolter, J. Zico},
   journal = {arXiv preprint arXiv:2401.06121},
   year    = {2024}
 }
@@ -19,8 +20,8 @@ _CITATION = """\
 
 _DESCRIPTION = """\
 Forget quality (TOFU): the p-value of a two-sample Kolmogorov-Smirnov test (scipy.stats.ks_2samp, two-sided)
-between the truth ratios of the unlearned model and those of a model trained without the forget set, on the same
-forget questions. Close to 1: the unlearned model is indistinguishable from one that never saw the data.
+between the truth ratios of the unlearned model and those of a model trained without the forget set, on the
+same forget questions. Close to 1: the unlearned model is indistinguishable from one that never saw the data.
 """
 
 _KWARGS_DESCRIPTION = """

@@ -25,17 +25,18 @@ _CITATION = """\
 }
 @article{maini2024tofu,
   title   = {TOFU: A Task of Fictitious Unlearning for LLMs},
-  author  = {Maini, Pratyush and Feng, Zhili and Schwarzschild, Avi and Lipton, Zachary C. and Kolter, J. Zico},
+  author  = {Maini, Pratyush and Feng, Zhili and Schwarzschild, Avi and Lipton, Zachary C. and
+             Kolter, J. Zico},
   journal = {arXiv preprint arXiv:2401.06121},
   year    = {2024}
 }
 """
 
 _DESCRIPTION = """\
-Memorisation of gold answers under teacher forcing. Exact memorisation: share of answer tokens the model's greedy
-next-token prediction gets right. Extraction strength: 1 - k/|y| with k the shortest prefix after which the
-greedy predictions reproduce the rest of the answer. With per-token log-probs, TOFU's length-normalised answer
-probability exp(mean log p); with per-token predictive entropies, their mean.
+Memorisation of gold answers under teacher forcing. Exact memorisation: share of answer tokens the model's
+greedy next-token prediction gets right. Extraction strength: 1 - k/|y| with k the shortest prefix after which
+the greedy predictions reproduce the rest of the answer. With per-token log-probs, TOFU's length-normalised
+answer probability exp(mean log p); with per-token predictive entropies, their mean.
 """
 
 _KWARGS_DESCRIPTION = """

@@ -1,4 +1,5 @@
-"""Membership-inference attacks (LOSS, zlib, Min-K%, Min-K%++) as AUCs, and privleak, as an ``evaluate`` module."""
+"""Membership-inference attacks (LOSS, zlib, Min-K%, Min-K%++) as AUCs, and privleak, as an ``evaluate``
+module."""
 
 import datasets
 import evaluate
@@ -43,9 +44,9 @@ Membership inference on the forget set (members) against holdout questions (non-
 loss-like score per text (higher = less likely a member): LOSS (mean NLL), zlib (mean NLL / zlib-compressed
 length), Min-K% (mean NLL of the k% least likely tokens) and Min-K%++ (minus the mean of the k% lowest
 log-probs standardised by the model's next-token distribution). Each AUC (sklearn roc_auc_score) tells
-non-members from members: 0.5 = indistinguishable, 1 = the forget set is fully recognisable. Given the AUCs of a
-model retrained without the forget set, MUSE's privleak = ((1 - AUC) - (1 - AUC_retrained)) / (1 - AUC_retrained)
-* 100: 0 is ideal, negative = under-unlearning.
+non-members from members: 0.5 = indistinguishable, 1 = the forget set is fully recognisable. Given the AUCs of
+a model retrained without the forget set, MUSE's privleak =
+((1 - AUC) - (1 - AUC_retrained)) / (1 - AUC_retrained) * 100: 0 is ideal, negative = under-unlearning.
 """
 
 _KWARGS_DESCRIPTION = """

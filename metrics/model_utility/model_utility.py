@@ -16,17 +16,19 @@ _CITATION = """\
 }
 @article{maini2024tofu,
   title   = {TOFU: A Task of Fictitious Unlearning for LLMs},
-  author  = {Maini, Pratyush and Feng, Zhili and Schwarzschild, Avi and Lipton, Zachary C. and Kolter, J. Zico},
+  author  = {Maini, Pratyush and Feng, Zhili and Schwarzschild, Avi and Lipton, Zachary C. and
+             Kolter, J. Zico},
   journal = {arXiv preprint arXiv:2401.06121},
   year    = {2024}
 }
 """
 
 _DESCRIPTION = """\
-Model utility (MU) on the retained patients' seen questions: the mean over QA types (factual, reasoning) of the
-mean similarity s between generated and gold answers (ROUGE-L F1 by default, optionally averaged with embedding
-cosine), so each QA type weighs the same. This definition is ours (medunlearn): the AMNESIA paper names the metric
-without its formula. Optionally also TOFU's model utility, the harmonic mean of given utility statistics.
+Model utility (MU) on the retained patients' seen questions: the mean over QA types (factual, reasoning) of
+the mean similarity s between generated and gold answers (ROUGE-L F1 by default, optionally averaged with
+embedding cosine), so each QA type weighs the same. This definition is ours (medunlearn): the AMNESIA paper
+names the metric without its formula. Optionally also TOFU's model utility, the harmonic mean of given utility
+statistics.
 """
 
 _KWARGS_DESCRIPTION = """

@@ -11,16 +11,18 @@ from medunlearn.metrics.validation import as_float_array
 _CITATION = """\
 @article{maini2024tofu,
   title   = {TOFU: A Task of Fictitious Unlearning for LLMs},
-  author  = {Maini, Pratyush and Feng, Zhili and Schwarzschild, Avi and Lipton, Zachary C. and Kolter, J. Zico},
+  author  = {Maini, Pratyush and Feng, Zhili and Schwarzschild, Avi and Lipton, Zachary C. and
+             Kolter, J. Zico},
   journal = {arXiv preprint arXiv:2401.06121},
   year    = {2024}
 }
 """
 
 _DESCRIPTION = """\
-Truth ratio (TOFU): per question, the mean length-normalised probability of perturbed (wrong) answers divided by
-that of a paraphrased correct answer. Below 1 the model prefers the correct answer. Aggregated as
-mean(min(r, 1/r)) for forget sets ("closer_to_1_better") or mean(max(0, 1 - r)) for retain sets ("true_better").
+Truth ratio (TOFU): per question, the mean length-normalised probability of perturbed (wrong) answers divided
+by that of a paraphrased correct answer. Below 1 the model prefers the correct answer. Aggregated as
+mean(min(r, 1/r)) for forget sets ("closer_to_1_better") or mean(max(0, 1 - r)) for retain sets
+("true_better").
 """
 
 _KWARGS_DESCRIPTION = """

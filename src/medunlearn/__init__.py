@@ -16,10 +16,19 @@ from __future__ import annotations
 
 import importlib
 
+from medunlearn.utils.logs import hold_back_bitsandbytes_kernel_warning
+
 __version__ = "0.1.0.dev0"
+
+# transformers imports peft, which imports bitsandbytes, which logs a missing optional CPU 4-bit kernel on
+# every run; held back until a run asks for 4-bit weights (medunlearn/utils/logs.py). Logging only: imports
+# nothing.
+hold_back_bitsandbytes_kernel_warning()
 
 _API = {
     "build_amnesia": "medunlearn.amnesia.build",
+    "build_amnesia_from_notes": "medunlearn.amnesia.build",
+    "ConstructionConfig": "medunlearn.amnesia.sources.llm_built",
     "build_biodivergence": "medunlearn.biodivergence.build",
     "PoolSource": "medunlearn.biodivergence.build",
     "evaluate_biodivergence": "medunlearn.biodivergence.evaluate",
@@ -31,7 +40,10 @@ _API = {
     "make_method_config": "medunlearn.unlearn.run",
     "evaluate_unlearning": "medunlearn.evaluation.pipeline",
     "evaluate_tofu": "medunlearn.tofu.evaluate",
+    "run_study": "medunlearn.study.run",
     "MedunlearnError": "medunlearn.errors",
+    # Writes our modules into evaluate's cache so that evaluate.load("disease_leakage") works by name.
+    "register_evaluate_modules": "medunlearn.metrics.evaluate_cache",
 }
 
 

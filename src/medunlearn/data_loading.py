@@ -1,7 +1,7 @@
 """Reading benchmark folders through ``datasets``, fresh every time.
 
-``datasets`` caches a local folder under its folder *name* and config name, not its contents: a folder rebuilt in
-place, or a second folder with the same name elsewhere, is silently read from the first one's cache. Every
+``datasets`` caches a local folder under its folder *name* and config name, not its contents: a folder rebuilt
+in place, or a second folder with the same name elsewhere, is silently read from the first one's cache. Every
 medunlearn command reads local folders through :func:`load_config`, which uses a private, throw-away cache and
 in-memory tables (re-reading parquet is cheap). Hub ids go through the normal cache.
 """
@@ -65,7 +65,11 @@ def load_config(data: str | os.PathLike, config: str, split: str | None = None):
 def retain_config_for(forget_config: str) -> str:
     """The retain config that completes a forget config to ``full``: the one place this naming lives.
 
-    >>> retain_config_for("forget_10"), retain_config_for("disease_cancer_forget_5"), retain_config_for("forget05")
+    >>> (
+    ...     retain_config_for("forget_10"),
+    ...     retain_config_for("disease_cancer_forget_5"),
+    ...     retain_config_for("forget05"),
+    ... )
     ('retain_90', 'disease_cancer_retain_95', 'retain95')
     """
     amnesia = _AMNESIA_FORGET.fullmatch(forget_config)

@@ -32,6 +32,14 @@ from medunlearn.evaluation.pipeline import evaluate_unlearning
 from medunlearn.evaluation.populations import PopulationConfig
 from medunlearn.evaluation.report import write_report
 from medunlearn.evaluation.runner import RunnerConfig
+from medunlearn.evaluation.uncertainty import (
+    APPEARS,
+    NOT_DISTINGUISHABLE,
+    OPPOSITE,
+    UncertaintyInputError,
+    collateral_comparison,
+)
+from medunlearn.metrics.bootstrap import BootstrapConfig
 from medunlearn.metrics.contextual_contradiction import OUTPUT_KEYS, SPAN_KEYS, contextual_contradiction
 from medunlearn.models import ModelArguments, TinyLlamaConfig, build_tiny_llama_for_texts
 from medunlearn.unlearn.run import (
@@ -54,7 +62,8 @@ BEFORE_NAME = "fine-tuned (no unlearning)"
 
 @dataclass
 class DemoSettings:
-    """Sizes and steps of one demo run (ours; chosen so the model memorises the cohort within the time budget)."""
+    """Sizes and steps of one demo run (ours; chosen so the model memorises the cohort within the time
+    budget)."""
 
     patients: int = 100
     hidden_size: int = 128
@@ -74,6 +83,7 @@ class DemoSettings:
     max_new_tokens: int = 32
     max_retain_patients: int | None = 100
     biodivergence_pairs: int = 2000
+    bootstrap: BootstrapConfig = field(default_factory=BootstrapConfig)
 
 
 FULL = DemoSettings()
@@ -133,50 +143,76 @@ DEGENERATE_SHARE = (
 def collateral_finding(rows: list[dict]) -> dict:
     """Does same-disease retained MU fall more than out-of-disease MU after disease-level forgetting?
 
-    For each disease-level unlearning row (not the ``baseline`` row of the fine-tuned model) with both deltas:
-    drop_same = −ΔMU_same, drop_out = −ΔMU_out; the finding appears for that method when drop_same > drop_out.
-    ``appears`` is True when it does for every such method, False when for none, and "mixed" otherwise; None
-    when no row can tell. Computed, never assumed.
+    For each disease-level unlearning row (not the ``baseline`` row of the fine-tuned model) that carries a
+    ``collateral`` comparison (:meth:`medunlearn.evaluation.uncertainty.CollateralComparison.to_dict`: the
+    interval of D = ΔMU_same − ΔMU_out over a patient bootstrap), the method's verdict is that comparison's:
+    "appears" only when the whole interval of D is below 0, "opposite" when above 0, otherwise
+    "not distinguishable at this size". ``appears`` is True when every method's verdict is "appears", False
+    when every one is "opposite", "not distinguishable" when every one is, "mixed" otherwise, and None when no
+    row can tell. Computed, never assumed.
     """
     per_method = []
     for row in rows:
-        same, out = row.get("delta_mu_same_disease"), row.get("delta_mu_out_of_disease")
-        if (
-            row.get("baseline")
-            or not row["forget_config"].startswith("disease_")
-            or same is None
-            or out is None
-        ):
+        collateral = row.get("collateral")
+        if row.get("baseline") or not row["forget_config"].startswith("disease_") or not collateral:
             continue
         per_method.append(
             {
                 "method": row["method"],
                 "forget_config": row["forget_config"],
-                "drop_same_disease": -same,
-                "drop_out_of_disease": -out,
-                "appears": -same > -out,
+                "delta_mu_same_disease": collateral["delta_mu_same_disease"]["estimate"],
+                "delta_mu_out_of_disease": collateral["delta_mu_out_of_disease"]["estimate"],
+                "difference": collateral["difference"],
+                "verdict": collateral["verdict"],
                 "degeneration_score": row.get("degeneration_score"),
             }
         )
-    verdicts = {entry["appears"] for entry in per_method}
-    appears = None if not verdicts else (verdicts.pop() if len(verdicts) == 1 else "mixed")
-    return {"appears": appears, "per_method": per_method}
+    verdicts = {entry["verdict"] for entry in per_method}
+    overall = {frozenset({APPEARS}): True, frozenset({OPPOSITE}): False,
+               frozenset({NOT_DISTINGUISHABLE}): "not distinguishable"}
+    appears = None if not verdicts else overall.get(frozenset(verdicts), "mixed")
+    bootstrap = next((row["collateral"]["bootstrap"] for row in rows if row.get("collateral")), None)
+    return {"appears": appears, "per_method": per_method, "bootstrap": bootstrap}
+
+
+def _collateral_or_none(after_dir: Path, before_dir: Path, config: BootstrapConfig) -> dict | None:
+    """The comparison with its interval, or ``None`` when a population is empty at this cohort size."""
+    try:
+        return collateral_comparison(after_dir, before_dir, config).to_dict()
+    except UncertaintyInputError as error:
+        print(f"  no interval for {after_dir.name}: {error}")
+        return None
+
+
+def _interval_text(difference: dict) -> str:
+    return f"D {difference['estimate']:+.3f} [{difference['low']:+.3f}, {difference['high']:+.3f}]"
 
 
 def finding_sentence(finding: dict) -> str:
+    """The verdict, with the interval of every difference it judges and the resampling that gave it."""
     if finding["appears"] is None:
         return "The paper's finding cannot be checked in this run: no disease-level run has both MU deltas."
     details = "; ".join(
-        f"{e['method']} on {e['forget_config']}: ΔMU same-disease {-e['drop_same_disease']:+.3f}, "
-        f"out-of-disease {-e['drop_out_of_disease']:+.3f} ({'yes' if e['appears'] else 'no'})"
+        f"{e['method']} on {e['forget_config']}: ΔMU same-disease {e['delta_mu_same_disease']:+.3f}, "
+        f"out-of-disease {e['delta_mu_out_of_disease']:+.3f}, {_interval_text(e['difference'])} "
+        f"({e['verdict']})"
         for e in finding["per_method"]
     )
     verdict = {
-        True: "APPEARS in this run (same-disease retained MU fell more than out-of-disease MU)",
-        False: "does NOT appear in this run (same-disease retained MU did not fall more than out-of-disease MU)",
-        "mixed": "appears for some methods only",
+        True: "APPEARS in this run (same-disease retained MU fell more than out-of-disease MU, the interval "
+        "of the difference D = ΔMU same − ΔMU out lies below 0)",
+        False: "does NOT appear in this run (the interval of D = ΔMU same − ΔMU out lies above 0)",
+        "not distinguishable": "is not distinguishable at this size (the interval of D = ΔMU same − ΔMU out "
+        "contains 0)",
+        "mixed": "differs between methods",
     }[finding["appears"]]
     sentence = f"The paper's collateral-damage finding {verdict}. {details}."
+    bootstrap = finding.get("bootstrap")
+    if bootstrap:
+        sentence += (
+            f" Intervals: {bootstrap['level']:.0%} percentile, cluster bootstrap over patients, "
+            f"{bootstrap['n_resamples']} resamples, seed {bootstrap['seed']}."
+        )
     collapsed = [
         e["method"]
         for e in finding["per_method"]
@@ -184,8 +220,9 @@ def finding_sentence(finding: dict) -> str:
     ]
     if collapsed:
         sentence += (
-            f" Caution: {', '.join(collapsed)} answers the forget questions degenerately (DS > {DEGENERATE_SHARE}),"
-            " so its MU drop reflects collapse more than targeted collateral damage."
+            f" Caution: {', '.join(collapsed)} answers the forget questions degenerately "
+            f"(DS > {DEGENERATE_SHARE}), so its MU drop reflects collapse more than targeted collateral "
+            "damage."
         )
     return sentence
 
@@ -201,7 +238,8 @@ BIODIVERGENCE_METRICS = (
 
 
 def split_gap(pairlevel: dict, article_disjoint: dict) -> dict:
-    """Per metric: pair-level score − article-disjoint score (positive: the leaky split flatters the system)."""
+    """Per metric: pair-level score − article-disjoint score (positive: the leaky split flatters the
+    system)."""
     return {key: pairlevel[key] - article_disjoint[key] for _, key in BIODIVERGENCE_METRICS}
 
 
@@ -214,7 +252,8 @@ def _stage(number: int, total: int, text: str) -> None:
 
 
 def build_base_model(data_dir: Path, out: Path, settings: DemoSettings, seed: int) -> Path:
-    """A randomly initialised tiny Llama with a BPE tokenizer trained on the cohort, saved as a model folder."""
+    """A randomly initialised tiny Llama with a BPE tokenizer trained on the cohort, saved as a model
+    folder."""
     notes = load_config(data_dir, "notes", "train")
     qa = load_config(data_dir, "full", "train")
     texts = notes_texts(notes) + list(qa["question"]) + list(qa["answer"])
@@ -229,7 +268,8 @@ def build_base_model(data_dir: Path, out: Path, settings: DemoSettings, seed: in
     tokenizer.save_pretrained(out)
     parameters = sum(p.numel() for p in model.parameters())
     print(
-        f"  tiny-llama: {parameters / 1e6:.2f}M parameters, vocabulary {len(tokenizer)}, {config.num_hidden_layers} layers"
+        f"  tiny-llama: {parameters / 1e6:.2f}M parameters, vocabulary {len(tokenizer)}, "
+        f"{config.num_hidden_layers} layers"
     )
     return out
 
@@ -262,9 +302,8 @@ def unlearn_model(
         "seed": seed,
         "disable_tqdm": not progress,
     }
-    if (
-        method == "rmu"
-    ):  # steer the last decoder layer of this small model (the paper's layer 7 does not exist)
+    if method == "rmu":
+        # The demo steers the last layer of its small model; the default (7/32 of the depth) would be layer 0.
         fields["layer"] = settings.num_hidden_layers - 1
     if settings.unlearn_max_steps is not None:
         fields["max_steps"] = settings.unlearn_max_steps
@@ -401,8 +440,9 @@ def gap_sentence(biodivergence: dict) -> str:
     key = "contextual_contradiction_f1"
     direction = "higher" if lexical[key] > 0 else "not higher"
     return (
-        f"Lexical baseline: contextual-contradiction F1 is {direction} on the leaky pair-level split than on the "
-        f"article-disjoint v1.0 split (gap {lexical[key]:+.3f}; accuracy gap {lexical['accuracy']:+.3f})."
+        f"Lexical baseline: contextual-contradiction F1 is {direction} on the leaky pair-level split than "
+        f"on the article-disjoint v1.0 split (gap {lexical[key]:+.3f}; "
+        f"accuracy gap {lexical['accuracy']:+.3f})."
     )
 
 
@@ -424,7 +464,8 @@ def run_demo(out: Path, settings: DemoSettings, seed: int, progress: bool) -> di
     _stage(
         1,
         total,
-        f"building the AMNESIA folder from the fictitious cohort ({settings.patients:,} patients, seed {seed})",
+        f"building the AMNESIA folder from the fictitious cohort "
+        f"({settings.patients:,} patients, seed {seed})",
     )
     data_dir = build_amnesia(
         out / "amnesia", overwrite=True, source="synthetic", patients=settings.patients, seed=seed
@@ -502,11 +543,15 @@ def run_demo(out: Path, settings: DemoSettings, seed: int, progress: bool) -> di
             eval_dirs.append(evals / f"{method}-{forget}")
         before = summaries[BEFORE_NAME, forget]
         rows.append({**comparison_row(BEFORE_NAME, forget, before, before), "baseline": True})
-        rows += [
-            comparison_row(DISPLAY_NAMES[m], forget, summaries[m, forget], before)
-            for m, f in runs
-            if f == forget
-        ]
+        for method, method_forget in runs:
+            if method_forget != forget:
+                continue
+            row = comparison_row(DISPLAY_NAMES[method], forget, summaries[method, forget], before)
+            if forget.startswith("disease_"):  # the comparison the paper's finding is about, with an interval
+                row["collateral"] = _collateral_or_none(
+                    evals / f"{method}-{forget}", evals / f"finetuned-{forget}", settings.bootstrap
+                )
+            rows.append(row)
     clock = lap("evaluate", clock)
 
     _stage(5, total, "comparison table")

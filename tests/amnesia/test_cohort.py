@@ -35,7 +35,8 @@ def test_records_validate_and_each_patient_has_four_qa_of_each_type(cohort):
 def test_disease_mix_follows_the_paper_shares():
     counts = disease_counts(8820, DISEASE_SHARES)
     assert sum(counts.values()) == 8820
-    # SPEC §2: cancer 30.3%, infection/immune 22.3%, cardiovascular 16.2% of 8,820 patients.
+    # docs/benchmarks/amnesia.md: cancer 30.3%, infection/immune 22.3%, cardiovascular 16.2% of 8,820
+    # patients.
     assert (counts["cancer"], counts["infection_immune"], counts["cardiovascular"]) == (2672, 1967, 1429)
     assert len(counts) == 11
 
@@ -43,11 +44,13 @@ def test_disease_mix_follows_the_paper_shares():
 def test_no_two_notes_share_their_facts_and_questions_identify_one_patient(cohort):
     notes, qa = cohort
     assert len(set(notes["note"].to_pylist())) == notes.num_rows
-    # Each patient's descriptor ("the 54-year-old male ... for three days") occurs in exactly one patient's QA.
+    # Each patient's descriptor ("the 54-year-old male ... for three days") occurs in exactly one patient's
+    # QA.
     owners: dict[str, set] = {}
     for question, patient in zip(qa["question"].to_pylist(), qa["patient_id"].to_pylist()):
         match = re.search(
-            r"(\d+-year-old (?:male|female) [a-z ]+? who presented with .+? for [a-z ]+?)(?:\?| treated| show| have| change|,)",
+            r"(\d+-year-old (?:male|female) [a-z ]+? who presented with .+? for [a-z ]+?)"
+            r"(?:\?| treated| show| have| change|,)",
             question,
         )
         assert match, question

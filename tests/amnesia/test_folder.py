@@ -218,7 +218,8 @@ def test_cli_build_audit_publish_dry_run(tmp_path, capsys):
     ),
 )
 def test_any_cohort_mix_writes_a_folder_that_passes_the_audit(tmp_path_factory, patients, seed, weights):
-    """Random sizes and disease mixes (diseases that cannot fill a percentage included) through the real writer."""
+    """Random sizes and disease mixes (diseases that cannot fill a percentage included) through the real
+    writer."""
     notes, qa = generate_cohort(patients=patients, seed=seed, disease_shares=dict(zip(DISEASES, weights)))
     splits = build_splits(notes, qa, SplitConfig(seed=seed))
     parameters = {

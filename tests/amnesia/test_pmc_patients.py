@@ -48,9 +48,18 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
 
 def toy_rows(n: int = 6) -> list[dict]:
     notes = [
-        "A 61-year-old man had crushing chest pain. Troponin was raised. Angiography showed an occluded artery.",
-        "A 30-year-old woman had fever and cough. Chest radiograph showed pneumonia. She received antibiotics.",
-        "A 55-year-old woman had a breast lump. Biopsy showed invasive ductal carcinoma. She had a lumpectomy.",
+        (
+            "A 61-year-old man had crushing chest pain. Troponin was raised. "
+            "Angiography showed an occluded artery."
+        ),
+        (
+            "A 30-year-old woman had fever and cough. Chest radiograph showed pneumonia. "
+            "She received antibiotics."
+        ),
+        (
+            "A 55-year-old woman had a breast lump. Biopsy showed invasive ductal carcinoma. "
+            "She had a lumpectomy."
+        ),
     ]
     return [
         {

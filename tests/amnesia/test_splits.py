@@ -1,4 +1,5 @@
-"""Property tests of every split invariant (SPEC §2) over random cohort sizes and disease mixes."""
+"""Property tests of every split invariant (docs/benchmarks/amnesia.md, "Splits") over random cohort sizes and
+disease mixes."""
 
 import numpy as np
 import pyarrow as pa
@@ -118,7 +119,8 @@ def test_splits_depend_on_seed_and_records_not_on_row_order(diseases, seed, shuf
 
 
 def test_paper_sizes_at_full_scale():
-    """SPEC §5: 8,820 patients → 441 / 882 / 1,323 / 1,764 / 2,205; cardiovascular stops at 15%, infection at 20%."""
+    """docs/benchmarks/amnesia.md, "Splits": 8,820 patients → 441 / 882 / 1,323 / 1,764 / 2,205;
+    cardiovascular stops at 15%, infection at 20%."""
     diseases = (
         ["cancer"] * 2672 + ["infection_immune"] * 1967 + ["cardiovascular"] * 1429 + ["respiratory"] * 2752
     )

@@ -131,7 +131,8 @@ def _pool(rows) -> pd.DataFrame:
             {
                 "pair_id": row["pair_id"],
                 "domain": row["domain"],
-                # claims repeat across articles (variant shared by several articles), testing claim-disjointness
+                # claims repeat across articles (variant shared by several articles), testing
+                # claim-disjointness
                 "claim_a": f"Claim {row['claim_variant']} of article {int(row['article_a']) % 7}.",
                 "claim_b": f"Finding {row['claim_variant']} from article {row['article_b']}.",
                 "article_a": row["article_a"],

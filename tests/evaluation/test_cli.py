@@ -1,4 +1,5 @@
-"""`medunlearn evaluate` end to end on a small AMNESIA folder and a tiny saved model; user errors exit cleanly."""
+"""`medunlearn evaluate` end to end on a small AMNESIA folder and a tiny saved model; user errors exit
+cleanly."""
 
 from __future__ import annotations
 
@@ -95,7 +96,8 @@ def test_evaluate_writes_summary_and_rescore_reproduces_it(amnesia_folder, saved
         == 0
     )
     assert (out / "outputs" / "model" / "manifest.json").read_text() == manifest
-    # A second evaluation sharing the before model's outputs reuses them (nothing is appended to its manifest).
+    # A second evaluation sharing the before model's outputs reuses them (nothing is appended to its
+    # manifest).
     other = [a if a != out else tmp_path / "eval2" for a in common]
     assert _run(*other, "--before", saved_model, "--before-outputs", shared_before) == 0
     assert (shared_before / "manifest.json").read_text() == before_manifest

@@ -1,4 +1,5 @@
-"""A runner process killed with SIGKILL mid-run, then restarted, ends with the outputs of an uninterrupted run."""
+"""A runner process killed with SIGKILL mid-run, then restarted, ends with the outputs of an uninterrupted
+run."""
 
 from __future__ import annotations
 

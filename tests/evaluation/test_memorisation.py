@@ -1,7 +1,7 @@
 """End to end on a tiny Llama that memorised a 10-patient QA set: gradient ascent on the forget QA is visible.
 
-Before unlearning, MU and the forget patients' answer similarity are high; after a few gradient-ascent steps on
-the forget QA, the forget similarity drops and AFE rises.
+Before unlearning, MU and the forget patients' answer similarity are high; after a few gradient-ascent steps
+on the forget QA, the forget similarity drops and AFE rises.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Populations: forget seen / holdout, and the same-disease / out-of-disease partition of retained patients."""
+"""Populations: forget seen / holdout, and the same-disease / out-of-disease partition of retained
+patients."""
 
 from __future__ import annotations
 
@@ -53,7 +54,8 @@ def test_populations_partition_retained_patients_by_forget_diseases(make_qa):
         RETAIN_SAME_DISEASE: ["r1", "r3"],
         RETAIN_OUT_OF_DISEASE: ["r2", "r4"],
     }
-    # Seen QA come from the train split, holdout QA from the holdout split; retained populations use seen QA only.
+    # Seen QA come from the train split, holdout QA from the holdout split; retained populations use seen QA
+    # only.
     assert examples.loc[examples["population"] == FORGET_HOLDOUT, "qa_id"].str.contains("-holdout-").all()
     assert not examples.loc[examples["population"] != FORGET_HOLDOUT, "qa_id"].str.contains("-holdout-").any()
     # Keywords are attached to forget rows only (LS is a forget-set score).

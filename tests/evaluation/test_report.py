@@ -95,3 +95,34 @@ def test_missing_summary_is_a_clear_error(tmp_path, capsys):
     code = main(["report", str(tmp_path), "--out", str(tmp_path / "out")])
     assert code == 2
     assert f"{tmp_path}: no summary.json" in capsys.readouterr().err
+
+
+def test_retained_mu_gets_a_patient_bootstrap_interval_from_the_per_example_scores(two_eval_dirs, tmp_path):
+    import pandas as pd
+
+    from medunlearn.metrics.bootstrap import BootstrapConfig, cluster_bootstrap
+
+    folder = two_eval_dirs[0]
+    similarity = [0.2, 0.4, 0.9, 0.7, 0.5, 0.6, 0.1, 0.3]
+    per_example = pd.DataFrame(
+        {
+            "population": ["retain_same_disease"] * 8,
+            "patient_id": ["p1", "p1", "p2", "p2", "p3", "p3", "p4", "p4"],
+            "qa_type": ["factual", "reasoning"] * 4,
+            "similarity": similarity,
+        }
+    )
+    per_example.to_parquet(folder / "per_example.parquet", index=False)
+    config = BootstrapConfig(n_resamples=300, seed=5)
+    rows = report_rows([folder], config)
+    same = next(r for r in rows if r["population"] == "retain_same_disease" and r["qa_type"] == "all")
+    expected = cluster_bootstrap(
+        similarity, per_example["qa_type"].tolist(), per_example["patient_id"].tolist(), config
+    )
+    assert same["model_utility_ci"] == [expected.low, expected.high]
+    assert expected.low < expected.estimate < expected.high
+    forget = next(r for r in rows if r["population"] == "forget_seen" and r["qa_type"] == "all")
+    out = next(r for r in rows if r["population"] == "retain_out_of_disease")
+    assert forget["model_utility_ci"] is None and out["model_utility_ci"] is None  # no rows for them
+    payload = write_report([folder], tmp_path / "r", bootstrap=config)
+    assert payload["bootstrap"]["n_resamples"] == 300 and payload["bootstrap"]["clusters"] == "patients"

@@ -1,4 +1,5 @@
-"""The runner's outputs equal a direct per-example computation, and an interrupted run resumes to the same outputs."""
+"""The runner's outputs equal a direct per-example computation, and an interrupted run resumes to the same
+outputs."""
 
 from __future__ import annotations
 
@@ -113,7 +114,8 @@ def test_interrupted_run_resumes_to_the_uninterrupted_outputs(
     assert not run_model(lively_model, tiny_tokenizer, examples, interrupted, stopping)
     manifest = json.loads((interrupted / MANIFEST).read_text())
     assert sum(len(done) for done in manifest["completed"].values()) == 3
-    # The restart runs only what is missing, and is told the same settings (the stop limit is not part of them).
+    # The restart runs only what is missing, and is told the same settings (the stop limit is not part of
+    # them).
     assert run_model(lively_model, tiny_tokenizer, examples, interrupted, config)
     manifest = json.loads((interrupted / MANIFEST).read_text())
     assert all(
@@ -289,3 +291,25 @@ def test_answer_spans_match_a_per_row_loop(rows):
         first_eos = next((j for j, token in enumerate(rest) if token in eos), None)
         assert start == len(prompt)
         assert end == len(prompt) + (len(rest) if first_eos is None else first_eos + 1)
+
+
+def test_a_fully_cached_rerun_prints_one_reuse_line_and_no_empty_bars(
+    tiny_model, tiny_tokenizer, make_examples, tmp_path, capfd
+):
+    examples = make_examples()
+    config = RunnerConfig(batch_size=4, max_new_tokens=2, progress=True)
+    assert run_model(tiny_model, tiny_tokenizer, examples, tmp_path / "run", config)
+    first = capfd.readouterr()
+    assert "run: teacher_forced" in first.err and "reused" not in first.err  # the bars of real work
+
+    for _ in range(2):
+        assert run_model(tiny_model, tiny_tokenizer, examples, tmp_path / "run", config)
+        again = capfd.readouterr()
+        assert "batch" not in again.err.replace("batches", "")  # no "teacher_forced: 0batch" bar
+        lines = again.err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"run: reused cached outputs in {tmp_path / 'run'}: ")
+        assert "teacher_forced " in lines[0] and "generation " in lines[0] and again.out == ""
+
+    quiet = RunnerConfig(batch_size=4, max_new_tokens=2, **QUIET)
+    assert run_model(tiny_model, tiny_tokenizer, examples, tmp_path / "run", quiet)
+    assert capfd.readouterr().err == ""  # progress off: silent

@@ -1,4 +1,5 @@
-"""Scoring from stored outputs: per-example statistics and the population summary, against hand computations."""
+"""Scoring from stored outputs: per-example statistics and the population summary, against hand
+computations."""
 
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ def test_probability_statistics_by_hand():
     # ceil(0.8) = 1 lowest of example 1 (-0.5) -> 0.5.
     np.testing.assert_allclose(stats["mia_loss"], [2.0, 0.3])
     np.testing.assert_allclose(stats["mia_min_k"], [2.5, 0.5])
-    # min-k%++ z = (logp - mu)/sigma: example 0 -> (0, -0.5, -1), lowest two mean -0.75; example 1 -> (0, 1.6).
+    # min-k%++ z = (logp - mu)/sigma: example 0 -> (0, -0.5, -1), lowest two mean -0.75;
+    # example 1 -> (0, 1.6).
     np.testing.assert_allclose(stats["mia_min_k_plus_plus"], [0.75, 0.0], atol=1e-12)
 
 
@@ -113,14 +115,16 @@ def test_membership_inference_and_privleak():
         ["forget_seen", "forget_seen", "forget_holdout", "forget_holdout"], ["factual"] * 4, ["a"] * 4
     )
     outputs = _fake_outputs(["a"] * 4)
-    # Members get higher log-probs (lower loss) than non-members: every attack separates them perfectly (AUC 1).
+    # Members get higher log-probs (lower loss) than non-members: every attack separates them perfectly
+    # (AUC 1).
     outputs["token_logprobs"] = [np.full(2, v) for v in (-0.1, -0.2, -3.0, -4.0)]
     model = per_example_metrics(examples, outputs)
     retain_outputs = outputs.assign(token_logprobs=[np.full(2, v) for v in (-3.0, -1.0, -2.0, -4.0)])
     retain = per_example_metrics(examples, retain_outputs.drop(columns=["generated_text"]))
     mia = summarise(model, retain=retain)["membership_inference"]
     assert mia["auc"]["loss"] == pytest.approx(1.0)
-    # Retain model: member losses (3, 1) vs non-member losses (2, 4): 3 of the 4 pairs ranked right, AUC = 3/4.
+    # Retain model: member losses (3, 1) vs non-member losses (2, 4): 3 of the 4 pairs ranked right,
+    # AUC = 3/4.
     assert mia["auc_retain_model"]["loss"] == pytest.approx(0.75)
     # privleak = ((1 - AUC_model) - (1 - AUC_retain)) / (1 - AUC_retain) * 100 = (0 - 0.25) / 0.25 * 100.
     assert mia["privleak"]["loss"] == pytest.approx(-100.0)

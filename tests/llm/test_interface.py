@@ -1,4 +1,5 @@
-"""The small pieces of medunlearn.llm: spec strings, schema checks, the attempt loop, usage, the import boundary."""
+"""The small pieces of medunlearn.llm: spec strings, schema checks, the attempt loop, usage, the import
+boundary."""
 
 from __future__ import annotations
 
@@ -135,8 +136,8 @@ def test_identical_requests_are_made_once():
 
 
 def test_the_llm_package_imports_no_pipeline_package():
-    """medunlearn.llm sits below amnesia/biodivergence/evaluation/unlearn (DESIGN §2): importing all of it pulls
-    none of them in."""
+    """medunlearn.llm sits below amnesia/biodivergence/evaluation/unlearn (docs/contributing.md, "Layers"):
+    importing all of it pulls none of them in."""
     code = (
         "import sys, importlib\n"
         f"for m in {MODULES!r}: importlib.import_module(m)\n"

@@ -169,8 +169,8 @@ def test_smollm2_answers_a_schema_through_the_transformers_backend(tmp_path):
 
 
 def test_specs_name_the_builtin_tiny_llama_and_local_folders(tiny_model, tiny_tokenizer, tmp_path):
-    """``transformers:tiny-llama`` (built from texts=) and ``transformers:FOLDER``; retraining into the same folder
-    changes the cache key, so stale answers are never served."""
+    """``transformers:tiny-llama`` (built from texts=) and ``transformers:FOLDER``; retraining into the same
+    folder changes the cache key, so stale answers are never served."""
     import os
 
     tiny = BulkChat.from_spec("transformers:tiny-llama", show_progress=False, texts=QUESTIONS * 4)

@@ -62,8 +62,16 @@ def test_docs_page_is_a_copy_of_the_card(name):
     )
 
 
-def test_docs_index_links_every_module_and_states_the_bare_name_limit():
+def test_docs_index_links_every_module_and_shows_the_bare_name_after_the_install():
     index = (REPOSITORY / "docs" / "metrics" / "index.md").read_text()
     for name in OUR_MODULES:
         assert f"({name}.md)" in index
-    assert 'evaluate.load("disease_leakage")` does not work offline' in index
+    install = index.index("medunlearn metrics install")
+    assert install < index.index('evaluate.load("disease_leakage")  # by its bare name, offline')
+
+
+@pytest.mark.parametrize("name", OUR_MODULES)
+def test_card_shows_the_bare_name_after_the_install(name):
+    card = (REPOSITORY / "metrics" / name / "README.md").read_text()
+    assert card.index("medunlearn metrics install") < card.index(f'evaluate.load("{name}")')
+    assert f'medunlearn.load_metric("{name}")' in card  # the way that needs no install

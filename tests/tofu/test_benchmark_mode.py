@@ -1,5 +1,5 @@
-"""TOFU mode through the existing commands: every unlearning method on a TOFU folder, the evaluate hook, and the
-reference's tag rendering."""
+"""TOFU mode through the existing commands: every unlearning method on a TOFU folder, the evaluate hook, and
+the reference's tag rendering."""
 
 from __future__ import annotations
 
@@ -157,7 +157,10 @@ def test_llama3_preset_renders_the_reference_tags_and_ends_the_answer_with_eos(t
     full = rendering.apply_chat_template(
         [[{"role": "user", "content": "Q?"}, {"role": "assistant", "content": "A."}]]
     )[0]
-    system = "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nYou are a helpful assistant.<|eot_id|>"
+    system = (
+        "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
+        "You are a helpful assistant.<|eot_id|>"
+    )
     assert (
         prompt == system + "<|start_header_id|>user<|end_header_id|>\n\nQ?<|eot_id|>"
         "<|start_header_id|>assistant<|end_header_id|>\n\n"

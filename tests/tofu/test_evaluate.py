@@ -68,7 +68,8 @@ def untrained_model(tofu_data):
 
 @pytest.fixture(scope="module")
 def tofu_setup(tofu_data):
-    """A model trained a little on the evaluated QA in chat form, and a retain model that never saw the forget set."""
+    """A model trained a little on the evaluated QA in chat form, and a retain model that never saw the forget
+    set."""
     from medunlearn.models import build_tiny_llama
 
     folder, tokenizer = tofu_data

@@ -1,7 +1,8 @@
 """Run by test_distributed.py, under ``accelerate launch --num_processes 2`` or as one process.
 
-usage: python ddp_run.py OUT.json PER_DEVICE_BATCH
-Trains GradDiff for 2 steps on the tiny model and writes the logged losses and a weight checksum (rank 0).
+usage: python ddp_run.py OUT.json PER_DEVICE_BATCH [LOSS_AVERAGING]
+Trains GradDiff for 2 steps on the tiny model and writes the logged losses and a weight checksum (rank 0);
+LOSS_AVERAGING is the config's ``loss_averaging`` (default ``sequence``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ def _load(path: Path, name: str):
     return module
 
 
-def main(out: str, per_device_batch: int) -> None:
+def main(out: str, per_device_batch: int, loss_averaging: str = "sequence") -> None:
     from medunlearn.models import build_tiny_llama, train_bpe_tokenizer
     from medunlearn.unlearn import GradDiffConfig, GradDiffTrainer
     from medunlearn.utils.distributed import leave_process_group
@@ -42,6 +43,7 @@ def main(out: str, per_device_batch: int) -> None:
         seed=0,
         disable_tqdm=True,
         dataloader_drop_last=True,
+        loss_averaging=loss_averaging,
     )
     forget = fixtures.qa_dataset({"p1", "p2", "p3", "p4"})
     retain = fixtures.qa_dataset({"p5"})
@@ -59,4 +61,4 @@ def main(out: str, per_device_batch: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]))
+    main(sys.argv[1], int(sys.argv[2]), *sys.argv[3:4])

@@ -1,4 +1,5 @@
-"""The shared machinery: log-prob helpers against hand computations, tokenisation, pairing, reference, errors."""
+"""The shared machinery: log-prob helpers against hand computations, tokenisation, pairing, reference,
+errors."""
 
 from __future__ import annotations
 
@@ -192,7 +193,8 @@ def test_nan_loss_stops_with_a_clear_error_and_keeps_checkpoints(
 def test_gradient_accumulation_gives_the_same_loss_as_a_big_batch(
     tiny_tokenizer, forget_qa, retain_qa, unlearning_args
 ):
-    """Sequence-weighted reduction: 1×4 and 2×2 (accumulated) see the same loss and end in the same weights."""
+    """Sequence-weighted reduction: 1×4 and 2×2 (accumulated) see the same loss and end in the same
+    weights."""
     from medunlearn.models import build_tiny_llama
     from medunlearn.unlearn import GradDiffConfig, GradDiffTrainer
 
@@ -307,7 +309,8 @@ def test_template_whose_prompt_is_not_a_prefix_is_a_clear_error(tiny_tokenizer):
 
 
 def test_the_compatibility_module_base_re_exports_the_split_modules():
-    """``medunlearn.unlearn.base`` was split by job; old imports from it keep working, with the same objects."""
+    """``medunlearn.unlearn.base`` was split by job; old imports from it keep working, with the same
+    objects."""
     from medunlearn.unlearn import base, config, data, ops, trainer
     from medunlearn.utils import distributed
 

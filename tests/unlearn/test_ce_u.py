@@ -32,7 +32,8 @@ def test_mask_first_answer_tokens_per_row():
 
 
 def test_ce_u_loss_matches_hand_computation_without_skipping():
-    """Target = own distribution without the answer token, renormalised; cross-entropy averaged over 4 tokens."""
+    """Target = own distribution without the answer token, renormalised; cross-entropy averaged over 4
+    tokens."""
     ln = math.log
     per_token = [
         -(0.5 / 0.75 * ln(0.5) + 0.25 / 0.75 * ln(0.25)),  # drop token 1 of (.5,.25,.25)
@@ -69,7 +70,7 @@ def test_ce_u_ignores_extra_padding_columns():
     torch.testing.assert_close(ce_u_loss(padded_logits, padded_labels), ce_u_loss(logits, labels))
 
 
-# ---- trainer on the tiny model ---------------------------------------------------------------------------------
+# ---- trainer on the tiny model -----------------------------------------------------------------------------
 
 
 def test_ce_u_reduction_is_per_answer_then_over_answers():

@@ -1,4 +1,5 @@
-"""``medunlearn unlearn`` and ``medunlearn finetune`` end to end on a tiny AMNESIA folder, and their errors."""
+"""``medunlearn unlearn`` and ``medunlearn finetune`` end to end on a tiny AMNESIA folder, and their
+errors."""
 
 from __future__ import annotations
 
@@ -146,6 +147,32 @@ def test_finetune_then_unlearn_with_recipe_and_override(finetuned_dir, amnesia_d
     assert not list(out.glob("*.bin")) and not list(out.glob("*.pt"))
     before, after = load_file(finetuned_dir / "model.safetensors"), load_file(out / "model.safetensors")
     assert any(not (before[k] == after[k]).all() for k in before)
+
+
+@pytest.mark.slow
+def test_rmu_on_a_2_layer_model_steers_layer_0_says_so_and_prints_no_bitsandbytes_kernel_message(
+    finetuned_dir, amnesia_dir, tmp_path
+):
+    """The paper's layer 7 does not exist in the 2-layer tiny model: the default is the layer at the same
+    relative depth, said in the output and recorded in the card. A fresh process, so that bitsandbytes is
+    imported by this run (peft imports it), and its CPU-kernel message would show: the run does not
+    quantise."""
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "rmu"
+    command = [sys.executable, "-m", "medunlearn.cli", "unlearn", "--method", "rmu"]
+    command += ["--model", str(finetuned_dir), "--data", str(amnesia_dir), "--forget", "forget_10"]
+    command += ["--out", str(out), "--max_steps", "1"]
+    offline = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, **offline}, timeout=600)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert "RMU steers decoder layer 0 of 2" in output
+    assert "gemm_4bit_forward" not in output and "kernels-community" not in output
+    assert json.loads((out / "unlearning_config.json").read_text())["layer"] == 0
+    assert '"layer": 0' in (out / "README.md").read_text()
 
 
 @pytest.mark.slow
@@ -410,7 +437,8 @@ def test_qlora_finetune_and_unlearn_train_adapters_on_4bit_weights(finetuned_dir
     unlearned = tmp_path / "qlora-npo"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        # NPO runs a no-grad reference pass before training: it must not leave the 4-bit layers without a backward.
+        # NPO runs a no-grad reference pass before training: it must not leave the 4-bit layers without a
+        # backward.
         assert (
             main(
                 [
@@ -434,7 +462,8 @@ def test_qlora_finetune_and_unlearn_train_adapters_on_4bit_weights(finetuned_dir
         )
     assert not [w for w in caught if "autograd kernel was not registered" in str(w.message)]
     for out in (tuned, unlearned):
-        # Only the adapter is written (a 4-bit base is not merged into), and it was trained: LoRA's B starts at 0.
+        # Only the adapter is written (a 4-bit base is not merged into), and it was trained: LoRA's B starts
+        # at 0.
         assert (out / "adapter_config.json").is_file() and not (out / "model.safetensors").exists()
         adapter = load_file(out / "adapter_model.safetensors")
         lora_b = [name for name in adapter if "lora_B" in name]

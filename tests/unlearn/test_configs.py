@@ -1,9 +1,11 @@
-"""Configs: allowed values are checked; each config documents itself in TRL's style; the docs agree with the code.
+"""Configs: allowed values are checked; each config documents itself in TRL's style; the docs agree with the
+code.
 
 Each config's docstring has a *Parameters* block, ``name (`type`, *optional*, defaults to `value`):``, listing
-every field the config declares beyond ``TrainingArguments``; the ``TrainingArguments`` defaults it overrides are
-listed in its note as ``- `name`: defaults to `value` instead of `value```. Each ``docs/methods/<stem>.md`` has a
-``| field | default | meaning | source |`` table whose defaults are the method config's.
+every field the config declares beyond ``TrainingArguments``; the ``TrainingArguments`` defaults it overrides
+are listed in its note as ``- `name`: defaults to `value` instead of `value```. Each
+``docs/methods/<stem>.md`` has a ``| field | default | meaning | source |`` table whose defaults are the
+method config's.
 """
 
 from __future__ import annotations
@@ -82,7 +84,8 @@ def same_type(documented: str, annotation) -> bool:
 
 def declared_annotation(config_class, name: str):
     """The field's annotation as written in its class. Not ``dataclasses.Field.type``: HfArgumentParser (TRL's
-    parser) rewrites that in place, ``X | None`` becoming ``X``, once any parser has been built for the class."""
+    parser) rewrites that in place, ``X | None`` becoming ``X``, once any parser has been built for the
+    class."""
     for klass in config_class.__mro__:
         annotations = klass.__dict__.get("__annotations__", {})
         if name in annotations:
@@ -146,14 +149,15 @@ def test_the_parameters_pattern_reads_trl_style_lines():
     assert noted_overrides(probe) == {"learning_rate": (1e-5, 5e-5)}
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # docs/methods/<stem>.md default tables
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 
 
 def default_table(page: Path) -> dict[str, str]:
-    """``{field: default cell}`` of the page's ``| field | default | ...`` table; a row may name several fields,
-    ``| `learning_rate`, `num_train_epochs` | 1e-5, 10 |``, whose defaults are then comma-separated."""
+    """``{field: default cell}`` of the page's ``| field | default | ...`` table; a row may name several
+    fields, ``| `learning_rate`, `num_train_epochs` | 1e-5, 10 |``, whose defaults are then
+    comma-separated."""
     rows, in_table = {}, False
     for line in page.read_text(encoding="utf-8").splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")] if line.startswith("|") else []

@@ -1,4 +1,5 @@
-"""GradAscent, GradDiff, KL-Min, NPO, SimNPO, RMU: losses against hand computations, and short training runs."""
+"""GradAscent, GradDiff, KL-Min, NPO, SimNPO, RMU: losses against hand computations, and short training
+runs."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from medunlearn.unlearn.ops import sequence_mean_nll
 from medunlearn.unlearn.rmu import activation_mse, random_control_vector, rmu_loss
 from medunlearn.unlearn.simnpo import simnpo_loss
 
-# Same layout as test_base: row 0 = prompt, 2 completion tokens, padding; row 1 = 2 prompt, 2 completion tokens.
+# Same layout as test_base: row 0 = prompt, 2 completion tokens, padding; row 1 = 2 prompt, 2 completion
+# tokens.
 FORGET_LOGITS = torch.tensor(
     [
         [[1.0, 0.0, -1.0], [0.5, 2.0, 0.0], [0.0, 0.0, 3.0], [9.0, 9.0, 9.0]],
@@ -136,7 +138,8 @@ def test_rmu_loss_matches_hand_computation():
     retain_acts = torch.tensor([[[1.0, 1.0], [0.0, 2.0]]])
     retain_ref = torch.tensor([[[0.0, 1.0], [0.0, 0.0]]])
     retain_mask = torch.tensor([[True, True]])
-    # Row 0: ((3-1)^2+(0-1)^2)/2 = 2.5 and ((7-1)^2*2)/2 = 36 -> 19.25; row 1: ((2-1)^2+1)/2 = 1 -> mean 10.125.
+    # Row 0: ((3-1)^2+(0-1)^2)/2 = 2.5 and ((7-1)^2*2)/2 = 36 -> 19.25;
+    # row 1: ((2-1)^2+1)/2 = 1 -> mean 10.125.
     # Retain: (1+0)/2 = 0.5 and (0+4)/2 = 2 -> 1.25.
     losses = rmu_loss(forget_acts, control, forget_mask, retain_acts, retain_ref, retain_mask, 2.0, 4.0)
     assert losses["forget_loss"].item() == pytest.approx(10.125, abs=1e-6)
@@ -151,10 +154,11 @@ def test_rmu_control_vector_has_the_steering_norm_and_is_seeded():
     assert not torch.equal(a, random_control_vector(64, 20.0, seed=2))
 
 
-# ----- short training runs on the memorised tiny model ----------------------------------------------------------
+# ----- short training runs on the memorised tiny model ------------------------------------------------------
 
 RUNS = {
-    # stem: (config overrides, forget metric direction): NLL of forget answers must rise; RMU's distance to c·u falls.
+    # stem: (config overrides, forget metric direction): NLL of forget answers must rise; RMU's distance
+    # to c·u falls.
     "grad_ascent": {},
     "grad_diff": {},
     "kl_min": {},
@@ -208,7 +212,8 @@ def test_method_trains_and_moves_the_forget_loss_the_intended_way(
 def test_npo_precomputed_reference_equals_the_live_reference(
     tiny_tokenizer, forget_qa, retain_qa, unlearning_args
 ):
-    """Stored log π_ref(y|x) are the values a live frozen copy gives; one training step ends in the same weights."""
+    """Stored log π_ref(y|x) are the values a live frozen copy gives; one training step ends in the same
+    weights."""
     from medunlearn.models import build_tiny_llama
     from medunlearn.unlearn import NPOConfig, NPOTrainer
 
@@ -259,7 +264,52 @@ def test_rmu_layer_out_of_range_is_a_clear_error(
 ):
     from medunlearn.unlearn import RMUConfig, RMUTrainer, UnlearningInputError
 
+    # An explicit layer is taken as given: layer 7 of a 2-layer model is an error, not a fallback.
     with pytest.raises(UnlearningInputError, match="layer 7 does not exist: the model has 2 decoder layers"):
         RMUTrainer(
-            tiny_model, unlearning_args(RMUConfig), forget_qa, retain_qa, processing_class=tiny_tokenizer
+            tiny_model,
+            unlearning_args(RMUConfig, layer=7),
+            forget_qa,
+            retain_qa,
+            processing_class=tiny_tokenizer,
         )
+
+
+@pytest.mark.parametrize("num_layers, expected", [(2, 0), (4, 1), (7, 2), (8, 7), (9, 7)])
+@pytest.mark.parametrize("peft", [False, True], ids=["full", "lora"])
+def test_rmu_default_layer_is_7_or_the_same_relative_depth_and_is_said(
+    num_layers, expected, peft, tiny_tokenizer, forget_qa, retain_qa, unlearning_args, caplog
+):
+    """Unset ``layer``: 7 on a model with more than 7 layers, else round(7/32 of the depth), halves up; the
+    resolved layer is written into the config (what the card records) and logged, as a warning when it is not
+    the paper's."""
+    import logging
+
+    from peft import LoraConfig
+
+    from medunlearn.models import TinyLlamaConfig, build_tiny_llama
+    from medunlearn.unlearn import RMUConfig, RMUTrainer
+    from medunlearn.unlearn.rmu import default_rmu_layer
+
+    model = build_tiny_llama(tiny_tokenizer, TinyLlamaConfig(num_hidden_layers=num_layers))
+    args = unlearning_args(RMUConfig)
+    assert args.layer is None
+    with caplog.at_level(logging.INFO, logger="medunlearn.unlearn.rmu"):
+        trainer = RMUTrainer(
+            model,
+            args,
+            forget_qa,
+            retain_qa,
+            processing_class=tiny_tokenizer,
+            peft_config=LoraConfig(r=2, target_modules=["down_proj"]) if peft else None,
+        )
+    assert default_rmu_layer(num_layers) == expected
+    assert trainer.args.layer == expected and args.method_hyperparameters()["layer"] == expected
+    said = [r for r in caplog.records if r.name == "medunlearn.unlearn.rmu"]
+    assert len(said) == 1 and f"decoder layer {expected}" in said[0].getMessage()
+    assert said[0].levelno == (logging.INFO if expected == 7 else logging.WARNING)
+    if not peft:
+        trained = {
+            f"model.layers.{i}.mlp.down_proj.weight" for i in range(max(0, expected - 2), expected + 1)
+        }
+        assert set(trainer.trainable_parameter_names) == trained

@@ -1,4 +1,5 @@
-"""Two CPU processes under ``accelerate launch`` give the single-process loss at the same effective batch."""
+"""Two CPU processes under ``accelerate launch`` give the single-process loss at the same effective batch,
+with either ``loss_averaging``: per answer, or one token mean over the step's global token count."""
 
 from __future__ import annotations
 
@@ -16,19 +17,20 @@ HERE = Path(__file__).resolve().parent
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("accelerate") is None, reason="accelerate CLI not installed")
-def test_two_processes_match_one_process_at_the_same_effective_batch(tmp_path):
+@pytest.mark.parametrize("loss_averaging", ["sequence", "token"])
+def test_two_processes_match_one_process_at_the_same_effective_batch(tmp_path, loss_averaging):
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("ddp_run", HERE / "ddp_run.py")
     ddp_run = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ddp_run)
     (tmp_path / "single").mkdir()
-    ddp_run.main(str(tmp_path / "single" / "result.json"), 4)
+    ddp_run.main(str(tmp_path / "single" / "result.json"), 4, loss_averaging)
     single = json.loads((tmp_path / "single" / "result.json").read_text())
 
     (tmp_path / "ddp").mkdir()
-    # Without a GPU, the multi-GPU launcher starts torch.distributed processes that Accelerate runs as MULTI_CPU
-    # (gloo); `--cpu` alone would start a single process.
+    # Without a GPU, the multi-GPU launcher starts torch.distributed processes that Accelerate runs as
+    # MULTI_CPU (gloo); `--cpu` alone would start a single process.
     command = [
         shutil.which("accelerate"),
         "launch",
@@ -46,6 +48,7 @@ def test_two_processes_match_one_process_at_the_same_effective_batch(tmp_path):
         str(HERE / "ddp_run.py"),
         str(tmp_path / "ddp" / "result.json"),
         "2",
+        loss_averaging,
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     completed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)

@@ -85,7 +85,7 @@ def test_assign_idk_answers_is_deterministic_and_uses_the_list():
     assert set(first) <= set(answers) and len(set(first)) > 10
 
 
-# ---- trainer on the tiny model ---------------------------------------------------------------------------------
+# ---- trainer on the tiny model -----------------------------------------------------------------------------
 
 
 def test_idk_dpo_trainer_prefers_refusals(tiny_tokenizer, forget_qa, retain_qa, unlearning_args):

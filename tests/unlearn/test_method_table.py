@@ -61,7 +61,7 @@ def test_lazy_package_attributes():
     import medunlearn.unlearn as unlearn
     from medunlearn.unlearn import GradDiffTrainer, RMUConfig
 
-    assert GradDiffTrainer.__name__ == "GradDiffTrainer" and RMUConfig().layer == 7
+    assert GradDiffTrainer.__name__ == "GradDiffTrainer" and RMUConfig().layer is None
     with pytest.raises(AttributeError):
         unlearn.NoSuchTrainer  # noqa: B018
 

@@ -65,7 +65,8 @@ def test_flattening_loss_ignores_extra_padding_columns():
 
 
 def test_flattening_gradient_by_hand():
-    """For (0,0,3): margin m = 3 - 1 = 2, d m^2 / dz = 2m * (onehot(argmax) - 1/3) = 4 * (-1/3, -1/3, 2/3), /4 tokens."""
+    """For (0,0,3): margin m = 3 - 1 = 2, d m^2 / dz = 2m * (onehot(argmax) - 1/3) = 4 * (-1/3, -1/3, 2/3),
+    /4 tokens."""
     logits, labels = margin_batch()
     logits.requires_grad_(True)
     logit_margin_flattening_loss(logits, labels).backward()
@@ -83,7 +84,7 @@ def test_constrained_objective_and_dual_ascent():
     assert dual_ascent_step(0.5, retain_loss=0.0, retain_loss_eps=0.5, step_size=5.0) == 0.0
 
 
-# ---- trainer on the tiny model ---------------------------------------------------------------------------------
+# ---- trainer on the tiny model -----------------------------------------------------------------------------
 
 
 def test_flattening_reduction_is_per_answer_then_over_answers():
@@ -121,8 +122,8 @@ def test_pdu_trainer_flattens_forget_predictions(tiny_tokenizer, forget_qa, reta
 def test_pdu_dual_variable_follows_projected_ascent(
     tiny_tokenizer, forget_qa, retain_qa, unlearning_args, accumulation
 ):
-    """With epsilon = 0 the constraint is always violated: lambda_{k+1} = lambda_k + eta * retain_loss_k, where
-    retain_loss_k is the mean over the step's micro-batches (what the base trainer logs per step)."""
+    """With epsilon = 0 the constraint is always violated: lambda_{k+1} = lambda_k + eta * retain_loss_k,
+    where retain_loss_k is the mean over the step's micro-batches (what the base trainer logs per step)."""
     model = build_tiny_llama(tiny_tokenizer)
     args = unlearning_args(
         PDUConfig,

@@ -38,7 +38,8 @@ def test_recipe_loads_with_its_values_and_cli_overrides(path, tmp_path):
 
 
 def test_recipes_keep_the_paper_defaults_of_their_config(tmp_path):
-    """A recipe that states a method hyperparameter states the config's default (defaults live in one place)."""
+    """A recipe that states a method hyperparameter states the config's default (defaults live in one
+    place)."""
     for path in RECIPES:
         recipe = yaml.safe_load(path.read_text())
         config_class, _ = METHODS[recipe.pop("method")].load()

@@ -32,7 +32,8 @@ def test_satimp_loss_matches_hand_computation(beta1, beta2):
 
 
 def test_satimp_default_values_by_hand(tmp_path):
-    """beta1=5, beta2=1 written out: 0.25^5*0.75*ln .25 + 0.5^5*0.5*ln .5 + 0.6^5*0.4*ln .6 + 0.8^5*0.2*ln .8."""
+    """beta1=5, beta2=1 written out: 0.25^5*0.75*ln .25 + 0.5^5*0.5*ln .5 + 0.6^5*0.4*ln .6
+    + 0.8^5*0.2*ln .8."""
     logits, labels = fixed_batch()
     expected = (
         0.25**5 * 0.75 * math.log(0.25)
@@ -62,7 +63,7 @@ def test_satimp_weights_are_detached():
     torch.testing.assert_close(logits.grad[1, 1], expected, atol=1e-7, rtol=0)
 
 
-# ---- trainer on the tiny model ---------------------------------------------------------------------------------
+# ---- trainer on the tiny model -----------------------------------------------------------------------------
 
 
 def test_satimp_reduction_is_per_answer_then_over_answers():

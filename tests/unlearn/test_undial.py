@@ -65,7 +65,8 @@ def test_undial_without_adjustment_on_the_reference_itself_is_its_entropy():
 
 
 def test_undial_large_beta_removes_the_answer_token_from_the_target():
-    """beta -> inf: target = reference without the answer token, renormalised (row 0, token 1: (.5, 0, .5))."""
+    """beta -> inf: target = reference without the answer token, renormalised
+    (row 0, token 1: (.5, 0, .5))."""
     single_policy, single_reference, single_labels = POLICY[:1, :2], REFERENCE[:1, :2], LABELS[:1, :2]
     expected = -(0.5 * math.log(0.5) + 0.5 * math.log(0.25))
     loss = undial_loss(single_policy, single_reference, single_labels, beta=1e4)
@@ -89,11 +90,12 @@ def test_undial_config_defaults_are_the_reference_recipe(tmp_path):
     assert (config.learning_rate, config.num_train_epochs) == (1e-4, 10.0)
 
 
-# ---- trainer on the tiny model ---------------------------------------------------------------------------------
+# ---- trainer on the tiny model -----------------------------------------------------------------------------
 
 
 def test_undial_reduction_is_per_answer_then_over_answers():
-    """Row 0 keeps one answer token, row 1 two: (ce_00 + (ce_11 + ce_12) / 2) / 2 with beta = 0 (plain CE to ref)."""
+    """Row 0 keeps one answer token, row 1 two: (ce_00 + (ce_11 + ce_12) / 2) / 2 with beta = 0
+    (plain CE to ref)."""
     labels = LABELS.clone()
     labels[0, 2] = -100
     ln = math.log
@@ -143,7 +145,8 @@ def test_undial_under_peft_uses_the_adapter_disabled_model(
 
 
 def undial_with_shuffled_reference(logits, labels):
-    """The reference is the policy's logits reversed over the vocabulary: different, but a function of the rows."""
+    """The reference is the policy's logits reversed over the vocabulary: different, but a function of the
+    rows."""
     return undial_loss(logits, logits.flip(-1), labels, beta=3.0)
 
 

@@ -64,7 +64,7 @@ def test_wga_weights_are_detached():
     assert logits.grad[0, 2].abs().sum() == 0 and logits.grad[1, 0].abs().sum() == 0
 
 
-# ---- trainer on the tiny model ---------------------------------------------------------------------------------
+# ---- trainer on the tiny model -----------------------------------------------------------------------------
 
 
 def test_wga_reduction_is_per_answer_then_over_answers():

@@ -1,5 +1,5 @@
 """Re-read an AMNESIA folder the way users get it (through the README's ``configs:`` block) and check every
-split invariant of SPEC §2. The first violation stops the audit and is named.
+split invariant of docs/benchmarks/amnesia.md ("Splits"). The first violation stops the audit and is named.
 """
 
 from __future__ import annotations
@@ -91,7 +91,8 @@ def _check_configs_present(folder: _Folder, result: AuditResult) -> None:
         for split in files:
             folder.columns(config, split)  # reads and checks the columns
     result.passed(
-        "configs and fields", f"{len(folder.data_files)} configs, splits and columns as in DESIGN §3"
+        "configs and fields",
+        f"{len(folder.data_files)} configs, splits and columns of the AMNESIA folder layout",
     )
 
 
@@ -108,7 +109,8 @@ def _check_records(folder: _Folder, result: AuditResult) -> None:
     )
     all_patients = folder.patients("full")
     _require(np.array_equal(all_patients, np.sort(ids)), "full: its patients differ from the notes' patients")
-    # Every QA patient is a notes patient (checked above), so a sorted lookup gives each row its patient's disease.
+    # Every QA patient is a notes patient (checked above), so a sorted lookup gives each row its patient's
+    # disease.
     by_id = np.argsort(ids)
     for split, columns in (("train", train), ("holdout", holdout)):
         expected = notes["disease"][by_id[np.searchsorted(ids, columns["patient_id"], sorter=by_id)]]
@@ -149,7 +151,8 @@ def _check_counts_per_patient(folder: _Folder, result: AuditResult) -> None:
 
 
 def _check_configs_are_subsets_of_full(folder: _Folder, result: AuditResult) -> None:
-    """Every QA config's rows are rows of ``full`` (same patient, disease and type), and holdout stays holdout."""
+    """Every QA config's rows are rows of ``full`` (same patient, disease and type), and holdout stays
+    holdout."""
     for split in QA_SPLITS:
         full = folder.columns("full", split)
         order = np.argsort(full["qa_id"])

@@ -14,6 +14,7 @@ from medunlearn.amnesia.cohort import generate_cohort
 from medunlearn.amnesia.hub import FolderContents, write_folder
 from medunlearn.amnesia.pmc_patients import UNCLASSIFIED, read_pmc_patients, read_qa_file
 from medunlearn.amnesia.schema import RecordError, validate_notes, validate_qa
+from medunlearn.amnesia.sources.llm_built import Construction, ConstructionConfig, construct_records
 from medunlearn.amnesia.splits import FORGET_PERCENTAGES, SplitConfig, build_splits
 from medunlearn.errors import InputError
 from medunlearn.ontology.amnesia import DISEASE_LEVEL_DEFAULT, DISEASES, QA_TYPES
@@ -91,12 +92,46 @@ def build_contents(
         qa = read_qa_file(qa_path)
         notes_source, qa_source = str(notes_path), str(qa_path)
         parameters = {"source": source, "notes": Path(notes_path).name, "qa": Path(qa_path).name}
-    validate_notes(notes, notes_source)
-    validate_qa(qa, qa_source)
     if skipped:
         # Unclassified notes were dropped by the reader; their QA go with them.
         dropped = pa.array(next(iter(skipped.values())), pa.string())
         qa = qa.filter(pc.invert(pc.is_in(qa["patient_id"], value_set=dropped)))
+    return contents_from_records(
+        notes,
+        qa,
+        source=source,
+        parameters=parameters,
+        skipped=skipped,
+        notes_source=notes_source,
+        qa_source=qa_source,
+        seed=seed,
+        disease_level=disease_level,
+        forget_percentages=forget_percentages,
+        qa_per_type=qa_per_type,
+        holdout_per_type=holdout_per_type,
+    )
+
+
+def contents_from_records(
+    notes: pa.Table,
+    qa: pa.Table,
+    *,
+    source: str,
+    parameters: dict,
+    skipped: dict[str, list[str]],
+    notes_source: str,
+    qa_source: str,
+    seed: int,
+    disease_level: Sequence[str],
+    forget_percentages: Sequence[int],
+    qa_per_type: int,
+    holdout_per_type: int,
+    construction: dict | None = None,
+) -> FolderContents:
+    """Validated records → splits: what every source ends with (the synthetic cohort, notes + a QA file,
+    the LLM-built pipeline)."""
+    validate_notes(notes, notes_source)
+    validate_qa(qa, qa_source)
     notes, qa, incomplete = join_and_check_counts(notes, qa, qa_per_type, qa_source)
     skipped.update(incomplete)
     if notes.num_rows == 0:
@@ -118,7 +153,13 @@ def build_contents(
     )
     splits = build_splits(notes, qa, config)
     return FolderContents(
-        notes=notes, qa=qa, splits=splits, source=source, build_parameters=parameters, skipped=skipped
+        notes=notes,
+        qa=qa,
+        splits=splits,
+        source=source,
+        build_parameters=parameters,
+        skipped=skipped,
+        construction=construction,
     )
 
 
@@ -134,6 +175,78 @@ def build_amnesia(out_dir: str | os.PathLike, *, overwrite: bool = False, **buil
     24
     """
     return write_folder(build_contents(**build_options), out_dir, overwrite=overwrite)
+
+
+class NoPatientLeftError(InputError):
+    """Every patient was skipped by the LLM construction; ``construction`` holds the report saying why."""
+
+    def __init__(self, message: str, construction: Construction):
+        super().__init__(message)
+        self.construction = construction
+
+
+def build_amnesia_from_notes(
+    out_dir: str | os.PathLike,
+    notes_path: str | os.PathLike,
+    config: ConstructionConfig,
+    *,
+    overwrite: bool = False,
+    disease_level: Sequence[str] = DISEASE_LEVEL_DEFAULT,
+    forget_percentages: Sequence[int] = FORGET_PERCENTAGES,
+    holdout_per_type: int = 1,
+    backends=None,
+    progress: bool = True,
+) -> tuple[Path, Construction]:
+    """Build an AMNESIA folder from notes alone (``medunlearn amnesia build --source pmc-patients --notes FILE
+    --generate SPEC``): LLM disease labels, generated QA and a judge panel
+    (:mod:`medunlearn.amnesia.sources.llm_built`), then the splits, the Hub folder (its card and
+    ``amnesia_construction.json`` carry the construction report) and the audit.
+
+    Returns the folder and the :class:`~medunlearn.amnesia.sources.llm_built.Construction` (report, calls made
+    in this run, seconds). Raises before any LLM call when ``out_dir`` exists and ``overwrite`` is False.
+    """
+    from medunlearn.amnesia.audit import audit_folder
+    from medunlearn.amnesia.hub import atomic_folder_check
+
+    unknown = [d for d in disease_level if d not in DISEASES]
+    if unknown:
+        raise InputError(f"unknown disease(s) {', '.join(unknown)}; allowed: {', '.join(DISEASES)}")
+    atomic_folder_check(out_dir, overwrite)
+    construction = construct_records(notes_path, config, backends=backends, progress=progress)
+    if construction.notes.num_rows == 0:
+        reasons = ", ".join(f"{reason}: {len(ids)}" for reason, ids in construction.skipped.items())
+        raise NoPatientLeftError(
+            f"{notes_path}: no patient left after construction ({reasons or 'no records'})", construction
+        )
+    parameters = {
+        "source": "pmc-patients",
+        "notes": Path(notes_path).name,
+        "qa": "generated (medunlearn.amnesia.sources.llm_built)",
+        "generator": construction.report["models"]["generator"],
+        "judges": construction.report["models"]["judges"],
+        "labeler": construction.report["models"]["labeler"],
+        "prompt_versions": {name: p["version"] for name, p in construction.report["prompts"].items()},
+        **construction.report["settings"],
+        "sample": config.sample,
+    }
+    contents = contents_from_records(
+        construction.notes,
+        construction.qa,
+        source="pmc-patients",
+        parameters=parameters,
+        skipped=dict(construction.skipped),
+        notes_source=str(notes_path),
+        qa_source=f"{notes_path} (generated QA)",
+        seed=config.seed,
+        disease_level=disease_level,
+        forget_percentages=forget_percentages,
+        qa_per_type=config.qa_per_type,
+        holdout_per_type=holdout_per_type,
+        construction=construction.report,
+    )
+    folder = write_folder(contents, out_dir, overwrite=overwrite, progress=progress)
+    audit_folder(folder)
+    return folder, construction
 
 
 build_amnesia_folder = (

@@ -45,7 +45,8 @@ def all_config_names() -> list[str]:
 
 
 def forget_config_of(name: str) -> str | None:
-    """The forget config a forget/retain config name belongs to (``retain_90`` → ``forget_10``); None otherwise."""
+    """The forget config a forget/retain config name belongs to (``retain_90`` → ``forget_10``); None
+    otherwise."""
     if "retain_" in name:
         prefix, percentage = name.rsplit("retain_", 1)
         return f"{prefix}forget_{100 - int(percentage)}"

@@ -1,14 +1,14 @@
 """The embedded default: a fictitious patient cohort [ours].
 
 Like TOFU's fictitious authors, these patients exist nowhere else, so what a model knows about them it learnt
-from us, and forgetting can be measured cleanly. Everything is drawn from one seed: the same seed gives the same
-cohort, byte for byte.
+from us, and forgetting can be measured cleanly. Everything is drawn from one seed: the same seed gives the
+same cohort, byte for byte.
 
-Each patient gets a condition of their disease category (``data/cohort_conditions.yaml``) and a note that reads
-like a de-identified case summary: presentation, history, examination, one laboratory value, one diagnostic test,
-diagnosis, treatment, follow-up and outcome. No names, no dates. Every patient is identified in questions by a
-descriptor (age, sex, occupation, first symptom, duration) that is unique in the cohort, so each question is
-answerable only from that patient's note.
+Each patient gets a condition of their disease category (``data/cohort_conditions.yaml``) and a note that
+reads like a de-identified case summary: presentation, history, examination, one laboratory value, one
+diagnostic test, diagnosis, treatment, follow-up and outcome. No names, no dates. Every patient is identified
+in questions by a descriptor (age, sex, occupation, first symptom, duration) that is unique in the cohort, so
+each question is answerable only from that patient's note.
 
 QA per patient: 4 factual (the answer is stated in the note) and 4 reasoning (the answer combines two or more
 findings of the note), each with a gold answer.
@@ -34,7 +34,8 @@ N_PAPER_PATIENTS = 8820
 
 @dataclass(frozen=True)
 class CohortConfig:
-    """How to draw a fictitious cohort. ``disease_shares`` defaults to the paper's mix (SPEC §2)."""
+    """How to draw a fictitious cohort. ``disease_shares`` defaults to the paper's mix
+    (docs/benchmarks/amnesia.md)."""
 
     patients: int = 200
     seed: int = 0
@@ -50,7 +51,8 @@ def _cohort_data() -> tuple[dict, dict]:
 
 
 def disease_counts(patients: int, shares: dict[str, float]) -> dict[str, int]:
-    """Patients per disease: ``shares · patients`` rounded by largest remainder, so counts sum to ``patients``.
+    """Patients per disease: ``shares · patients`` rounded by largest remainder, so counts sum to
+    ``patients``.
 
     >>> disease_counts(10, {"a": 0.55, "b": 0.45})
     {'a': 6, 'b': 4}
@@ -226,7 +228,6 @@ def generate_cohort(
         notes_rows["title"].append(title)
         notes_rows["note"].append(note)
         notes_rows["disease"].append(disease[i])
-        notes_rows["disease_keywords"].append(vocabulary.record_keywords([title], [note])[0])
         notes_rows["age"].append(age)
         notes_rows["sex"].append(sex)
 
@@ -243,14 +244,17 @@ def generate_cohort(
             ),
             (
                 "reasoning",
-                f"Which laboratory and {c['test']['name']} findings together supported the diagnosis of {who}?",
+                f"Which laboratory and {c['test']['name']} findings together supported the diagnosis "
+                f"of {who}?",
                 f"A {lab['name']} of {value_s} {lab['unit']} (reference {lab['reference']}) together with "
                 f"{c['test']['name']} showing {finding}.",
             ),
             (
                 "reasoning",
-                f"Considering the {lab['name']} and the {c['test']['name']} of {who}, what was the diagnosis?",
-                f"{_cap(c['diagnosis'])}, supported by a {lab['name']} of {value_s} {lab['unit']} and {finding}.",
+                f"Considering the {lab['name']} and the {c['test']['name']} of {who}, "
+                "what was the diagnosis?",
+                f"{_cap(c['diagnosis'])}, supported by a {lab['name']} of {value_s} {lab['unit']} "
+                f"and {finding}.",
             ),
             (
                 "reasoning",
@@ -272,4 +276,6 @@ def generate_cohort(
             qa_rows["question"].append(question)
             qa_rows["answer"].append(answer)
 
+    # one batched pass (the keywords' negation detection runs spaCy over the notes)
+    notes_rows["disease_keywords"] = vocabulary.record_keywords(notes_rows["title"], notes_rows["note"])
     return pa.table(notes_rows, schema=NOTES_SCHEMA), pa.table(qa_rows, schema=QA_SCHEMA)

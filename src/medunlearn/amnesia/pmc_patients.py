@@ -1,9 +1,10 @@
 """Real notes: PMC-Patients in its own schema (CSV, JSON or JSONL), joined with a QA file (JSONL).
 
 PMC-Patients columns used: ``patient_uid`` (falls back to ``patient_id``) as the patient id, ``title``,
-``patient`` (the note), ``age`` (a Python literal like ``[[60.0, 'year']]``), ``gender``. A ``disease`` column,
-when present, gives the category; otherwise the rule-based classifier of :mod:`medunlearn.amnesia.vocabulary`
-assigns one, and notes it cannot classify are skipped and counted (never guessed).
+``patient`` (the note), ``age`` (a Python literal like ``[[60.0, 'year']]``), ``gender``. A ``disease``
+column, when present, gives the category; otherwise the rule-based classifier of
+:mod:`medunlearn.amnesia.vocabulary` assigns one, and notes it cannot classify are skipped and counted (never
+guessed).
 
 QA file: one JSON object per line with ``patient_id, qa_type, question, answer`` and optionally ``qa_id``.
 """
@@ -61,6 +62,16 @@ def read_records(path: str | Path) -> list[dict]:
     raise RecordError(str(path), None, None, f"unsupported file type {suffix!r}; use .csv, .json or .jsonl")
 
 
+def line_breaks(text: str) -> str:
+    r"""Most notes of the PMC-Patients CSV release mark paragraph breaks with the two characters ``\n`` (a
+    backslash and an n); they are read as line breaks, where the classifier's sentences end.
+
+    >>> line_breaks("Fever.\\nOn day 2, cough.")
+    'Fever.\nOn day 2, cough.'
+    """
+    return text.replace("\\n", "\n")
+
+
 def parse_age_years(value) -> int | None:
     """PMC-Patients ages: ``"[[60.0, 'year']]"`` → 60; months/weeks/days → 0; anything unparseable → None.
 
@@ -84,7 +95,8 @@ def parse_age_years(value) -> int | None:
 def read_pmc_patients(
     path: str | Path, vocabulary: DiseaseVocabulary | None = None
 ) -> tuple[pa.Table, list[str]]:
-    """Notes table (``NOTES_SCHEMA``) and the ids of patients skipped because no category could be assigned."""
+    """Notes table (``NOTES_SCHEMA``) and the ids of patients skipped because no category could be
+    assigned."""
     source = str(path)
     rows = read_records(path)
     if not rows:
@@ -98,8 +110,8 @@ def read_pmc_patients(
     raw = pa.table(
         {
             "patient_id": [str(r.get(id_column) or "") for r in rows],
-            "title": [str(r.get("title") or "") for r in rows],
-            "note": [str(r.get(note_column) or "") for r in rows],
+            "title": [line_breaks(str(r.get("title") or "")) for r in rows],
+            "note": [line_breaks(str(r.get(note_column) or "")) for r in rows],
         }
     )
     check_required_text(raw, ["patient_id", "title"], source)
@@ -114,8 +126,10 @@ def read_pmc_patients(
     if "disease" in columns:
         diseases = [str(r.get("disease") or "") for r in rows]
         check_allowed(pa.table({"disease": diseases}), "disease", DISEASES, source)
+        analyses = None
     else:
-        diseases = [vocabulary.classify(t, n) for t, n in zip(titles, notes)]
+        analyses = vocabulary.analyse_records(titles, notes)  # one batched pass: categories and keywords
+        diseases = [analysis.category for analysis in analyses]
     keep = [d is not None for d in diseases]
     skipped = [pid for pid, k in zip(raw["patient_id"].to_pylist(), keep) if not k]
     kept_rows = [r for r, k in zip(rows, keep) if k]
@@ -126,8 +140,10 @@ def read_pmc_patients(
             "title": [t for t, k in zip(titles, keep) if k],
             "note": kept_notes,
             "disease": [d for d in diseases if d is not None],
-            "disease_keywords": vocabulary.record_keywords(
-                [t for t, k in zip(titles, keep) if k], kept_notes
+            "disease_keywords": (
+                vocabulary.record_keywords([t for t, k in zip(titles, keep) if k], kept_notes)
+                if analyses is None
+                else [analysis.keywords for analysis in analyses if analysis.category is not None]
             ),
             "age": [parse_age_years(r.get("age")) for r in kept_rows],
             "sex": [({"M": "male", "F": "female"}.get(str(r.get("gender", "")).upper())) for r in kept_rows],

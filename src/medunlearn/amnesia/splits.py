@@ -1,4 +1,4 @@
-"""AMNESIA splits (SPEC §2), built with array operations only.
+"""AMNESIA splits (docs/benchmarks/amnesia.md, "Splits"), built with array operations only.
 
 - *holdout*: ``holdout_per_type`` QA of each type per patient, drawn by seed, never trained on;
   the rest are the patient's *seen* QA.
@@ -92,7 +92,7 @@ def select_holdout(
 
 
 def build_splits(notes: pa.Table, qa: pa.Table, config: SplitConfig = SplitConfig()) -> AmnesiaSplits:
-    """Compute every split of SPEC §2 from validated ``notes`` and ``qa`` tables."""
+    """Compute every split of docs/benchmarks/amnesia.md from validated ``notes`` and ``qa`` tables."""
     holdout_seed, forget_seed = np.random.SeedSequence(config.seed).spawn(2)
     patient_ids = notes["patient_id"].to_numpy(zero_copy_only=False).astype(str)
     diseases = notes["disease"].to_numpy(zero_copy_only=False).astype(str)

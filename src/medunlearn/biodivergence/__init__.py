@@ -1,4 +1,5 @@
-"""BioDivergence: contextual contradictions between claims of biomedical abstracts (docs: benchmarks/biodivergence.md).
+"""BioDivergence: contextual contradictions between claims of biomedical abstracts (docs:
+benchmarks/biodivergence.md).
 
 Data flow: a pair pool (fictitious, PubMedQA-derived or your own file) → :func:`build_splits` (v1.0
 article-disjoint and v1.0-pairlevel) → :func:`write_hub_folder` (parquet + README ``configs:`` + card) →

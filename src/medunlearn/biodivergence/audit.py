@@ -60,13 +60,15 @@ class AuditReport:
         leak = self.pairlevel_leakage
         if leak:
             lines.append(
-                f"info v1.0-pairlevel leakage: {leak['eval_pairs_sharing_article_with_train']} of {leak['eval_pairs']} "
-                f"dev/test pairs ({leak['eval_share_sharing_article_with_train']:.1%}) share an article with train; "
-                f"{leak['articles_shared_with_train']} articles and {leak['claims_shared_with_train']} claims shared"
+                f"info v1.0-pairlevel leakage: {leak['eval_pairs_sharing_article_with_train']} of "
+                f"{leak['eval_pairs']} dev/test pairs ({leak['eval_share_sharing_article_with_train']:.1%}) "
+                f"share an article with train; {leak['articles_shared_with_train']} articles and "
+                f"{leak['claims_shared_with_train']} claims shared"
             )
         if "bridging_pairs_dropped" in self.build_stats:
             lines.append(
-                f"info bridging pairs dropped by the v1.0 builder: {self.build_stats['bridging_pairs_dropped']}"
+                "info bridging pairs dropped by the v1.0 builder: "
+                f"{self.build_stats['bridging_pairs_dropped']}"
             )
         return lines
 

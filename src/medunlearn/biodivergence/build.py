@@ -19,7 +19,8 @@ class PoolSource:
     """Where the pair pool comes from: exactly one of a pool file, PubMedQA's ``ori_pqal.json``, or the
     fictitious generator (``synthetic``, ``pairs`` pairs).
 
-    ``pubmedqa_label_source`` is what the PubMedQA rule labels are recorded as (``llm`` only to exercise dev/test).
+    ``pubmedqa_label_source`` is what the PubMedQA rule labels are recorded as (``llm`` only to exercise
+    dev/test).
     """
 
     pool: str | os.PathLike | None = None

@@ -1,4 +1,5 @@
-"""``evaluate_biodivergence``: a baseline or a predictions file, scored on one split of a BioDivergence folder."""
+"""``evaluate_biodivergence``: a baseline or a predictions file, scored on one split of a BioDivergence
+folder."""
 
 from __future__ import annotations
 

@@ -2,7 +2,8 @@
 
 Layout (what ``load_dataset(DIR, "v1.0")`` reads offline and what ``upload_folder`` would publish)::
 
-    DIR/README.md                    YAML configs + dataset card (split table, leakage audit, build parameters)
+    DIR/README.md                    YAML configs + dataset card (split table, leakage audit,
+                                     build parameters)
     DIR/build.json                   build parameters and statistics (sorted keys, no timestamps)
     DIR/v1.0/{train,dev,test}.parquet
     DIR/v1.0-pairlevel/{train,dev,test}.parquet
@@ -86,6 +87,14 @@ def dataset_card(configs: dict, stats: SplitStats, audit_lines: list[str], build
         "tags": ["biomedical", "contradiction", "claim-pairs", "medunlearn"],
         "configs": configs_yaml(),
     }
+    split_columns = [
+        "config",
+        "split",
+        "pairs",
+        "LLM labels",
+        "heuristic labels",
+        "contextual contradictions",
+    ]
     split_rows = []
     for name in CONFIG_NAMES:
         for split in SPLITS:
@@ -126,10 +135,11 @@ Source pool: {build_params.get("source", "unknown")}.
 ## Configurations and splits
 
 - `v1.0` (default): article-disjoint. Articles and claims linked by any pair stay in one split; dev and test
-  hold only LLM-labelled pairs; train adds heuristic pairs with confidence >= {build_params.get("min_confidence")}.
+  hold only LLM-labelled pairs; train adds heuristic pairs with confidence >= \
+{build_params.get("min_confidence")}.
 - `v1.0-pairlevel` (legacy): de-duplicated by pair only; articles leak between its splits (see the audit).
 
-{_markdown_table(["config", "split", "pairs", "LLM labels", "heuristic labels", "contextual contradictions"], split_rows)}
+{_markdown_table(split_columns, split_rows)}
 
 v1.0 pairs per domain (each domain approaches the published proportions on its own):
 
@@ -138,9 +148,12 @@ v1.0 pairs per domain (each domain approaches the published proportions on its o
 ## How it was built
 
 Pool rows: {stats.pool_rows}; duplicate pair_id rows removed (LLM copy kept): {stats.duplicate_rows_removed};
-pairs below confidence {build_params.get("min_confidence")} removed: {stats.low_confidence_removed}; pairs after cleaning:
-{stats.pairs_after_cleaning}. Article/claim components: {stats.components} (largest: {stats.largest_component_pairs} pairs).
-Largest component cut (percolating pool): {"yes" if stats.percolating else "no"}; **bridging pairs dropped: {stats.bridging_pairs_dropped}**;
+pairs below confidence {build_params.get("min_confidence")} removed: {stats.low_confidence_removed}; \
+pairs after cleaning:
+{stats.pairs_after_cleaning}. Article/claim components: {stats.components} \
+(largest: {stats.largest_component_pairs} pairs).
+Largest component cut (percolating pool): {"yes" if stats.percolating else "no"}; \
+**bridging pairs dropped: {stats.bridging_pairs_dropped}**;
 heuristic pairs dropped from dev/test components: {stats.heuristic_pairs_dropped_from_eval}.
 
 Build parameters (rebuild with the same pool and these to get identical files):

@@ -145,8 +145,9 @@ def pubmedqa_pool(path: str | Path, config: PubMedQAPoolConfig | None = None) ->
 
     - axes: for each axis of :data:`MESH_AXES`, the two abstracts carry different terms of that axis; years
       ten or more apart add ``time_period``;
-    - conflict type: one ``maybe`` decision → ``insufficient_evidence``; yes vs no → ``contextual_contradiction``
-      when some axis differs, else ``direct_contradiction``; equal decisions → ``no_conflict``;
+    - conflict type: one ``maybe`` decision → ``insufficient_evidence``; yes vs no →
+      ``contextual_contradiction`` when some axis differs, else ``direct_contradiction``; equal decisions →
+      ``no_conflict``;
     - dominant confounder: the first differing axis in registry order; confidence 0.6 (0.5 with a ``maybe``).
     """
     config = config or PubMedQAPoolConfig()

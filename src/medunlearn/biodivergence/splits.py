@@ -11,14 +11,14 @@ How we do it [ours]:
    connected components of the pair–key graph are what union-find over "pair joins its keys" gives; we get
    them from ``scipy.sparse.csgraph.connected_components`` (linear time, no Python loop per pair). Keeping
    whole components in one split makes the splits article-, claim- and pair-disjoint at once.
-3. *Percolation.* When a domain's small units cannot fill its dev+test (within 5%), the pool percolates: a
-   few hub articles/claims join most pairs into one giant component. We then cut that domain's largest
-   component rather than send it all to train, with two cutters and keep the cut that reaches the missing dev/test sizes with the
-   fewest bridging pairs: (a) *hub peeling*: keep the 1, 2, 4, ... highest-degree keys in train, take the
-   pieces that fall apart without them cheapest first (:func:`peel_component`); (b) *spectral sweep*: order
-   the keys along the Fiedler vector of the key graph and cut the order twice (:func:`carve_component`),
-   for pools without hubs. Pairs that straddle the cut are the *bridging pairs dropped*, counted in the
-   build stats, audit and card. (Minimum balanced cuts are NP-hard; these are standard heuristics.)
+3. *Percolation.* When a domain's small units cannot fill its dev+test (within 5%), the pool percolates: a few
+   hub articles/claims join most pairs into one giant component. We then cut that domain's largest component
+   rather than send it all to train, with two cutters and keep the cut that reaches the missing dev/test sizes
+   with the fewest bridging pairs: (a) *hub peeling*: keep the 1, 2, 4, ... highest-degree keys in train, take
+   the pieces that fall apart without them cheapest first (:func:`peel_component`); (b) *spectral sweep*:
+   order the keys along the Fiedler vector of the key graph and cut the order twice (:func:`carve_component`),
+   for pools without hubs. Pairs that straddle the cut are the *bridging pairs dropped*, counted in the build
+   stats, audit and card. (Minimum balanced cuts are NP-hard; these are standard heuristics.)
 4. *Assignment* (done before 3). Units (components) that may go to dev/test are those no larger than
    ``cap = max_unit_share × min(dev target, test target)``, keeping at least one LLM pair and losing at most
    ``max_drop_fraction`` of their pairs (heuristic pairs cannot enter dev/test). Per domain, they are ordered
@@ -108,7 +108,8 @@ def normalise_claim(texts: pd.Series) -> pd.Series:
 
 
 def pair_keys(frame: pd.DataFrame) -> tuple[np.ndarray, int]:
-    """Integer ids of each pair's four keys (article_a, article_b, claim_a, claim_b); returns (n × 4, n_keys)."""
+    """Integer ids of each pair's four keys (article_a, article_b, claim_a, claim_b); returns (n × 4,
+    n_keys)."""
     n = len(frame)
     article_codes, articles = pd.factorize(
         np.concatenate([frame["article_a"].to_numpy(object), frame["article_b"].to_numpy(object)])
@@ -438,7 +439,8 @@ def article_disjoint_split(frame: pd.DataFrame, config: SplitConfig | None = Non
 
 
 def pair_level_split(frame: pd.DataFrame, config: SplitConfig | None = None) -> np.ndarray:
-    """Legacy split label per row of a cleaned pool: dev/test drawn at random from LLM pairs, the rest train."""
+    """Legacy split label per row of a cleaned pool: dev/test drawn at random from LLM pairs, the rest
+    train."""
     config = config or SplitConfig()
     n = len(frame)
     rng = np.random.default_rng(config.seed + 1)

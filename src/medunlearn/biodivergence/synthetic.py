@@ -13,7 +13,8 @@ from comparing the two contexts, so they are learnable but not trivial:
 
 Articles are drawn so that they share pairs: many articles take part in several pairs, and a share
 ``hub_share`` of pairs attaches to a few *hub* articles per domain, which makes the article graph percolate
-the way real retrieval-built pools do (SPEC §5). Everything is vectorised over pairs (numpy / pandas).
+the way real retrieval-built pools do (docs/benchmarks/biodivergence.md, "Data and splits"). Everything is
+vectorised over pairs (numpy / pandas).
 """
 
 from __future__ import annotations
@@ -108,7 +109,8 @@ def _pick(values: tuple[str, ...] | list[str], index: np.ndarray) -> np.ndarray:
 
 
 def generate_pair_pool(config: SyntheticPoolConfig | None = None, **overrides) -> pd.DataFrame:
-    """A fictitious pool as a DataFrame with the columns of :data:`PAIR_COLUMNS` (deterministic in the seed)."""
+    """A fictitious pool as a DataFrame with the columns of :data:`PAIR_COLUMNS` (deterministic in the
+    seed)."""
     config = config or SyntheticPoolConfig()
     for key, value in overrides.items():
         setattr(config, key, value)
@@ -117,7 +119,8 @@ def generate_pair_pool(config: SyntheticPoolConfig | None = None, **overrides) -
     n_topics = len(next(iter(TOPICS.values())))
     n_groups = len(DOMAINS) * n_topics
 
-    # Articles come in (domain, topic) groups laid out contiguously, so a partner in the same group is one draw.
+    # Articles come in (domain, topic) groups laid out contiguously, so a partner in the same group is one
+    # draw.
     n_articles = max(n_groups * 2, int(round(n * config.articles_per_pair)))
     group_of_article = np.sort(rng.integers(0, n_groups, n_articles))
     group_start = np.searchsorted(group_of_article, np.arange(n_groups))

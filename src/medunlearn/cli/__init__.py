@@ -1,10 +1,11 @@
-"""The ``medunlearn`` command: one module per subcommand, each only parsing, calling the Python API and printing.
+"""The ``medunlearn`` command: one module per subcommand, each only parsing, calling the Python API and
+printing.
 
 Each subcommand module (``medunlearn/cli/amnesia.py`` for ``medunlearn amnesia``) exposes
-``build_parser(prog) -> argparse.ArgumentParser`` and ``run(args) -> int``. Subcommand modules are imported only
-when used, so ``medunlearn --help`` stays instant and a user without the training extras can still build
-datasets. Every error a user can cause is a :class:`~medunlearn.errors.MedunlearnError`; :func:`main` catches it
-here, once, and prints ``medunlearn <command>: error: <message>`` with exit status 2.
+``build_parser(prog) -> argparse.ArgumentParser`` and ``run(args) -> int``. Subcommand modules are imported
+only when used, so ``medunlearn --help`` stays instant and a user without the training extras can still build
+datasets. Every error a user can cause is a :class:`~medunlearn.errors.MedunlearnError`; :func:`main` catches
+it here, once, and prints ``medunlearn <command>: error: <message>`` with exit status 2.
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "unlearn": ("medunlearn.cli.unlearn", "run an unlearning method on a model"),
     "evaluate": ("medunlearn.cli.evaluate", "score a model on an AMNESIA (or TOFU) forget config"),
     "report": ("medunlearn.cli.report", "table, JSON and plots from evaluation folders"),
+    "metrics": ("medunlearn.cli.metrics", 'install the evaluate modules: evaluate.load("disease_leakage")'),
     "tofu": ("medunlearn.cli.tofu", "TOFU-format data and the TOFU metric set (OpenUnlearning-compatible)"),
     "publish": ("medunlearn.cli.publish", "push an unlearned model and its card to the Hub"),
+    "study": ("medunlearn.cli.study", "a grid of unlearning runs from a study file, resumable, in parallel"),
     "demo": ("medunlearn.cli.demo", "the whole pipeline on the embedded default, on a laptop CPU"),
 }
 
@@ -47,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     epilog += "\n\nRun `medunlearn COMMAND --help` for the options and an example."
     parser = argparse.ArgumentParser(
         prog="medunlearn",
-        description="Medical machine unlearning (AMNESIA) and biomedical contradiction analysis (BioDivergence).",
+        description="Medical machine unlearning (AMNESIA) and biomedical contradiction analysis "
+        "(BioDivergence).",
         epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

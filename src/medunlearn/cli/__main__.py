@@ -4,4 +4,5 @@ import sys
 
 from medunlearn.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # a spawned worker (medunlearn study) imports this module again
+    sys.exit(main())

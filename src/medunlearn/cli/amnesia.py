@@ -15,6 +15,8 @@ from medunlearn.ontology.amnesia import DISEASE_LEVEL_DEFAULT, DISEASES
 EXAMPLES = """examples:
   medunlearn amnesia build --out amnesia --patients 200 --seed 0
   medunlearn amnesia build --out amnesia-pmc --source pmc-patients --notes PMC-Patients.csv --qa qa.jsonl
+  medunlearn amnesia build --out amnesia-llm --source pmc-patients --notes PMC-Patients.csv \
+      --generate openai:smollm2-135m@http://127.0.0.1:8000/v1 --max-regenerations 2
   medunlearn amnesia audit amnesia
   medunlearn amnesia publish amnesia --repo my-org/amnesia-synthetic --dry-run
 """
@@ -23,7 +25,8 @@ EXAMPLES = """examples:
 def build_parser(prog: str = "medunlearn amnesia") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
-        description="Build, audit and publish AMNESIA dataset folders (load them with datasets.load_dataset).",
+        description="Build, audit and publish AMNESIA dataset folders "
+        "(load them with datasets.load_dataset).",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -32,7 +35,8 @@ def build_parser(prog: str = "medunlearn amnesia") -> argparse.ArgumentParser:
     build = sub.add_parser(
         "build",
         help="build a Hub-ready folder from the fictitious cohort or from PMC-Patients notes + a QA file",
-        description="Build a Hub-ready AMNESIA folder: parquet per config and split, README with configs and card.",
+        description="Build a Hub-ready AMNESIA folder: parquet per config and split, "
+        "README with configs and card.",
         epilog="example:\n  medunlearn amnesia build --out amnesia --patients 200 --seed 0",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -64,11 +68,56 @@ def build_parser(prog: str = "medunlearn amnesia") -> argparse.ArgumentParser:
     )
     build.add_argument("--qa-per-type", type=int, default=4, help="QA of each type per patient (default: 4)")
     build.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    llm = build.add_argument_group(
+        "LLM construction (--source pmc-patients --notes FILE --generate SPEC, no --qa)",
+        "Label the notes, write their QA and validate them with a judge panel "
+        "(docs/amnesia-construction.md). "
+        "Specs are BACKEND:MODEL: transformers:smollm2-135m, openai:MODEL@http://HOST:PORT/v1; an API key is "
+        "read from $MEDUNLEARN_LLM_API_KEY (or $OPENAI_API_KEY), never from the command line.",
+    )
+    llm.add_argument("--generate", metavar="SPEC", help="the generator's spec: build the QA with LLMs")
+    llm.add_argument(
+        "--judge",
+        metavar="SPEC",
+        action="append",
+        default=[],
+        help="a judge's spec; repeat for a panel (default: the generator 3 times)",
+    )
+    llm.add_argument("--labeler", metavar="SPEC", help="the disease labeller's spec (default: the generator)")
+    llm.add_argument(
+        "--llm-cache",
+        metavar="FILE",
+        help="SQLite cache of every LLM answer: reruns are free, killed runs resume "
+        "(default: OUT.llm-cache.sqlite beside --out)",
+    )
+    llm.add_argument(
+        "--max-regenerations",
+        type=int,
+        default=2,
+        help="rewrites of a failed QA before its patient is skipped (default: 2)",
+    )
+    llm.add_argument(
+        "--min-groundedness", type=float, default=0.5, help="least share of answer words found in the note"
+    )
+    llm.add_argument(
+        "--prompt",
+        metavar="NAME=FILE",
+        action="append",
+        default=[],
+        help="replace a built-in prompt (disease_label, qa_generation, judge) with a YAML file",
+    )
+    llm.add_argument("--sample", type=int, help="build from a seeded random subset of this many notes")
+    llm.add_argument("--note-chars", type=int, default=3000, help="note characters shown to the LLMs")
+    llm.add_argument(
+        "--judge-temperature", type=float, default=0.0, help="the judges' sampling temperature (default: 0)"
+    )
+    llm.add_argument("--concurrency", type=int, default=8, help="requests in flight per server")
 
     audit = sub.add_parser(
         "audit",
         help="check every split invariant of a folder; exit 0 iff all hold",
-        description="Re-read an AMNESIA folder and check every split invariant; exit 1 naming the first violation.",
+        description="Re-read an AMNESIA folder and check every split invariant; "
+        "exit 1 naming the first violation.",
         epilog="example:\n  medunlearn amnesia audit amnesia",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -88,7 +137,121 @@ def build_parser(prog: str = "medunlearn amnesia") -> argparse.ArgumentParser:
     return parser
 
 
+def construction_config(args: argparse.Namespace):
+    from medunlearn.amnesia.sources.llm_built import ConstructionConfig
+    from medunlearn.errors import InputError
+
+    if args.source != "pmc-patients" or not args.notes or args.qa:
+        raise InputError("--generate needs --source pmc-patients and --notes FILE, and no --qa")
+    prompts = {}
+    for item in args.prompt:
+        name, sep, path = item.partition("=")
+        if not sep or not path:
+            raise InputError(f"--prompt {item!r}: expected NAME=FILE")
+        prompts[name] = path
+    out = Path(args.out)
+    return ConstructionConfig(
+        generator=args.generate,
+        judges=tuple(args.judge),
+        labeler=args.labeler,
+        cache=Path(args.llm_cache) if args.llm_cache else out.with_name(out.name + ".llm-cache.sqlite"),
+        qa_per_type=args.qa_per_type,
+        max_regenerations=args.max_regenerations,
+        min_groundedness=args.min_groundedness,
+        note_chars=args.note_chars,
+        prompts=prompts,
+        seed=args.seed,
+        sample=args.sample,
+        judge_temperature=args.judge_temperature,
+        concurrency=args.concurrency,
+    )
+
+
+def _percent(value) -> str:
+    return "—" if value is None else f"{100 * value:.1f}%"
+
+
+def print_construction(construction) -> None:
+    """The construction report as tables: the panel beside the paper's figures, judges, skips, tokens."""
+    from rich.console import Console
+    from rich.table import Table
+
+    report = construction.report
+    panel = report["panel"]
+    console = Console()
+    figures = Table(title="LLM construction: panel figures")
+    for column in ("figure", "this build", "paper"):
+        figures.add_column(column, justify="left" if column == "figure" else "right")
+    rows = (("disease labels supported", "labels_supported"), ("QA valid (4 criteria)", "qa_valid"))
+    for name, key in rows:
+        figure = panel[key]
+        figures.add_row(name, f"{_percent(figure['ours'])} (n={figure['n']:,})", _percent(figure["paper"]))
+    for name, value in panel["fleiss_kappa"].items():
+        figures.add_row(f"Fleiss' κ {name}", "undefined" if value is None else f"{value:.3f}", "—")
+    console.print(figures)
+    judges = Table(title="judges")
+    for column in ("judge", "model", "QA rated", "missing", "QA valid", "labels supported", "with majority"):
+        judges.add_column(column, justify="left" if column == "model" else "right")
+    for judge in panel["per_judge"]:
+        judges.add_row(
+            str(judge["judge"]),
+            judge["model"],
+            f"{judge['qa_rated']:,}",
+            f"{judge['qa_missing']:,}",
+            _percent(judge["qa_valid"]),
+            _percent(judge["labels_supported"]),
+            _percent(judge["agreement_with_majority"]),
+        )
+    console.print(judges)
+    tokens = Table(title="requests and tokens per stage")
+    for column in ("stage", "requests", "failed", "attempts", "prompt tokens", "completion tokens"):
+        tokens.add_column(column, justify="left" if column == "stage" else "right")
+    for stage, usage in report["tokens"].items():
+        tokens.add_row(
+            stage,
+            *(f"{usage[k]:,}" for k in ("requests", "failed", "attempts", "prompt_tokens")),
+            f"{usage['completion_tokens']:,}",
+        )
+    console.print(tokens)
+    labels, qa, notes = report["labels"], report["qa"], report["notes"]
+    console.print(
+        f"labels: {labels['llm']} from the LLM, {labels['rule_fallback']} rule-based fallback, "
+        f"{labels['disagreements']} disagreements with the rule-based classifier "
+        f"(of {labels['both_available']})"
+    )
+    console.print(
+        f"QA: {qa['generated']} generated, {qa['passed_checks']} passed the checks, {qa['judged']} judged, "
+        f"{qa['rejected_by_panel']} rejected by the panel, mean groundedness {qa['mean_groundedness']}"
+    )
+    for reason, count in report["skips"].items():
+        console.print(f"skipped {count} patients: {reason}")
+    console.print(
+        f"notes: {notes['used']} used, {notes['kept']} kept; {construction.calls} LLM calls in this run, "
+        f"{construction.cache_hits} answers from the cache; {construction.seconds_per_note:.2f} s per note"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.action == "build" and args.generate:
+        from medunlearn.amnesia.build import NoPatientLeftError, build_amnesia_from_notes
+
+        start = time.perf_counter()
+        diseases = [d.strip() for d in args.disease_level.split(",") if d.strip()]
+        try:
+            folder, construction = build_amnesia_from_notes(
+                args.out,
+                args.notes,
+                construction_config(args),
+                overwrite=args.overwrite,
+                disease_level=diseases,
+            )
+        except NoPatientLeftError as error:
+            print_construction(error.construction)  # the report says why, even with no folder to write
+            raise
+        print_split_table(Path(folder))
+        print_construction(construction)
+        print(f"wrote {folder} in {time.perf_counter() - start:.1f} s")
+        return 0
     if args.action == "build":
         start = time.perf_counter()
         diseases = [d.strip() for d in args.disease_level.split(",") if d.strip()]

@@ -1,5 +1,6 @@
-"""``medunlearn biodivergence build|audit|eval``: parses, calls :func:`medunlearn.biodivergence.build_biodivergence`,
-:func:`~medunlearn.biodivergence.audit_folder` or :func:`~medunlearn.biodivergence.evaluate_biodivergence`, prints."""
+"""``medunlearn biodivergence build|audit|eval``: parses, calls
+:func:`medunlearn.biodivergence.build_biodivergence`, :func:`~medunlearn.biodivergence.audit_folder` or
+:func:`~medunlearn.biodivergence.evaluate_biodivergence`, prints."""
 
 from __future__ import annotations
 

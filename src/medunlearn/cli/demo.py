@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import asdict
+from dataclasses import replace
 from pathlib import Path
 
-from medunlearn.demo import FULL, QUICK, DemoError, DemoSettings, run_demo
+from medunlearn.demo import FULL, QUICK, DemoError, run_demo
 
 EPILOG = """examples:
   medunlearn demo --quick --out runs/demo-quick   # about a minute: tiny cohort, a few steps per method
-  medunlearn demo                                 # the full study into runs/demo, under 10 minutes on 2 CPU cores
+  medunlearn demo                                 # the full study into runs/demo, \
+under 10 minutes on 2 CPU cores
 
 The report folder (printed at the end) holds demo_summary.json (every number shown), table.txt,
 report.json and the PNG plots of `medunlearn report`."""
@@ -44,6 +45,6 @@ def run(args: argparse.Namespace) -> int:
     if args.patients is not None:
         if args.patients < 20:
             raise DemoError("--patients must be at least 20 (forget_10 needs 2 patients)")
-        settings = DemoSettings(**{**asdict(settings), "patients": args.patients})
+        settings = replace(settings, patients=args.patients)
     run_demo(Path(args.out), settings, args.seed, progress=not args.no_progress)
     return 0

@@ -1,6 +1,7 @@
 """``medunlearn evaluate``: score a model on an AMNESIA (or TOFU) forget config into an evaluation folder.
 
-The work is :func:`medunlearn.evaluation.evaluate_unlearning` (AMNESIA) or :func:`medunlearn.tofu.evaluate_tofu`.
+The work is :func:`medunlearn.evaluation.evaluate_unlearning` (AMNESIA) or
+:func:`medunlearn.tofu.evaluate_tofu`.
 """
 
 from __future__ import annotations
@@ -28,24 +29,27 @@ model as --before so AFE compares against it (--before-outputs lets several meth
   medunlearn evaluate --model ckpt/grad_diff --before ckpt/finetuned --data amnesia --forget forget_10 \\
       --out evals/grad_diff --before-outputs evals/before_forget_10
 
-TOFU mode (--benchmark tofu): --data is a TOFU-format folder, --forget forget01/05/10, and --preset chooses the
-conventions (system prompt, stop strings, generation length) unless --system-prompt, --stop or --max-new-tokens
+TOFU mode (--benchmark tofu): --data is a TOFU-format folder, \
+--forget forget01/05/10, and --preset chooses the
+conventions (system prompt, stop strings, generation length) \
+unless --system-prompt, --stop or --max-new-tokens
 are given:
   medunlearn tofu build --out tofu --authors 10
-  medunlearn evaluate --benchmark tofu --preset open-unlearning --model ckpt/finetuned --data tofu \
+  medunlearn evaluate --benchmark tofu --preset open-unlearning --model ckpt/finetuned --data tofu \\
       --forget forget10 --out evals/tofu --max-new-tokens 4
 
 The folder holds per-example outputs (parquet), summary.json and run.json. An interrupted run resumes
-when rerun with the same arguments; --rescore recomputes summary.json from the stored outputs, no model needed."""
+when rerun with the same arguments; \
+--rescore recomputes summary.json from the stored outputs, no model needed."""
 
 
 def build_parser(prog: str = "medunlearn evaluate") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
         description=(
-            "Score a model on an AMNESIA forget config: forget (seen and holdout QA), retained same-disease and "
-            "out-of-disease patients, by QA type (MU, AFE, LS, DS, ROUGE-L, Prob, MIA); or, with --benchmark "
-            "tofu, on a TOFU forget config with the TOFU metric set."
+            "Score a model on an AMNESIA forget config: forget (seen and holdout QA), retained same-disease "
+            "and out-of-disease patients, by QA type (MU, AFE, LS, DS, ROUGE-L, Prob, MIA); or, with "
+            "--benchmark tofu, on a TOFU forget config with the TOFU metric set."
         ),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -75,7 +79,8 @@ def build_parser(prog: str = "medunlearn evaluate") -> argparse.ArgumentParser:
     parser.add_argument(
         "--embedding-similarity",
         action="store_true",
-        help="answer similarity = mean of ROUGE-L F1 and the offline MiniLM embedding cosine (default: ROUGE-L F1)",
+        help="answer similarity = mean of ROUGE-L F1 and the offline MiniLM embedding cosine "
+        "(default: ROUGE-L F1)",
     )
     parser.add_argument("--name", help="method name shown in reports (default: the model folder's name)")
     parser.add_argument("--batch-size", type=int, default=16, help="sequences per batch (default 16)")
@@ -114,7 +119,9 @@ def build_parser(prog: str = "medunlearn evaluate") -> argparse.ArgumentParser:
         dest="preset",
         default="medunlearn",
         choices=sorted(PRESETS),
-        help="conventions preset (open-unlearning: the reference implementation's)",
+        help="conventions preset; use the one the model was fine-tuned with (open-unlearning: the reference "
+        "implementation's, system prompt and 200 new tokens as OpenUnlearning's configs/generation/"
+        "default.yaml at d3d7cf9)",
     )
     tofu.add_argument("--system-prompt", help="override the preset's system prompt")
     tofu.add_argument("--stop", action="append", help="stop string cutting generations (repeatable)")

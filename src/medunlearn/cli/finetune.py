@@ -1,4 +1,5 @@
-"""``medunlearn finetune``: the model every unlearning run starts from (AMNESIA's pipeline, on TRL's SFTTrainer).
+"""``medunlearn finetune``: the model every unlearning run starts from (AMNESIA's pipeline, on TRL's
+SFTTrainer).
 
 Stage 1 — continued pretraining, next-token loss on the ``notes`` config (title + note text).
 Stage 2 — supervised fine-tuning on the ``full`` config's ``train`` split (seen QA), prompt-completion
@@ -11,7 +12,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from medunlearn.cli.options import OverridableParser, add_model_arguments, model_arguments
+from medunlearn.cli.options import (
+    OverridableParser,
+    add_conventions_arguments,
+    add_model_arguments,
+    conventions_from_args,
+    model_arguments,
+)
 from medunlearn.unlearn.errors import UnlearningInputError
 from medunlearn.unlearn.run import FinetuneArguments, default_sft_config, run_finetune
 
@@ -20,11 +27,17 @@ EPILOG = """example (CPU, a couple of minutes):
   medunlearn finetune --model tiny-llama --data /tmp/amnesia --out /tmp/ft --notes-epochs 1 --qa-epochs 2
 
   medunlearn finetune --model smollm2-135m --data /tmp/amnesia --out /tmp/ft-smol --lora
-  medunlearn finetune --model meta-llama/Meta-Llama-3-8B --data DIR --out CKPT --load-in-4bit   # QLoRA (medunlearn[qlora])
+  medunlearn finetune --model meta-llama/Meta-Llama-3-8B --data DIR --out CKPT --load-in-4bit   \
+# QLoRA (medunlearn[qlora])
 
 Any SFTConfig field can be added as --field value (e.g. --learning_rate 1e-4 --max_length 512); it applies to
 both stages (their epochs come from --notes-epochs and --qa-epochs). With --lora the adapter is merged at the
-end so the output is a plain safetensors model (with --load-in-4bit only the adapter is saved)."""
+end so the output is a plain safetensors model (with --load-in-4bit only the adapter is saved).
+
+--preset chooses the conventions the QA stage renders with (open-unlearning: the reference's system prompt);
+they are written beside the weights (conventions.json) and `unlearn` uses them unless given another --preset:
+  medunlearn finetune --preset open-unlearning --model tiny-llama --data /tmp/amnesia --out /tmp/ft-ou \
+      --notes-epochs 0 --qa-epochs 1"""
 
 
 def build_parser(prog: str = "medunlearn finetune") -> argparse.ArgumentParser:
@@ -49,6 +62,7 @@ def build_parser(prog: str = "medunlearn finetune") -> argparse.ArgumentParser:
         default="amnesia",
         help="tofu: --data is a TOFU-format folder or Hub id (no notes stage; QA SFT on `full`)",
     )
+    add_conventions_arguments(parser)
     return parser
 
 
@@ -57,7 +71,12 @@ def run(args) -> int:
         raise UnlearningInputError("--model is required")
     model_args = model_arguments(args)
     script_args = FinetuneArguments(
-        args.data, str(args.out), args.notes_epochs, args.qa_epochs, args.benchmark
+        args.data,
+        str(args.out),
+        args.notes_epochs,
+        args.qa_epochs,
+        args.benchmark,
+        conventions=conventions_from_args(args),
     )
     out = run_finetune(script_args, model_args, default_sft_config(model_args, args.out, args.overrides))
     if out is not None:  # under accelerate launch, only the process that wrote the folder says so

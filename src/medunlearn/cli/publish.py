@@ -18,7 +18,8 @@ The folder must hold a model card (README.md, written by `medunlearn unlearn`) a
 def build_parser(prog: str = "medunlearn publish") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
-        description="Upload a model folder written by `medunlearn unlearn` or `finetune` to the Hugging Face Hub.",
+        description="Upload a model folder written by `medunlearn unlearn` or `finetune` "
+        "to the Hugging Face Hub.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -17,7 +17,8 @@ leakage_vs_degeneration.png, and prints one row per method × population × QA t
 def build_parser(prog: str = "medunlearn report") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
-        description="Compare evaluation folders: a table per method × population × QA type, report.json and plots.",
+        description="Compare evaluation folders: a table per method × population × QA type, "
+        "report.json and plots.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -26,13 +26,16 @@ EPILOG = """examples:
 
 --data is a local folder of the locuslab/TOFU layout or a Hub id (locuslab/TOFU). The summary JSON holds
 our metric names under "metrics" and OpenUnlearning's names under "open_unlearning"; --preset open-unlearning
-selects the reference's conventions (system prompt, 64 new tokens, EOS dropped from token-wise metrics, ...)."""
+selects the reference's conventions (system prompt, 200 new tokens as OpenUnlearning's
+configs/generation/default.yaml at d3d7cf9, EOS dropped from token-wise metrics, ...). Fine-tune and
+unlearn with the same --preset: `medunlearn finetune --preset ...`, `medunlearn unlearn --preset ...`."""
 
 
 def build_parser(prog: str = "medunlearn tofu") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
-        description="TOFU-compatible benchmark mode: TOFU-format data and the TOFU metric set through the runner.",
+        description="TOFU-compatible benchmark mode: TOFU-format data and the TOFU metric set "
+        "through the runner.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -60,7 +63,8 @@ def build_parser(prog: str = "medunlearn tofu") -> argparse.ArgumentParser:
         dest="preset",
         default="medunlearn",
         choices=sorted(PRESETS),
-        help="conventions preset",
+        help="conventions preset; use the one the model was fine-tuned with (open-unlearning: 200 new "
+        "tokens, as OpenUnlearning's configs/generation/default.yaml at d3d7cf9)",
     )
     evaluate.add_argument("--max-new-tokens", type=int, help="override the preset's generation length")
     evaluate.add_argument("--stop", action="append", help="stop string cutting generations (repeatable)")
@@ -113,8 +117,8 @@ def _compare(args) -> int:
 
 
 def tofu_conventions(args) -> TofuConventions:
-    """The preset of ``--preset``, with ``--max-new-tokens``, ``--stop`` and ``--system-prompt`` over it (shared
-    with ``medunlearn evaluate --benchmark tofu``: one set of options)."""
+    """The preset of ``--preset``, with ``--max-new-tokens``, ``--stop`` and ``--system-prompt`` over it
+    (shared with ``medunlearn evaluate --benchmark tofu``: one set of options)."""
     return preset(args.preset).with_options(
         max_new_tokens=args.max_new_tokens,
         stop_strings=tuple(args.stop) if args.stop else None,

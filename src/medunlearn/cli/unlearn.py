@@ -1,8 +1,8 @@
 """``medunlearn unlearn``: run an unlearning method on a model with an AMNESIA (or TOFU) forget config.
 
 Options of the method's config (learning rate, β, layer, …) come from a recipe YAML (``--config``) and/or the
-command line (``--learning_rate 1e-5``), as with TRL's ``TrlParser``: command line over recipe over paper default.
-The work is :func:`medunlearn.unlearn.run_unlearning`.
+command line (``--learning_rate 1e-5``), as with TRL's ``TrlParser``: command line over recipe over paper
+default. The work is :func:`medunlearn.unlearn.run_unlearning`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,14 @@ import argparse
 import importlib.util
 from pathlib import Path
 
-from medunlearn.cli.options import OverridableParser, add_model_arguments, missing_options, model_arguments
+from medunlearn.cli.options import (
+    OverridableParser,
+    add_conventions_arguments,
+    add_model_arguments,
+    conventions_from_args,
+    missing_options,
+    model_arguments,
+)
 from medunlearn.unlearn.errors import UnlearningInputError
 from medunlearn.unlearn.methods import METHODS, resolve_method
 from medunlearn.unlearn.run import UnlearningDataArguments, build_method_config, read_recipe, run_unlearning
@@ -26,14 +33,19 @@ EPILOG = """example (a tiny end-to-end run on CPU):
   medunlearn unlearn --method npo --help-method # every option of the method's config
 
 Any field of the method's config can be given as --field value (recipe values are overridden).
-Retain config: derived from the forget config (forget_10 -> retain_90) unless --retain is given."""
+Retain config: derived from the forget config (forget_10 -> retain_90) unless --retain is given.
+--preset (default: the conventions recorded beside the model's weights, conventions.json) renders the
+examples as fine-tuning and evaluation do, and selects the loss averaging (open-unlearning: the reference's
+per method); --loss_averaging token (one token mean over the batch) or sequence (the default) overrides it:
+  medunlearn unlearn --method GradDiff --model /tmp/ft --data /tmp/amnesia --forget forget_10 \
+      --out /tmp/gd-token --loss_averaging token --max_steps 2"""
 
 
 def build_parser(prog: str = "medunlearn unlearn") -> argparse.ArgumentParser:
     parser = OverridableParser(
         prog=prog,
-        description="Run an unlearning method (GradDiff, KL-Min, NPO, SimNPO, RMU, …) on a model and save the "
-        "unlearned model (safetensors, or the LoRA adapter) with a model card.",
+        description="Run an unlearning method (GradDiff, KL-Min, NPO, SimNPO, RMU, …) on a model and save "
+        "the unlearned model (safetensors, or the LoRA adapter) with a model card.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -54,6 +66,7 @@ def build_parser(prog: str = "medunlearn unlearn") -> argparse.ArgumentParser:
         default="amnesia",
         help="tofu: --data is a TOFU-format folder or Hub id (--forget forget10 -> retain90)",
     )
+    add_conventions_arguments(parser, default=None)
     return parser
 
 
@@ -86,8 +99,13 @@ def run(args) -> int:
     missing = missing_options(args, "--model", "--data", "--forget", "--out")
     if missing:
         raise UnlearningInputError(f"missing {', '.join(missing)}")
-    config = build_method_config(config_class, recipe, args.overrides, str(args.out), args.config)
-    data_args = UnlearningDataArguments(args.data, args.forget, args.retain, args.benchmark)
+    conventions = conventions_from_args(args, args.model)
+    config = build_method_config(
+        config_class, recipe, args.overrides, str(args.out), args.config, conventions=conventions
+    )
+    data_args = UnlearningDataArguments(
+        args.data, args.forget, args.retain, args.benchmark, conventions=conventions
+    )
     out = run_unlearning(config, model_arguments(args), data_args)
     if out is not None:  # under accelerate launch, only the process that wrote the folder says so
         print(f"unlearned model written to {out}")

@@ -2,7 +2,9 @@
 disk), scoring (outputs → metrics, no model needed) and the report (table, JSON, plots).
 
 >>> from medunlearn.evaluation import evaluate_unlearning, RunnerConfig  # doctest: +SKIP
->>> evaluate_unlearning("ckpt/grad_diff", "amnesia", "forget_10", "evals/grad_diff", before="ckpt/finetuned")  # doctest: +SKIP
+>>> evaluate_unlearning(  # doctest: +SKIP
+...     "ckpt/grad_diff", "amnesia", "forget_10", "evals/grad_diff", before="ckpt/finetuned"
+... )
 """
 
 from medunlearn.evaluation.pipeline import evaluate_unlearning, score_evaluation

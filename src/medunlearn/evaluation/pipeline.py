@@ -2,7 +2,8 @@
 
 An evaluation folder (EVALDIR)::
 
-    run.json              what was evaluated: model, before / retain models, data, forget config, settings, seed
+    run.json              what was evaluated: model, before / retain models, data, forget config, settings,
+                          seed
     examples.parquet      the scored examples (population, QA type, question, answer, keywords)
     outputs/model/        runner outputs of the evaluated model (all populations)
     outputs/before/       runner outputs of the model before unlearning (forget populations), for AFE
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from medunlearn.chat import PRESETS, warn_if_conventions_differ
 from medunlearn.errors import MissingInputError
 from medunlearn.evaluation.populations import FORGET_POPULATIONS, PopulationConfig, load_populations
 from medunlearn.evaluation.runner import (
@@ -62,15 +64,16 @@ def evaluate_unlearning(
     """Evaluate ``model`` (a path, or an object with ``tokenizer=``) on an AMNESIA forget config.
 
     ``before`` and ``retain_model`` are paths or ``(model, tokenizer)`` pairs. ``examples`` replaces the
-    populations read from ``data_dir`` (a table shaped like ``build_populations``' output). Finished batches in
-    ``out_dir`` are reused, so rerunning an interrupted evaluation resumes it. ``before_outputs`` is where the
-    before model's outputs live (default ``out_dir/outputs/before``): give several evaluations that share a
-    before model, data and settings the same folder and the before model runs once (``overwrite`` leaves that
-    shared folder alone: its fingerprint already guarantees it matches). ``embedding_similarity``
-    adds the offline MiniLM embedding cosine to the answer similarity (ROUGE-L F1 alone by default).
+    populations read from ``data_dir`` (a table shaped like ``build_populations``' output). Finished batches
+    in ``out_dir`` are reused, so rerunning an interrupted evaluation resumes it. ``before_outputs`` is where
+    the before model's outputs live (default ``out_dir/outputs/before``): give several evaluations that share
+    a before model, data and settings the same folder and the before model runs once (``overwrite`` leaves
+    that shared folder alone: its fingerprint already guarantees it matches). ``embedding_similarity`` adds
+    the offline MiniLM embedding cosine to the answer similarity (ROUGE-L F1 alone by default).
 
-    Under ``torchrun`` / ``accelerate launch`` every process runs its share of the batches and process 0 scores;
-    the other processes return ``{}``. Returns the summary (``{}`` while batches are left: rerun to resume).
+    Under ``torchrun`` / ``accelerate launch`` every process runs its share of the batches and process 0
+    scores; the other processes return ``{}``. Returns the summary (``{}`` while batches are left: rerun to
+    resume).
     """
     for role, value in (("model", model), ("before", before), ("retain", retain_model)):
         if isinstance(value, (str, Path)):  # before any work: a bad name fails at once, plainly
@@ -102,12 +105,16 @@ def evaluate_unlearning(
         "runner": asdict(runner_config),
         "populations": asdict(population_config),
         "similarity": {"embedding": embedding_similarity},
+        # AMNESIA evaluation renders with the tokenizer's own template (the medunlearn conventions).
+        "conventions": PRESETS["medunlearn"].to_dict(),
         "models": {},
         "outputs": {role: str(outputs[role]) for role, *_ in jobs},
         "complete": False,
     }
     for role, model_or_path, role_tokenizer, role_examples, passes in jobs:
         loaded, loaded_tokenizer, path = resolve_model(model_or_path, role_tokenizer, FLAGS[role])
+        if path is not None and is_main:
+            warn_if_conventions_differ(path, PRESETS["medunlearn"], FLAGS[role])
         if path is not None:
             # Loaded here, so placed here: the process's GPU when there is one (data parallel: every process
             # holds the model and runs its share of the batches). Objects stay where the caller put them.
@@ -172,6 +179,7 @@ def score_evaluation(eval_dir: str | Path) -> dict:
         "name": run_info.get("name"),
         "forget_config": run_info.get("forget_config"),
         "models": run_info.get("models", {}),
+        "conventions": run_info.get("conventions", PRESETS["medunlearn"].to_dict()),
         "similarity": "mean of ROUGE-L F1 and MiniLM embedding cosine" if use_embedding else "ROUGE-L F1",
         **summarise(model_table, tables.get("before"), tables.get("retain")),
     }

@@ -68,7 +68,8 @@ def same_disease_mask(retained_diseases, forget_diseases) -> np.ndarray:
 
 
 def sample_patients(patient_ids, cap: int | None, seed: int) -> np.ndarray:
-    """A seeded sample of at most ``cap`` distinct patient ids (sorted first, so input order does not matter)."""
+    """A seeded sample of at most ``cap`` distinct patient ids (sorted first, so input order does not
+    matter)."""
     unique = np.unique(np.asarray(patient_ids, dtype=str))
     if cap is None or len(unique) <= cap:
         return unique

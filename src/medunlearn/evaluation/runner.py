@@ -2,12 +2,12 @@
 
 For every example it does exactly two things, each batched and each once:
 
-1. a **teacher-forced pass** over ``chat(user=question, assistant=answer)`` that keeps, for every answer token,
-   its log-probability, whether it was the model's argmax, and the mean and standard deviation of the
+1. a **teacher-forced pass** over ``chat(user=question, assistant=answer)`` that keeps, for every answer
+   token, its log-probability, whether it was the model's argmax, and the mean and standard deviation of the
    log-probability under the model's own next-token distribution. Every probability-based statistic derives
    from these (Prob, loss, exact memorisation, extraction strength, token entropy, MIA scores incl. min-k%++).
-2. a **greedy generation** from ``chat(user=question)`` (left padding, batches sorted by expected answer length
-   then prompt length, stop at EOS, ``max_new_tokens``) giving the text for every text-based metric
+2. a **greedy generation** from ``chat(user=question)`` (left padding, batches sorted by expected answer
+   length then prompt length, stop at EOS, ``max_new_tokens``) giving the text for every text-based metric
    (ROUGE-L, leakage, degeneration).
 
 Outputs are written per batch as parquet shards with a manifest, so an interrupted run resumes where it
@@ -17,7 +17,8 @@ Layout of an output folder (one per model role: ``model``, ``before``, ``retain`
 
     manifest.json                        fingerprint of (model, examples, settings) + completed batches
                                          (manifest-R-of-N.json per process when N processes share the work)
-    teacher_forced-00000.parquet ...     example_id, token_logprobs, token_is_argmax, token_mean_logprob, token_std_logprob
+    teacher_forced-00000.parquet ...     example_id, token_logprobs, token_is_argmax, token_mean_logprob,
+                                         token_std_logprob
     generation-00000.parquet ...         example_id, generated_text, generated_token_ids
 """
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -71,7 +73,8 @@ class RunnerConfig:
 
 
 ANSWER = "answer"
-# Optional example columns holding more answers to score (TOFU layout): one paraphrase, a list of wrong answers.
+# Optional example columns holding more answers to score (TOFU layout): one paraphrase, a list of wrong
+# answers.
 VARIANT_COLUMNS = {"paraphrased_answer": "paraphrased", "perturbed_answers": "perturbed"}
 
 
@@ -229,8 +232,8 @@ def generation_order_key(prompt_lengths, expected_answer_lengths) -> np.ndarray:
 
 
 def generation_batches(encoded: EncodedExamples, batch_size: int, sort_by_length: bool) -> list[np.ndarray]:
-    """The generation pass's batches: one prompt per example, ordered by :func:`generation_order_key` (the gold
-    answer's token count, then the prompt's) when ``sort_by_length``."""
+    """The generation pass's batches: one prompt per example, ordered by :func:`generation_order_key` (the
+    gold answer's token count, then the prompt's) when ``sort_by_length``."""
     n = len(encoded.prompt_ids)  # the first n sequences are the examples' own answers; variants follow
     key = generation_order_key(
         [len(p) for p in encoded.prompt_ids], encoded.answer_end[:n] - encoded.answer_start[:n]
@@ -358,7 +361,8 @@ def _read_manifest(
     stale = _stale(manifests, fingerprint)
     if stale:
         raise StaleOutputsError(
-            f"{out_dir} holds outputs of another model, data or setting (model {manifests[stale[0]].get('model')!r}, "
+            f"{out_dir} holds outputs of another model, data or setting "
+            f"(model {manifests[stale[0]].get('model')!r}, "
             f"{stale[0].name}); use a new output folder or overwrite=True (--overwrite)"
         )
     done = {name: set().union(*(m["completed"].get(name, []) for m in manifests.values())) for name in PASSES}
@@ -410,6 +414,7 @@ def run_model(
     model.eval()
     finished = True
     budget = config.stop_after_batches
+    reused = []  # "pass n/n batches" of the passes whose share was all in the folder already
     try:
         for pass_name in passes:
             if pass_name == TEACHER_FORCED:
@@ -420,13 +425,20 @@ def run_model(
                 batches = generation_batches(encoded, config.batch_size, config.sort_by_length)
             manifest["batches"][pass_name] = len(batches)
             done = done_anywhere[pass_name]
-            todo = [k for k in range(process_index, len(batches), num_processes) if k not in done]
+            share = range(process_index, len(batches), num_processes)
+            todo = [k for k in share if k not in done]
+            if share and not todo:
+                reused.append(f"{pass_name} {len(share)}/{len(share)} batches")
             if budget is not None:
                 if len(todo) > budget:
                     todo, finished = todo[:budget], False
                 budget -= len(todo)
+            # No bar for a pass with nothing to run: a resumed evaluation printed one empty bar per pass.
             for k in tqdm(
-                todo, desc=f"{out_dir.name}: {pass_name}", disable=not config.progress, unit="batch"
+                todo,
+                desc=f"{out_dir.name}: {pass_name}",
+                disable=not config.progress or not todo,
+                unit="batch",
             ):
                 index = batches[k]
                 if pass_name == TEACHER_FORCED:
@@ -456,6 +468,8 @@ def run_model(
                 _write_json_atomic(out_dir / own, manifest)
     finally:
         model.train(was_training)
+    if reused and config.progress:
+        print(f"{out_dir.name}: reused cached outputs in {out_dir}: {', '.join(reused)}", file=sys.stderr)
     return finished
 
 

@@ -1,7 +1,8 @@
 """From stored per-example outputs to metrics: no model involved, so any metric can be recomputed later.
 
 ``per_example_metrics`` turns the runner's outputs into one row of numbers per example; ``summarise`` averages
-them per population × QA type. Definitions of the AMNESIA metrics are ours (SPEC §2):
+them per population × QA type. Definitions of the AMNESIA metrics are ours (docs/benchmarks/amnesia.md,
+"Metric formulas"):
 
 - similarity s(pred, gold) = ROUGE-L F1 of the greedy answer against the gold answer (optionally averaged with
   an embedding cosine, see ``text_statistics``);
@@ -155,8 +156,8 @@ def per_example_metrics(
     paraphrased and perturbed answers. ``use_embedding`` adds the embedding cosine to the answer similarity
     (see ``text_statistics``).
 
-    ``outputs`` must be ``runner.read_outputs(folder, examples["example_id"])`` (same order). Columns of a pass
-    that was not run (the retain model runs no generation) are simply absent.
+    ``outputs`` must be ``runner.read_outputs(folder, examples["example_id"])`` (same order). Columns of a
+    pass that was not run (the retain model runs no generation) are simply absent.
     """
     if not np.array_equal(examples["example_id"].to_numpy(), outputs["example_id"].to_numpy()):
         raise ValueError(
@@ -227,7 +228,8 @@ def summarise(
 
 
 def _add_truth_ratio(cells: dict, rows: pd.DataFrame, population: str) -> None:
-    """TOFU's truth-ratio score: ``closer_to_1_better`` on forget populations, ``true_better`` on retained ones."""
+    """TOFU's truth-ratio score: ``closer_to_1_better`` on forget populations, ``true_better`` on retained
+    ones."""
     if "truth_ratio" not in rows:
         return
     mode = "closer_to_1_better" if population in FORGET_POPULATIONS else "true_better"
@@ -238,7 +240,8 @@ def _add_truth_ratio(cells: dict, rows: pd.DataFrame, population: str) -> None:
 
 
 def _forget_quality(model: pd.DataFrame, retain: pd.DataFrame | None) -> dict | None:
-    """TOFU forget quality: KS test of forget-seen truth ratios, evaluated model vs retain model (None without)."""
+    """TOFU forget quality: KS test of forget-seen truth ratios, evaluated model vs retain model (None
+    without)."""
     if retain is None or "truth_ratio" not in model or "truth_ratio" not in retain:
         return None
     ours = model.loc[model["population"] == FORGET_SEEN, "truth_ratio"].dropna()
@@ -260,7 +263,8 @@ def _add_model_utility(cells: dict, rows: pd.DataFrame) -> None:
 
 
 def _add_forgetting(cells: dict, rows: pd.DataFrame, before: pd.DataFrame | None) -> None:
-    """AFE per cell (see ``answer_forgetting``); the before model's rows are the same examples, paired by id."""
+    """AFE per cell (see ``answer_forgetting``); the before model's rows are the same examples, paired by
+    id."""
     if "similarity" not in rows:
         return
     before_similarity = None
@@ -278,7 +282,8 @@ def _add_forgetting(cells: dict, rows: pd.DataFrame, before: pd.DataFrame | None
 
 
 def _membership_inference(model: pd.DataFrame, retain: pd.DataFrame | None) -> dict:
-    """MIA AUC (forget seen = members vs forget holdout = non-members) and MUSE privleak against the retain model.
+    """MIA AUC (forget seen = members vs forget holdout = non-members) and MUSE privleak against the retain
+    model.
 
     AUC and privleak follow :mod:`medunlearn.metrics.mia` (AUC of telling non-members by a loss-like score;
     privleak 0 when the unlearned model is as ignorant of the forget patients as a model that never saw them).

@@ -1,10 +1,15 @@
 """Bulk chat completions, reproducibly: two backends, JSON-schema answers, a persistent SQLite cache.
 
 >>> from medunlearn.llm import BulkChat, ChatRequest
->>> chat = BulkChat.from_spec("openai:smollm2-135m@http://127.0.0.1:8000/v1", cache="llm.sqlite")  # doctest: +SKIP
->>> results = chat.complete([ChatRequest([{"role": "user", "content": "Hi"}], max_tokens=16)])  # doctest: +SKIP
+>>> chat = BulkChat.from_spec(  # doctest: +SKIP
+...     "openai:smollm2-135m@http://127.0.0.1:8000/v1", cache="llm.sqlite"
+... )
+>>> results = chat.complete(  # doctest: +SKIP
+...     [ChatRequest([{"role": "user", "content": "Hi"}], max_tokens=16)]
+... )
 
-See ``docs/llm.md``. This package imports nothing from the AMNESIA or BioDivergence pipelines, which build on it.
+See ``docs/llm.md``. This package imports nothing from the AMNESIA or BioDivergence pipelines, which build on
+it.
 """
 
 from medunlearn.llm.cache import BackendIdentity, ResultCache, request_key

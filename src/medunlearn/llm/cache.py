@@ -1,12 +1,13 @@
 """A persistent SQLite cache of chat results, so a rerun makes zero calls and a killed run resumes.
 
 Key: a SHA-256 of (cache format, backend kind, model id, backend fingerprint, the full request — its messages,
-sampling settings, schema and ``prompt_version``). Each result is committed as it arrives, in WAL mode, so a run
-killed at any moment (SIGKILL included) loses at most the answers still in flight, and a rerun serves every
-committed one from the cache. The rows also keep token counts, so a stage can report what it cost
+sampling settings, schema and ``prompt_version``). Each result is committed as it arrives, in WAL mode, so a
+run killed at any moment (SIGKILL included) loses at most the answers still in flight, and a rerun serves
+every committed one from the cache. The rows also keep token counts, so a stage can report what it cost
 (:meth:`ResultCache.usage`).
 
-What is stored: the request (the prompt text) and the result. Never a key or a URL: both stay outside the cache.
+What is stored: the request (the prompt text) and the result. Never a key or a URL: both stay outside the
+cache.
 
 >>> identity = BackendIdentity("openai", "smollm2-135m")
 >>> request = ChatRequest([{"role": "user", "content": "Hi"}], prompt_version="greeting-v1")
@@ -53,8 +54,8 @@ CREATE TABLE IF NOT EXISTS results (
 
 @dataclass(frozen=True)
 class BackendIdentity:
-    """What makes two backends give the same answers: kind, model id, and a fingerprint of the weights when the
-    model id alone does not pin them (a local folder that may be retrained in place)."""
+    """What makes two backends give the same answers: kind, model id, and a fingerprint of the weights when
+    the model id alone does not pin them (a local folder that may be retrained in place)."""
 
     kind: str
     model: str
@@ -85,11 +86,12 @@ class ResultCache:
 
     def _connect(self) -> sqlite3.Connection:
         if self._connection is None:
-            # check_same_thread=False: the runner may drive an async backend from a worker thread (inside Jupyter's
-            # running event loop); it only ever uses the connection from one thread at a time.
+            # check_same_thread=False: the runner may drive an async backend from a worker thread (inside
+            # Jupyter's running event loop); it only ever uses the connection from one thread at a time.
             self._connection = sqlite3.connect(self.path, check_same_thread=False)
             self._connection.execute("PRAGMA journal_mode=WAL")
-            # NORMAL is durable against a killed process in WAL mode (only a power cut can lose the last commits).
+            # NORMAL is durable against a killed process in WAL mode (only a power cut can lose the last
+            # commits).
             self._connection.execute("PRAGMA synchronous=NORMAL")
             self._connection.execute(_CREATE)
         return self._connection
@@ -117,7 +119,8 @@ class ResultCache:
     def put_many(
         self, identity: BackendIdentity, items: Iterable[tuple[str, ChatRequest, ChatResult]]
     ) -> None:
-        """Store ``(key, request, result)`` rows in one transaction: a batch is committed whole or not at all."""
+        """Store ``(key, request, result)`` rows in one transaction: a batch is committed whole or not at
+        all."""
         rows = [
             (
                 key,

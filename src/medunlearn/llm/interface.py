@@ -29,18 +29,20 @@ class ChatRequest:
     """One chat completion to make.
 
     Parameters:
-        messages (`list[dict]`): the conversation, ``[{"role": "system"|"user"|"assistant", "content": str}]``,
-            as both Hugging Face chat templates and the OpenAI API take it.
+        messages (`list[dict]`): the conversation,
+            ``[{"role": "system"|"user"|"assistant", "content": str}]``, as both Hugging Face chat templates
+            and the OpenAI API take it.
         max_tokens (`int`, defaults to 256): the most tokens to generate.
         temperature (`float`, defaults to 0.0): 0 is greedy decoding.
         top_p (`float`, defaults to 1.0): nucleus sampling mass (1.0: off).
         seed (`int`, defaults to 0): the sampling seed of the first attempt; attempt ``k`` uses ``seed + k``.
-        json_schema (`dict` or `None`, defaults to None): when given, the answer must be JSON valid against it;
-            it is enforced while decoding (constrained decoding locally, ``response_format`` on a server) and
-            checked after.
+        json_schema (`dict` or `None`, defaults to None): when given, the answer must be JSON valid against
+            it; it is enforced while decoding (constrained decoding locally, ``response_format`` on a server)
+            and checked after.
         schema_name (`str`, defaults to ``"response"``): the name sent with the schema (OpenAI requires one).
-        prompt_version (`str`, defaults to ``""``): the version of the prompt template that wrote ``messages``.
-            It is part of the cache key, so answers to an old template are never served for a new one.
+        prompt_version (`str`, defaults to ``""``): the version of the prompt template that wrote
+            ``messages``. It is part of the cache key, so answers to an old template are never served for a
+            new one.
     """
 
     messages: list[Message]

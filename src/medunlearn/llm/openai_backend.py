@@ -35,18 +35,19 @@ class ServerConfig:
     """Settings of the OpenAI-compatible server backend.
 
     Parameters:
-        base_url (`str` or `None`): e.g. ``http://127.0.0.1:8000/v1``; None: ``$MEDUNLEARN_LLM_BASE_URL``, else
-            the client's default (``$OPENAI_BASE_URL`` or OpenAI's own API).
-        api_key_env (`str`, defaults to ``"MEDUNLEARN_LLM_API_KEY"``): the environment variable holding the key.
+        base_url (`str` or `None`): e.g. ``http://127.0.0.1:8000/v1``; None: ``$MEDUNLEARN_LLM_BASE_URL``,
+            else the client's default (``$OPENAI_BASE_URL`` or OpenAI's own API).
+        api_key_env (`str`, defaults to ``"MEDUNLEARN_LLM_API_KEY"``): the environment variable holding the
+            key.
         fallback_api_key_env (`str` or `None`, defaults to ``"OPENAI_API_KEY"``): read when ``api_key_env`` is
             unset; when neither is set, a placeholder is sent (local servers need none).
         concurrency (`int`, defaults to 8): requests in flight at once.
         timeout_s (`float`, defaults to 300): per HTTP request; a time-out is retried like a 5xx.
-        max_retries (`int`, defaults to 5): the client's transport retries (429, 5xx, time-outs, lost connections)
-            with exponential backoff from 0.5 s to 8 s, or the server's ``Retry-After``.
+        max_retries (`int`, defaults to 5): the client's transport retries (429, 5xx, time-outs, lost
+            connections) with exponential backoff from 0.5 s to 8 s, or the server's ``Retry-After``.
         connect_timeout_s (`float`, defaults to 15): the reachability check before a run (``GET /models``).
-        strict_schema (`bool`, defaults to True): send ``"strict": true`` with the schema (OpenAI only enforces
-            strict schemas; vLLM enforces either way).
+        strict_schema (`bool`, defaults to True): send ``"strict": true`` with the schema (OpenAI only
+            enforces strict schemas; vLLM enforces either way).
     """
 
     base_url: str | None = None
@@ -116,7 +117,8 @@ class OpenAIServerBackend:
         return openai.AsyncOpenAI(api_key=key or NO_KEY, base_url=self.base_url, **options)
 
     def check_ready(self) -> None:
-        """Ask the server for its models; raise :class:`ServerUnreachableError` naming the URL if it does not answer."""
+        """Ask the server for its models; raise :class:`ServerUnreachableError` naming the URL if it does not
+        answer."""
         run_sync(self._check_ready())
 
     async def _check_ready(self) -> None:
@@ -126,8 +128,8 @@ class OpenAIServerBackend:
                 await client.models.list()
         except openai.APIConnectionError as error:
             raise ServerUnreachableError(
-                f"cannot reach the LLM server at {self.where} ({type(error).__name__}: {error}); is it running? "
-                "Nothing was sent or written."
+                f"cannot reach the LLM server at {self.where} ({type(error).__name__}: {error}); "
+                "is it running? Nothing was sent or written."
             ) from None
         except openai.AuthenticationError:
             raise ServerAuthError(
@@ -143,8 +145,8 @@ class OpenAIServerBackend:
 
     async def _run(self, requests, todo, policy: RetryPolicy, on_results) -> None:
         semaphore = asyncio.Semaphore(self.config.concurrency)
-        # Set once a call loses the connection after all of the client's retries: the server went away mid-run,
-        # so the requests still queued fail at once instead of each waiting through the same backoff.
+        # Set once a call loses the connection after all of the client's retries: the server went away
+        # mid-run, so the requests still queued fail at once instead of each waiting through the same backoff.
         lost_connection: list[str] = []
         async with self._client() as client:
 
@@ -195,4 +197,5 @@ class OpenAIServerBackend:
 
 
 class ConnectionLostError(BackendCallError):
-    """The connection failed after the client's retries (a time-out is not this: the server may just be busy)."""
+    """The connection failed after the client's retries (a time-out is not this: the server may just be
+    busy)."""

@@ -26,10 +26,11 @@ class RetryPolicy:
     """How often an answer is asked for again.
 
     Parameters:
-        max_attempts (`int`, defaults to 3): attempts per request with a schema before it is reported as failed
-            (requests without a schema take any answer, so they are never retried).
-        retry_temperature (`float`, defaults to 0.7): the temperature of the retries of a greedy request. Greedy
-            decoding gives the same answer whatever the seed, so a retry with a new seed must also sample.
+        max_attempts (`int`, defaults to 3): attempts per request with a schema before it is reported as
+            failed (requests without a schema take any answer, so they are never retried).
+        retry_temperature (`float`, defaults to 0.7): the temperature of the retries of a greedy request.
+            Greedy decoding gives the same answer whatever the seed, so a retry with a new seed must also
+            sample.
     """
 
     max_attempts: int = 3

@@ -31,7 +31,8 @@ class Backend(Protocol):
     identity: BackendIdentity
 
     def check_ready(self) -> None:
-        """Raise a :class:`~medunlearn.llm.errors.LLMError` when the backend cannot serve (server unreachable)."""
+        """Raise a :class:`~medunlearn.llm.errors.LLMError` when the backend cannot serve (server
+        unreachable)."""
 
     def run(
         self,
@@ -99,16 +100,17 @@ class BulkChat:
     ) -> BulkChat:
         """``BulkChat.from_spec("openai:smollm2-135m@http://127.0.0.1:8000/v1", cache="llm.sqlite")``.
 
-        ``backend_options`` go to the backend: ``config=`` (a ``TransformersConfig`` or ``ServerConfig``), and for
-        transformers any keyword of :func:`medunlearn.models.load_model_and_tokenizer` (``texts=`` for tiny-llama).
+        ``backend_options`` go to the backend: ``config=`` (a ``TransformersConfig`` or ``ServerConfig``), and
+        for transformers any keyword of :func:`medunlearn.models.load_model_and_tokenizer` (``texts=`` for
+        tiny-llama).
         """
         return cls(
             make_backend(spec, **backend_options), cache=cache, policy=policy, show_progress=show_progress
         )
 
     def complete(self, requests: Sequence[ChatRequest]) -> list[ChatResult]:
-        """One result per request, in order. Raises only before the first call (bad request, unreachable server);
-        once calls start, a failed request becomes a result with ``error`` set."""
+        """One result per request, in order. Raises only before the first call (bad request, unreachable
+        server); once calls start, a failed request becomes a result with ``error`` set."""
         from tqdm.auto import tqdm
 
         requests = list(requests)
@@ -124,7 +126,8 @@ class BulkChat:
         todo = [index for index, key in enumerate(unique_keys) if key not in results]
         fresh: list[ChatResult] = []
         if todo:
-            self.backend.check_ready()  # before anything is written: an unreachable server leaves no cache file
+            # before anything is written: an unreachable server leaves no cache file
+            self.backend.check_ready()
             if self.cache is not None:
                 self.cache.open_for_writing()
             bar = tqdm(

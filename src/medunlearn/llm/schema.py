@@ -1,8 +1,8 @@
 """JSON-schema answers: check a schema before any call, and parse + validate an answer after it.
 
-Constrained decoding (xgrammar locally, guided decoding on a vLLM server) makes valid JSON likely, not certain:
-an answer cut at ``max_tokens`` is unfinished JSON, and a hosted API may not enforce every keyword. So every
-answer is validated with ``jsonschema`` after generation, whatever produced it.
+Constrained decoding (xgrammar locally, guided decoding on a vLLM server) makes valid JSON likely, not
+certain: an answer cut at ``max_tokens`` is unfinished JSON, and a hosted API may not enforce every keyword.
+So every answer is validated with ``jsonschema`` after generation, whatever produced it.
 
 >>> schema = {"type": "object", "properties": {"label": {"enum": ["yes", "no"]}}, "required": ["label"]}
 >>> parse_json_answer('{"label": "yes"}', schema)

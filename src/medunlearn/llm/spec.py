@@ -7,7 +7,8 @@ Two backends:
 - ``openai:MODEL@BASE_URL``: an OpenAI-compatible server (vLLM, TGI, llama.cpp, Ollama or a hosted API), e.g.
   ``openai:smollm2-135m@http://127.0.0.1:8000/v1``. MODEL is the name the server serves (it may contain ``/``
   and ``:``); the model ends at the first ``@`` followed by ``http://`` or ``https://``. Without ``@BASE_URL``
-  the URL comes from ``$MEDUNLEARN_LLM_BASE_URL``, else the client's default (``$OPENAI_BASE_URL`` or OpenAI's).
+  the URL comes from ``$MEDUNLEARN_LLM_BASE_URL``, else the client's default (``$OPENAI_BASE_URL`` or
+  OpenAI's).
 
 A spec never holds an API key: keys are read from an environment variable (see
 :class:`medunlearn.llm.openai_backend.ServerConfig`).

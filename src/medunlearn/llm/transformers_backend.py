@@ -3,8 +3,8 @@
 JSON schemas are enforced while decoding by xgrammar's transformers logits processor (the grammar is compiled
 from the schema by xgrammar; none is written here), and checked with ``jsonschema`` after.
 
-Batches are planned from the whole run (cached requests included), so a resumed run forms the same batches as an
-uninterrupted one and its answers are the same; each batch is committed to the cache whole.
+Batches are planned from the whole run (cached requests included), so a resumed run forms the same batches as
+an uninterrupted one and its answers are the same; each batch is committed to the cache whole.
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ class TransformersConfig:
 
     Parameters:
         batch_size (`int`, defaults to 8): requests generated together (left-padded).
-        compact_json (`bool`, defaults to True): constrain schema answers to compact JSON (no free whitespace).
-            Small models otherwise tend to emit whitespace until ``max_tokens`` inside a JSON object.
+        compact_json (`bool`, defaults to True): constrain schema answers to compact JSON (no free
+            whitespace). Small models otherwise tend to emit whitespace until ``max_tokens`` inside a JSON
+            object.
     """
 
     batch_size: int = 8
@@ -36,11 +37,14 @@ class TransformersConfig:
 
 
 def weights_fingerprint(name_or_path: str, model_kwargs: dict) -> str:
-    """What pins the weights beyond the name: for a local folder, its weight files' names, sizes and modification
-    times (so retraining into the same folder invalidates the cache); for tiny-llama, the texts it is built from;
-    for smollm2-135m, the version of the package that ships it. Loading options are always included.
+    """What pins the weights beyond the name: for a local folder, its weight files' names, sizes and
+    modification times (so retraining into the same folder invalidates the cache); for tiny-llama, the texts
+    it is built from; for smollm2-135m, the version of the package that ships it. Loading options are always
+    included.
 
-    >>> weights_fingerprint("tiny-llama", {"texts": ["a b"]}) == weights_fingerprint("tiny-llama", {"texts": ["a b"]})
+    >>> weights_fingerprint("tiny-llama", {"texts": ["a b"]}) == weights_fingerprint(
+    ...     "tiny-llama", {"texts": ["a b"]}
+    ... )
     True
     """
     parts: dict = {
@@ -66,7 +70,8 @@ def weights_fingerprint(name_or_path: str, model_kwargs: dict) -> str:
 
 
 def batch_group(request: ChatRequest) -> str:
-    """Requests with the same group can share one ``generate`` call: same length limit, sampling and schema."""
+    """Requests with the same group can share one ``generate`` call: same length limit, sampling and
+    schema."""
     sampling = request.temperature > 0
     schema = schema_fingerprint(request.json_schema) if request.json_schema is not None else None
     seed = request.seed if sampling else None  # greedy decoding ignores the seed
@@ -74,8 +79,8 @@ def batch_group(request: ChatRequest) -> str:
 
 
 def plan_batches(requests: Sequence[ChatRequest], batch_size: int) -> list[list[int]]:
-    """Indices of ``requests`` in batches of at most ``batch_size``, grouped by :func:`batch_group` and, within a
-    group, by prompt length (less padding). Depends on the requests only, never on what is cached.
+    """Indices of ``requests`` in batches of at most ``batch_size``, grouped by :func:`batch_group` and,
+    within a group, by prompt length (less padding). Depends on the requests only, never on what is cached.
 
     >>> short, long = [{"role": "user", "content": "a"}], [{"role": "user", "content": "a much longer one"}]
     >>> plan_batches([ChatRequest(long), ChatRequest(short), ChatRequest(long, max_tokens=5)], batch_size=2)

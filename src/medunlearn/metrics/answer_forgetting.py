@@ -1,4 +1,5 @@
-"""Answer forgetting effectiveness (AFE) — the definition is ours (SPEC §2, "Our metric definitions").
+"""Answer forgetting effectiveness (AFE) — the definition is ours (docs/benchmarks/amnesia.md, "Metric
+formulas").
 
 With ``s`` the answer similarity (ROUGE-L F1 by default, see :mod:`medunlearn.metrics.similarity`) between the
 generated and the gold answer, over the forget patients' QA::

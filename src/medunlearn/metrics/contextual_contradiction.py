@@ -1,6 +1,6 @@
 """BioDivergence scores of the four primary outputs (and the scoped evidence spans), as numpy.
 
-Definitions (ours; the paper names the scores without formulas, SPEC §3):
+Definitions (ours; the paper names the scores without formulas; docs/benchmarks/biodivergence.md):
 
 - conflict type: ``accuracy`` = mean 1[pred = gold]; per class c, F1_c = 2·TP_c / (2·TP_c + FP_c + FN_c)
   (0 when the class is neither predicted nor gold); ``macro_f1`` = mean F1_c over the classes present in the
@@ -88,7 +88,8 @@ def check_record(name: str, index: int, record) -> dict:
     """A dict input with valid labels (missing spans/reconciliation become "")."""
     if not isinstance(record, dict):
         raise ValueError(
-            f"`{name}`[{index}] must be a dict or, for predictions, a JSON string; got {type(record).__name__}"
+            f"`{name}`[{index}] must be a dict or, for predictions, a JSON string; "
+            f"got {type(record).__name__}"
         )
     for key in ("conflict_type", "axes"):
         if key not in record:

@@ -1,4 +1,5 @@
-"""Degeneration score (DS) and its components — the definitions are ours (SPEC §2, "Our metric definitions").
+"""Degeneration score (DS) and its components — the definitions are ours (docs/benchmarks/amnesia.md, "Metric
+formulas").
 
 Unlearning methods such as gradient ascent can make a model forget by making it babble; a low leakage score
 then means nothing, which is why DS is reported next to LS. Each generated answer is split into word tokens
@@ -204,7 +205,11 @@ def degeneration(
     "per_example": <degeneration_components output>, "config": dict}``.
 
     >>> result = degeneration(["", "no no no no no no no no no", "The right coronary artery was occluded."])
-    >>> round(result["degeneration_score"], 4), round(result["empty_rate"], 4), round(result["repetition_rate"], 4)
+    >>> (
+    ...     round(result["degeneration_score"], 4),
+    ...     round(result["empty_rate"], 4),
+    ...     round(result["repetition_rate"], 4),
+    ... )
     (0.6667, 0.3333, 0.3333)
     """
     config = config or DegenerationConfig()

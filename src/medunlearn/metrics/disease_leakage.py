@@ -1,4 +1,5 @@
-"""Disease keyword leakage score (LS) — the definition is ours (SPEC §2, "Our metric definitions").
+"""Disease keyword leakage score (LS) — the definition is ours (docs/benchmarks/amnesia.md, "Metric
+formulas").
 
 For one generated answer about a forgotten patient, with the disease keywords ``K`` of that patient's note::
 
@@ -15,12 +16,12 @@ of the mean (it has nothing that could leak); ``LS = 0.0`` when no example has k
 (letter, digit, underscore)"; for keywords that start and end with a word character and for ASCII text this is
 exactly the ``re.search`` above (a property test checks it).
 
-Why the scan is fast (>= 100,000 answers/s on one core, ``bench/bench_leakage.py``): patients share one keyword
-set across all their QA, so each distinct set is normalised once (cached). Per answer the text is lower-cased
-once and each keyword is looked up with ``keyword in text``, CPython's C substring search; the word-boundary
-check runs in Python only for the few keywords actually present. We measured this against one compiled
-alternation regex per keyword set: on answers of ~30 words with 8 keywords the regex engine is several times
-slower than the substring test, because most characters of the text can start some keyword.
+Why the scan is fast (>= 100,000 answers/s on one core, ``bench/bench_leakage.py``): patients share one
+keyword set across all their QA, so each distinct set is normalised once (cached). Per answer the text is
+lower-cased once and each keyword is looked up with ``keyword in text``, CPython's C substring search; the
+word-boundary check runs in Python only for the few keywords actually present. We measured this against one
+compiled alternation regex per keyword set: on answers of ~30 words with 8 keywords the regex engine is
+several times slower than the substring test, because most characters of the text can start some keyword.
 """
 
 from __future__ import annotations
@@ -83,7 +84,8 @@ def _cached_normalised_keywords(raw_keywords: tuple) -> tuple[str, ...]:
 
 
 def _keyword_set(index: int, keywords) -> tuple[str, ...]:
-    """Normalised keywords of row ``index``; a patient's QA share one list, so each distinct list is done once."""
+    """Normalised keywords of row ``index``; a patient's QA share one list, so each distinct list is done
+    once."""
     try:
         if keywords is None or isinstance(keywords, (str, bytes)):
             raise TypeError
@@ -95,7 +97,9 @@ def _keyword_set(index: int, keywords) -> tuple[str, ...]:
 def matched_keywords(text: str, keywords: Sequence[str]) -> set[str]:
     """Lower-cased keywords that occur whole-word, case-insensitively, in ``text``.
 
-    >>> sorted(matched_keywords("Stage II Lung Cancer; lungs clear.", ["lung cancer", "cancer", "lung", "LUNGS"]))
+    >>> sorted(
+    ...     matched_keywords("Stage II Lung Cancer; lungs clear.", ["lung cancer", "cancer", "lung", "LUNGS"])
+    ... )
     ['cancer', 'lung', 'lung cancer', 'lungs']
     >>> sorted(matched_keywords("carcinomatosis", ["carcinoma"]))
     []
@@ -152,7 +156,9 @@ def disease_leakage(predictions, references, questions=None) -> dict:
 
     Returns ``{"leakage_score": float, "per_example": np.ndarray, "num_scored": int}``.
 
-    >>> result = disease_leakage(["The biopsy showed melanoma.", "Fine."], [["melanoma", "biopsy"], ["sepsis"]])
+    >>> result = disease_leakage(
+    ...     ["The biopsy showed melanoma.", "Fine."], [["melanoma", "biopsy"], ["sepsis"]]
+    ... )
     >>> round(result["leakage_score"], 4), result["num_scored"]
     (0.5, 2)
     """

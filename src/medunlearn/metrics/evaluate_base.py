@@ -1,11 +1,15 @@
 """Base class of medunlearn's ``evaluate`` modules (``metrics/<name>/<name>.py``).
 
-It adds one thing to ``evaluate.Metric``: a missing input (``None``) raises a ValueError that names the
-argument, instead of evaluate's generic "call add or add_batch first". Importing this module imports
+It adds two things to ``evaluate.Metric``: a missing input (``None``) raises a ValueError that names the
+argument, instead of evaluate's generic "call add or add_batch first"; an argument ``_compute`` does not take
+raises a ValueError naming it and the ones it takes, before any input is stored (evaluate would raise a
+TypeError from inside ``_compute``). Importing this module imports
 ``evaluate``; only the metric modules do, never :mod:`medunlearn.metrics`' pure functions.
 """
 
 from __future__ import annotations
+
+import inspect
 
 import evaluate
 
@@ -16,9 +20,18 @@ class CheckedMetric(evaluate.Metric):
     """``evaluate.Metric`` whose ``compute`` names a missing input."""
 
     def compute(self, *, predictions=None, references=None, **kwargs):
-        """Compute the metric (``evaluate.Metric.compute``); a missing input raises a ValueError naming it."""
+        """Compute the metric (``evaluate.Metric.compute``); a missing input or an unknown argument raises a
+        ValueError naming it."""
         inputs = {"predictions": predictions, "references": references, **kwargs}
         names = self._feature_names()
+        parameters = inspect.signature(self._compute).parameters
+        takes = [name for name in parameters if name not in names]
+        open_ended = any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+        unknown = sorted(set(kwargs) - set(takes) - set(names))
+        if unknown and not open_ended:
+            raise ValueError(
+                f"{self.name} takes no argument(s) {unknown}; its arguments beyond the inputs are {takes}"
+            )
         nothing_added = getattr(self, "writer", None) is None
         given = [name for name in names if inputs.get(name) is not None]
         # Inputs may come earlier through add/add_batch; only a call with nothing to score at all is an error,

@@ -1,9 +1,9 @@
 """TOFU forget quality [ref: Maini et al., 2024]: the two-sample Kolmogorov-Smirnov test p-value between
 the forget-set truth ratios of the unlearned model and those of a model trained without the forget set.
 
-A high p-value (close to 1) means the two distributions cannot be told apart: the unlearned model behaves on the
-forget set like a model that never saw it. Computed with ``scipy.stats.ks_2samp`` (two-sided; scipy's default
-method, exact for small samples).
+A high p-value (close to 1) means the two distributions cannot be told apart: the unlearned model behaves on
+the forget set like a model that never saw it. Computed with ``scipy.stats.ks_2samp`` (two-sided; scipy's
+default method, exact for small samples).
 """
 
 from __future__ import annotations

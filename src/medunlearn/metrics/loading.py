@@ -9,11 +9,12 @@ Where a module is looked up, first match wins:
 The folder is handed to ``evaluate.load(folder)``, evaluate's documented way to load a local module, which
 works offline. ``evaluate`` is imported only here, lazily, because importing it takes seconds.
 
-A bare ``evaluate.load("disease_leakage")`` does not work offline from an arbitrary directory: for a name
-without a slash, evaluate looks for ``./disease_leakage/disease_leakage.py`` relative to the current directory
-and otherwise asks the Hub for ``evaluate-metric/disease_leakage`` (an organisation only Hugging Face
-publishes to). It does work when run from the repository's ``metrics/`` folder, and, once a module is pushed
-to a Hub Space, as ``evaluate.load("<owner>/disease_leakage")``.
+A bare ``evaluate.load("disease_leakage")`` works offline from any folder once the modules are in evaluate's
+module cache: ``medunlearn metrics install`` or
+:func:`medunlearn.metrics.evaluate_cache.register_evaluate_modules`
+(evaluate looks for ``./disease_leakage/disease_leakage.py``, then asks the Hub for
+``evaluate-metric/disease_leakage``, then takes its cached copy). Once a module is pushed to a Hub Space it
+also loads as ``evaluate.load("<owner>/disease_leakage")``.
 """
 
 from __future__ import annotations

@@ -9,10 +9,11 @@ training member"**.
 * ``zlib`` (Carlini et al., 2021): mean NLL divided by the zlib-compressed length (bytes) of the text, so that
   texts that are simply easy to predict are not taken for members.
 * ``min_k`` (Min-K% Prob, Shi et al., 2024): mean NLL over the ``ceil(k * |y|)`` least likely tokens.
-* ``min_k_plus_plus`` (Min-K%++, Zhang et al., 2024): each token's log-prob is standardised against the model's
-  own next-token distribution, ``z_t = (log p(y_t) - mu_t) / sigma_t`` with ``mu_t = E_{v~p}[log p(v)]`` and
-  ``sigma_t`` its standard deviation; the score is minus the mean of the ``ceil(k * |y|)`` lowest ``z_t``.
-  The runner passes ``mu`` and ``sigma`` as two more ``(n, max_tokens)`` arrays.
+* ``min_k_plus_plus`` (Min-K%++, Zhang et al., 2024): each token's log-prob is standardised against the
+  model's own next-token distribution, ``z_t = (log p(y_t) - mu_t) / sigma_t`` with
+  ``mu_t = E_{v~p}[log p(v)]`` and ``sigma_t`` its standard deviation; the score is minus the mean of the
+  ``ceil(k * |y|)`` lowest ``z_t``. The runner passes ``mu`` and ``sigma`` as two more ``(n, max_tokens)``
+  arrays.
 
 ``mia_auc(member_scores, nonmember_scores)`` is the ROC AUC (``sklearn.metrics.roc_auc_score``) of telling
 non-members (label 1) from members (label 0) by the score: 0.5 means the attack cannot tell them apart, 1.0
@@ -20,9 +21,9 @@ means every member scores lower than every non-member. Used on forget (members o
 holdout QA.
 
 ``privleak`` (MUSE, with OpenUnlearning's flip to MUSE's AUC orientation): with ``a = 1 - AUC`` as above,
-``privleak = (a_unlearned - a_retrained) / a_retrained * 100``. 0 is ideal; negative values mean the forget set
-is still more recognisable than under a model that never saw it (under-unlearning), positive values mean it is
-less recognisable than it should be (over-unlearning).
+``privleak = (a_unlearned - a_retrained) / a_retrained * 100``. 0 is ideal; negative values mean the forget
+set is still more recognisable than under a model that never saw it (under-unlearning), positive values mean
+it is less recognisable than it should be (over-unlearning).
 """
 
 from __future__ import annotations

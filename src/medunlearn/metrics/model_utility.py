@@ -1,4 +1,4 @@
-"""Model utility: the AMNESIA form (ours, SPEC §2) and the TOFU harmonic-mean form [ref].
+"""Model utility: the AMNESIA form (ours, docs/benchmarks/amnesia.md) and the TOFU harmonic-mean form [ref].
 
 AMNESIA form (definition ours)::
 

@@ -7,7 +7,8 @@ Array convention (what the evaluation runner produces, one row per (question, an
 * ``mask``: bool array of the same shape, True on answer tokens and False on padding (and on question/prompt
   tokens, which are never scored). Values where ``mask`` is False are ignored (they may be NaN). Every row
   needs at least one answer token.
-* ``argmax_match``: bool array of the same shape, True where the model's most likely next token equals ``y_t``.
+* ``argmax_match``: bool array of the same shape, True where the model's most likely next token equals
+  ``y_t``.
 * ``token_entropy``: float array, the entropy (nats) of the model's next-token distribution at each position.
 
 A list of 1-D arrays (one per example, any lengths) becomes this layout with :func:`pad_token_values`.
@@ -59,7 +60,8 @@ def pad_token_values(rows: Sequence, *, fill: float = 0.0, dtype=np.float64) -> 
 
 
 def check_token_matrix(name: str, values, mask, *, dtype=np.float64) -> tuple[np.ndarray, np.ndarray]:
-    """Validate ``values``/``mask`` against the convention; returns them as arrays (values 0 outside the mask)."""
+    """Validate ``values``/``mask`` against the convention; returns them as arrays (values 0 outside the
+    mask)."""
     if values is None:
         raise ValueError(f"`{name}` must be a 2-D array, got None")
     if mask is None:

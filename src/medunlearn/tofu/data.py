@@ -1,7 +1,8 @@
-"""TOFU-format benchmarks: the Hub layout of ``locuslab/TOFU``, read from the Hub or a local folder of that shape.
+"""TOFU-format benchmarks: the Hub layout of ``locuslab/TOFU``, read from the Hub or a local folder of that
+shape.
 
-Layout [ref: the ``locuslab/TOFU`` dataset card]: one JSON-lines file per config at the folder root, declared in
-the README's YAML ``configs:`` block; every config has a single ``train`` split.
+Layout [ref: the ``locuslab/TOFU`` dataset card]: one JSON-lines file per config at the folder root, declared
+in the README's YAML ``configs:`` block; every config has a single ``train`` split.
 
 * QA configs ``full``, ``forget01/05/10``, ``retain90/95/99``, ``holdout01/05/10``, ``real_authors``,
   ``world_facts``: ``question, answer``.
@@ -35,7 +36,8 @@ PERTURBED_CONFIGS = (
     "world_facts_perturbed",
 )
 ALL_CONFIGS = QA_CONFIGS + PERTURBED_CONFIGS
-# Further configs of the Hub dataset (larger forget splits and their complements), read when asked for by name.
+# Further configs of the Hub dataset (larger forget splits and their complements), read when asked for by
+# name.
 _OTHER_HUB_CONFIGS = re.compile(r"(forget|retain|holdout|full_minus_forget)\d\d(_perturbed)?")
 QA_COLUMNS = ("question", "answer")
 PERTURBED_COLUMNS = ("question", "answer", "paraphrased_answer", "paraphrased_question", "perturbed_answer")
@@ -82,7 +84,8 @@ def tofu_splits(forget: str) -> TofuSplits:
 
 
 def load_tofu(source: str | Path = HUB_ID, config: str = "full"):
-    """One TOFU config's ``train`` split as a ``datasets.Dataset`` (Hub id or local folder of the Hub layout)."""
+    """One TOFU config's ``train`` split as a ``datasets.Dataset`` (Hub id or local folder of the Hub
+    layout)."""
 
     if config not in ALL_CONFIGS and not _OTHER_HUB_CONFIGS.fullmatch(config):
         raise TofuInputError(f"unknown TOFU config {config!r}; known: {', '.join(ALL_CONFIGS)}")

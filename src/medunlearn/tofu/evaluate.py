@@ -2,9 +2,9 @@
 
 Every (question, answer variant) the TOFU metrics need becomes one example of **one** teacher-forced pass
 (answers, paraphrased answers and every perturbed answer of the forget, retain, real-authors and world-facts
-sets, plus the holdout answers for the MIA); every question gets **one** greedy generation. All metrics are then
-computed from those stored outputs (:mod:`medunlearn.tofu.scoring`). The retain model, when given, runs the
-teacher-forced pass on the forget and holdout sets only (forget quality, privleak).
+sets, plus the holdout answers for the MIA); every question gets **one** greedy generation. All metrics are
+then computed from those stored outputs (:mod:`medunlearn.tofu.scoring`). The retain model, when given, runs
+the teacher-forced pass on the forget and holdout sets only (forget quality, privleak).
 
 An evaluation folder::
 
@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from medunlearn.chat import warn_if_conventions_differ
 from medunlearn.errors import MissingInputError
 from medunlearn.evaluation.runner import GENERATION, TEACHER_FORCED, RunnerConfig, read_outputs, run_model
 from medunlearn.models import check_model_name, load_model, resolve_model
@@ -119,7 +120,8 @@ def tofu_examples(source, forget: str = "forget10") -> pd.DataFrame:
 
 
 def rendering_key(conventions: TofuConventions) -> str:
-    """A short hash of the rendering conventions (what the stored outputs depend on besides the runner's settings)."""
+    """A short hash of the rendering conventions (what the stored outputs depend on besides the runner's
+    settings)."""
     import hashlib
 
     fields = (
@@ -152,8 +154,8 @@ def run_tofu_model(
     runner_config = runner_config or RunnerConfig()
     runner_config = RunnerConfig(**{**runner_config.__dict__, "max_new_tokens": conventions.max_new_tokens})
     rendering = ConventionTokenizer(tokenizer, conventions)
-    # The runner's fingerprint covers the model, the examples and its settings but not how prompts are rendered:
-    # the rendering goes into the model id, so outputs of another rendering are never reused.
+    # The runner's fingerprint covers the model, the examples and its settings but not how prompts are
+    # rendered: the rendering goes into the model id, so outputs of another rendering are never reused.
     model_id = model_id or str(
         getattr(getattr(model, "config", None), "name_or_path", "") or "in-memory model"
     )
@@ -245,6 +247,8 @@ def evaluate_tofu(
     out_dir.mkdir(parents=True, exist_ok=True)
     examples.to_parquet(out_dir / "examples.parquet", index=False)
     loaded, loaded_tokenizer, path = _resolve(model, tokenizer, examples, "--model")
+    if path is not None:
+        warn_if_conventions_differ(path, conventions, "--model")
     models = {"model": path or "in-memory model"}
     finished = run_tofu_model(
         loaded,
@@ -259,6 +263,8 @@ def evaluate_tofu(
     )
     if retain_model is not None:
         retain, retain_tokenizer, retain_path = _resolve(retain_model, None, examples, "--retain-model")
+        if retain_path is not None:
+            warn_if_conventions_differ(retain_path, conventions, "--retain-model")
         models["retain"] = retain_path or "in-memory model"
         finished &= run_tofu_model(
             retain,
@@ -292,9 +298,7 @@ def score_tofu(eval_dir) -> dict:
         if not (eval_dir / required).is_file():
             raise MissingInputError(f"{eval_dir} has no {required}: not a TOFU evaluation folder")
     run_info = json.loads((eval_dir / "run.json").read_text())
-    values = dict(run_info["conventions"])
-    values["stop_strings"] = tuple(values["stop_strings"])
-    conventions = TofuConventions(**values)
+    conventions = TofuConventions.from_dict(run_info["conventions"])
     examples = pd.read_parquet(eval_dir / "examples.parquet")
     table = per_example_table(examples, eval_dir / "outputs", "model", conventions, generated=True)
     retain_table = None

@@ -7,9 +7,9 @@ denominator guard (1e-10 in the reference, 0 in ours) and ``L(y)`` the mean answ
   paraphrased answer / the mean over the perturbed answers.
 * Normalised Prob (real authors, world facts) = mean of ``p(a) / (p(a) + Σ_j p(w_j) + ε)``, ``p = exp(−L)``.
 * ROUGE = mean ROUGE-L recall (``rouge_score``, stemmer on) of the greedy answer against the gold answer.
-* Truth ratio per question ``TR = exp(−mean_j L(w_j)) / (exp(−L(c)) + ε)`` (the geometric mean of the perturbed
-  answers' length-normalised probabilities over the correct one's); ``c`` is the paraphrased answer on
-  forget / retain and the plain answer on real authors / world facts. Aggregated as
+* Truth ratio per question ``TR = exp(−mean_j L(w_j)) / (exp(−L(c)) + ε)`` (the geometric mean of the
+  perturbed answers' length-normalised probabilities over the correct one's); ``c`` is the paraphrased answer
+  on forget / retain and the plain answer on real authors / world facts. Aggregated as
   ``mean(min(TR, 1/(TR + ε)))`` on forget and ``mean(max(0, 1 − TR))`` elsewhere.
 * Forget quality = KS-test p-value of the forget TRs against the retain model's (``scipy.stats.ks_2samp``).
 * Model utility = harmonic mean of the nine retain / real-authors / world-facts Prob (normalised for the last
@@ -62,10 +62,12 @@ REFERENCE_NAMES = {
     "retain_Truth_Ratio": "retain_truth_ratio",
     "ra_Q_A_Prob": "real_authors_prob",
     "ra_Q_A_Prob_normalised": "real_authors_normalised_prob",
+    "ra_Q_A_PERT_Prob": "real_authors_perturbed_prob",
     "ra_Q_A_ROUGE": "real_authors_rouge",
     "ra_Truth_Ratio": "real_authors_truth_ratio",
     "wf_Q_A_Prob": "world_facts_prob",
     "wf_Q_A_Prob_normalised": "world_facts_normalised_prob",
+    "wf_Q_A_PERT_Prob": "world_facts_perturbed_prob",
     "wf_Q_A_ROUGE": "world_facts_rouge",
     "wf_Truth_Ratio": "world_facts_truth_ratio",
     "model_utility": "model_utility",
@@ -131,7 +133,8 @@ def _zlib_lengths(texts) -> np.ndarray:
 
 
 def min_k_score(token_logprobs, mask, k: float = MIN_K, count: str = "ceil") -> np.ndarray:
-    """Min-k% score (loss-like): minus the mean of the lowest log-probs, ceil(k·n) or max(1, floor(k·n)) of them.
+    """Min-k% score (loss-like): minus the mean of the lowest log-probs, ceil(k·n) or max(1, floor(k·n)) of
+    them.
 
     >>> min_k_score([[-0.1, -3.0, -1.0, -0.2, -0.5]], [[True] * 5], k=0.4, count="floor").tolist()
     [2.0]
@@ -168,7 +171,10 @@ def _mean_per_question(values, question, n: int) -> np.ndarray:
 def aggregate_truth_ratio(ratios, mode: str, epsilon: float = 0.0) -> float:
     """``closer_to_1_better``: mean(min(TR, 1/(TR+ε))); ``true_better``: mean(max(0, 1 − TR)).
 
-    >>> aggregate_truth_ratio([0.5, 2.0], "closer_to_1_better"), aggregate_truth_ratio([0.5, 2.0], "true_better")
+    >>> (
+    ...     aggregate_truth_ratio([0.5, 2.0], "closer_to_1_better"),
+    ...     aggregate_truth_ratio([0.5, 2.0], "true_better"),
+    ... )
     (0.5, 0.25)
     """
     ratios = np.asarray(ratios, dtype=np.float64)

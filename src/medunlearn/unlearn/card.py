@@ -35,10 +35,23 @@ def dataset_version(data: str, dataset) -> str:
 
 
 def write_model_card(
-    out: Path, *, base_model: str, method, config, data_args, retain: str | None, forget_rows, peft: bool
+    out: Path,
+    *,
+    base_model: str,
+    method,
+    config,
+    data_args,
+    retain: str | None,
+    forget_rows,
+    peft: bool,
+    conventions=None,
 ) -> Path:
     """README.md: base model, method (a method-table entry), hyperparameters, forget config, data version."""
     benchmark = BENCHMARK_NAMES[data_args.benchmark]
+    conventions = conventions if conventions is not None else getattr(data_args, "conventions", None)
+    conventions_json = json.dumps(conventions.to_dict() if conventions is not None else None, indent=2)
+    preset_name = conventions.name if conventions is not None else "medunlearn"
+    preset_option = "" if preset_name == "medunlearn" else f" --preset {preset_name}"
     training = {key: getattr(config, key) for key in TRAINING_FIELDS}
     front = [
         "---",
@@ -74,11 +87,20 @@ Produced by `medunlearn unlearn`.
 {json.dumps(training, indent=2, default=str)}
 ```
 
+## Conventions
+
+Examples were rendered with the `{preset_name}` conventions (also in `conventions.json` beside the weights);
+evaluate with the same ones, or the evaluation warns that the prompts differ from training.
+
+```json
+{conventions_json}
+```
+
 The model was trained to forget the {"patients" if data_args.benchmark == "amnesia" else "authors"} of
 `{data_args.forget}`. Evaluate it with
 `medunlearn evaluate --model {out} --data {data_args.data} --forget {data_args.forget}{
         " --benchmark tofu" if data_args.benchmark == "tofu" else ""
-    }`.
+    }{preset_option}`.
 """
     path = out / "README.md"
     path.write_text("\n".join(line for line in front if line) + "\n" + body)

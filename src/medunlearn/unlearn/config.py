@@ -67,6 +67,15 @@ class UnlearningConfig(TrainingArguments):
             Column of the forget and retain datasets holding the completion.
         disease_column (`str`, *optional*, defaults to `"disease"`):
             Column used by ``retain_sampling="same_disease"``.
+        loss_averaging (`Literal["sequence", "token"]`, *optional*, defaults to `"sequence"`):
+            How every loss term that averages tokens does it (``medunlearn.unlearn.ops``). ``"sequence"``
+            [ours]: each answer's token mean, then the mean over answers. ``"token"`` [HF
+            ``outputs.loss``]: one token mean over the batch, divided by the step's token count over every
+            process and accumulation micro-batch (transformers' ``num_items_in_batch``), so results do not
+            depend on the number of processes. Sequence-level terms (NPO, SimNPO, IdkDPO forget terms) are
+            not token averages and do not change. ``reference_loss_averaging`` (a class attribute of each
+            method's config) is the reference implementation's choice, which the ``open-unlearning``
+            conventions select.
 
     > [!NOTE]
     > These parameters have default values different from [`~transformers.TrainingArguments`]:
@@ -92,6 +101,13 @@ class UnlearningConfig(TrainingArguments):
     question_column: str = field(default="question", metadata={"help": "prompt column"})
     answer_column: str = field(default="answer", metadata={"help": "completion column"})
     disease_column: str = field(default="disease", metadata={"help": "column used by same_disease sampling"})
+    loss_averaging: Literal["sequence", "token"] = field(
+        default="sequence",
+        metadata={"help": "sequence: mean per answer, then over answers; token: one mean over all tokens"},
+    )
+    # OpenUnlearning (d3d7cf9) takes one token mean over the batch in its forget terms and retain NLL (HF
+    # ``outputs.loss``); a method whose reference averages per sequence overrides this.
+    reference_loss_averaging = "token"
 
     # TrainingArguments fields whose default differs for unlearning.
     learning_rate: float = field(default=1e-5, metadata={"help": "AdamW learning rate"})

@@ -37,17 +37,19 @@ if TYPE_CHECKING:
 
 
 def tokenize_prompt_completion(
-    questions: list[str], answers: list[str], tokenizer, max_length: int
+    questions: list[str], answers: list[str], tokenizer, max_length: int, conventions=None
 ) -> dict[str, list[list[int]]]:
-    """Token ids and completion-only labels for (question, answer) pairs under the tokenizer's chat template.
+    """Token ids and completion-only labels for (question, answer) pairs, rendered by ``conventions``
+    (``medunlearn.chat.Conventions``; ``None``: the tokenizer's chat template, no system prompt), exactly as
+    evaluation renders them.
 
-    The prompt (user turn + generation prompt) and the completion (the rest of the rendered conversation) are
-    tokenised separately and concatenated, as TRL's prompt-completion SFT does, so the label boundary is
-    exact.
+    The prompt (system prompt if any + user turn + generation prompt) and the completion (the rest of the
+    rendered conversation) are tokenised separately and concatenated, as TRL's prompt-completion SFT does, so
+    the label boundary is exact.
     """
-    require_chat_template(tokenizer)
-    prompt_texts = render_prompts(tokenizer, questions)
-    chat_texts = render_conversations(tokenizer, questions, answers)
+    require_chat_template(tokenizer, conventions)
+    prompt_texts = render_prompts(tokenizer, questions, conventions)
+    chat_texts = render_conversations(tokenizer, questions, answers, conventions)
     mismatched = [
         i for i, (prompt, chat) in enumerate(zip(prompt_texts, chat_texts)) if not chat.startswith(prompt)
     ]
@@ -65,7 +67,7 @@ def tokenize_prompt_completion(
     return {"input_ids": input_ids, "attention_mask": [[1] * len(ids) for ids in input_ids], "labels": labels}
 
 
-def tokenize_qa_dataset(dataset, tokenizer, config: UnlearningConfig, name: str):
+def tokenize_qa_dataset(dataset, tokenizer, config: UnlearningConfig, name: str, conventions=None):
     """Tokenise a QA ``datasets.Dataset`` (batched): ``input_ids, attention_mask, labels`` (+ its disease)."""
     for column in (config.question_column, config.answer_column):
         if column not in dataset.column_names:
@@ -76,7 +78,11 @@ def tokenize_qa_dataset(dataset, tokenizer, config: UnlearningConfig, name: str)
 
     def encode(batch):
         return tokenize_prompt_completion(
-            batch[config.question_column], batch[config.answer_column], tokenizer, config.max_length
+            batch[config.question_column],
+            batch[config.answer_column],
+            tokenizer,
+            config.max_length,
+            conventions,
         )
 
     drop = [c for c in dataset.column_names if c not in keep]

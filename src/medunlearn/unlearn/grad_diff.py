@@ -1,6 +1,7 @@
 r"""Gradient Difference: ascend on the forget NLL, descend on the retain NLL.
 
-    L = γ · (−NLL_θ(forget)) + α · NLL_θ(retain),   NLL(D) = mean_b (1/|y_b|) Σ_t −log π_θ(y_{b,t} | y_{b,<t}, x_b)
+    L = γ · (−NLL_θ(forget)) + α · NLL_θ(retain),
+    NLL(D) = mean_b (1/|y_b|) Σ_t −log π_θ(y_{b,t} | y_{b,<t}, x_b)
 
 Liu et al., "Continual Learning and Private Unlearning", CoLLAs 2022; Maini et al., TOFU (arXiv 2401.06121).
 Defaults γ = α = 1 as in OpenUnlearning's ``GradDiff``. One of the four methods of the AMNESIA paper.
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 import torch
 
 from medunlearn.unlearn.config import UnlearningConfig
-from medunlearn.unlearn.ops import nll_loss
+from medunlearn.unlearn.ops import LossAveraging, nll_loss
 from medunlearn.unlearn.trainer import UnlearningTrainer
 
 
@@ -24,9 +25,12 @@ def grad_diff_loss(
     retain_labels: torch.Tensor,
     forget_weight: float = 1.0,
     retain_weight: float = 1.0,
+    averaging: LossAveraging = "sequence",
+    forget_num_items: torch.Tensor | float | None = None,
+    retain_num_items: torch.Tensor | float | None = None,
 ) -> dict[str, torch.Tensor]:
-    forget_loss = -nll_loss(forget_logits, forget_labels)
-    retain_loss = nll_loss(retain_logits, retain_labels)
+    forget_loss = -nll_loss(forget_logits, forget_labels, averaging, forget_num_items)
+    retain_loss = nll_loss(retain_logits, retain_labels, averaging, retain_num_items)
     return {
         "loss": forget_weight * forget_loss + retain_weight * retain_loss,
         "forget_loss": forget_loss,
@@ -43,6 +47,10 @@ class GradDiffConfig(UnlearningConfig):
             γ, weight of the forget ascent term [OpenUnlearning].
         retain_weight (`float`, *optional*, defaults to `1.0`):
             α, weight of the retain NLL term [OpenUnlearning].
+        loss_averaging (`Literal["sequence", "token"]`, *optional*, defaults to `"sequence"`):
+            Token averaging of the forget and retain NLLs: ``"sequence"`` [ours] per answer, then over
+            answers; ``"token"`` one token mean over each batch. The reference takes one token mean in both
+            (HF ``outputs.loss``: ``src/trainer/unlearn/grad_diff.py:50`` forget, ``:29`` retain, at d3d7cf9).
 
     > [!NOTE]
     > The shared fields (retain sampling, reference mode, columns, ...) and the training defaults are those of
@@ -67,4 +75,7 @@ class GradDiffTrainer(UnlearningTrainer):
             retain["labels"],
             self.args.forget_weight,
             self.args.retain_weight,
+            self.args.loss_averaging,
+            self.token_reduction("forget")["num_items"],
+            self.token_reduction("retain")["num_items"],
         )

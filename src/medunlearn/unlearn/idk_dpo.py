@@ -17,10 +17,10 @@ follows the unlearning literature (NPO paper and its reference implementation) r
 :math:`\gamma\,\mathcal{L}_{\mathrm{IdkDPO}} + \alpha\,\mathcal{L}_{\mathrm{retain}}`.
 
 Reference: the four reference terms are fixed per forget example, so both
-:math:`\log\pi_{\mathrm{ref}}(y_f \mid x)` and :math:`\log\pi_{\mathrm{ref}}(y_{\mathrm{idk}} \mid x)` are computed
-once with the starting model before training and stored as columns (``reference_mode="auto"``); no second
-model lives during training. ``reference_mode="adapter"`` / ``"copy"`` compute them live instead (same values).
-Defaults: beta = 0.1, gamma = alpha = 1 (NPO paper's IdkDPO baseline; OpenUnlearning ``DPO``).
+:math:`\log\pi_{\mathrm{ref}}(y_f \mid x)` and :math:`\log\pi_{\mathrm{ref}}(y_{\mathrm{idk}} \mid x)` are
+computed once with the starting model before training and stored as columns (``reference_mode="auto"``); no
+second model lives during training. ``reference_mode="adapter"`` / ``"copy"`` compute them live instead (same
+values). Defaults: beta = 0.1, gamma = alpha = 1 (NPO paper's IdkDPO baseline; OpenUnlearning ``DPO``).
 
 Refusals: ``idk_answers.txt`` beside this file, written for this project for a medical QA model; each
 forget example gets one, drawn deterministically from ``idk_seed`` and its position.
@@ -70,6 +70,11 @@ class IdkDPOConfig(UnlearningConfig):
             ``idk_answers.txt``, the list shipped with medunlearn [ours].
         idk_seed (`int`, *optional*, defaults to `0`):
             Seed of the refusal drawn for each forget example [ours].
+        loss_averaging (`Literal["sequence", "token"]`, *optional*, defaults to `"sequence"`):
+            Token averaging of the retain NLL: ``"sequence"`` [ours] per answer, then over answers;
+            ``"token"`` one token mean over the batch (the reference's,
+            ``src/trainer/unlearn/grad_diff.py:29`` at d3d7cf9). The DPO term is a mean over sequences of
+            sequence log-probabilities either way.
 
     > [!NOTE]
     > The shared fields (retain sampling, reference mode, columns, ...) and the training defaults are those of
@@ -111,7 +116,8 @@ def idk_dpo_loss(
     reference_forget_logps: torch.Tensor,
     beta: float = 0.1,
 ) -> torch.Tensor:
-    """DPO loss preferring the refusal over the forget answer; inputs are sequence log-probs log π(y|x), [B]."""
+    """DPO loss preferring the refusal over the forget answer; inputs are sequence log-probs log π(y|x),
+    [B]."""
     idk_log_ratio = policy_idk_logps - reference_idk_logps
     forget_log_ratio = policy_forget_logps - reference_forget_logps
     return -(2.0 / beta) * F.logsigmoid(beta * (idk_log_ratio - forget_log_ratio)).mean()
@@ -139,7 +145,9 @@ class IdkDPOTrainer(UnlearningTrainer):
     ):
         args = args or self.config_class(output_dir="unlearned")
         # Tokenising the refusals needs the raw questions, which the base tokenisation drops: do it here.
-        self._refusal_columns = self._tokenize_refusals(args, forget_dataset, processing_class)
+        self._refusal_columns = self._tokenize_refusals(
+            args, forget_dataset, processing_class, keywords.get("conventions")
+        )
         super().__init__(model, args, forget_dataset, retain_dataset, processing_class, **keywords)
         if self.reference_source == "precomputed":
             refusals = self.pairs.forget.select_columns(
@@ -153,14 +161,16 @@ class IdkDPOTrainer(UnlearningTrainer):
             )
 
     @staticmethod
-    def _tokenize_refusals(args: IdkDPOConfig, forget_dataset, tokenizer) -> dict[str, list] | None:
+    def _tokenize_refusals(
+        args: IdkDPOConfig, forget_dataset, tokenizer, conventions=None
+    ) -> dict[str, list] | None:
         if forget_dataset is None or len(forget_dataset) == 0 or tokenizer is None:
             return None  # the base class reports the missing piece
         if args.question_column not in forget_dataset.column_names:
             return None
         questions = list(forget_dataset[args.question_column])
         refusals = assign_idk_answers(len(questions), load_idk_answers(args.idk_answers_file), args.idk_seed)
-        tokens = tokenize_prompt_completion(questions, refusals, tokenizer, args.max_length)
+        tokens = tokenize_prompt_completion(questions, refusals, tokenizer, args.max_length, conventions)
         return {IDK_PREFIX + key: values for key, values in tokens.items()}
 
     def prepare_forget_dataset(self, forget):

@@ -1,10 +1,12 @@
 r"""KL-Min: ascend on the forget NLL while keeping the retain predictive distribution at the reference's.
 
-    L = γ · (−NLL_θ(forget)) + α · mean_b (1/|y_b|) Σ_{t ∈ completion} KL(π_ref(·|y_{b,<t}, x_b) ‖ π_θ(·|y_{b,<t}, x_b))
+    L = γ · (−NLL_θ(forget))
+        + α · mean_b (1/|y_b|) Σ_{t ∈ completion} KL(π_ref(·|y_{b,<t}, x_b) ‖ π_θ(·|y_{b,<t}, x_b))
 
-Maini et al., TOFU (arXiv 2401.06121), "KL Minimization"; OpenUnlearning's GradDiff with ``retain_loss_type=KL``.
-One of the four methods of the AMNESIA paper. The KL is taken on retain completion tokens only (−100 positions
-are excluded; the reference system averages over padding and prompt too). γ = α = 1.
+Maini et al., TOFU (arXiv 2401.06121), "KL Minimization"; OpenUnlearning's GradDiff with
+``retain_loss_type=KL``. One of the four methods of the AMNESIA paper. The KL is taken on retain completion
+tokens only (−100 positions are excluded; the reference system averages over padding and prompt too).
+γ = α = 1.
 
 Reference: the adapter-disabled model under PEFT, otherwise a frozen copy (full distributions cannot be
 precomputed economically).
@@ -17,7 +19,7 @@ from dataclasses import dataclass, field
 import torch
 
 from medunlearn.unlearn.config import UnlearningConfig
-from medunlearn.unlearn.ops import kl_to_reference, nll_loss
+from medunlearn.unlearn.ops import LossAveraging, kl_loss, nll_loss
 from medunlearn.unlearn.trainer import UnlearningTrainer
 
 
@@ -29,9 +31,12 @@ def kl_min_loss(
     retain_labels: torch.Tensor,
     forget_weight: float = 1.0,
     retain_weight: float = 1.0,
+    averaging: LossAveraging = "sequence",
+    forget_num_items: torch.Tensor | float | None = None,
+    retain_num_items: torch.Tensor | float | None = None,
 ) -> dict[str, torch.Tensor]:
-    forget_loss = -nll_loss(forget_logits, forget_labels)
-    retain_loss = kl_to_reference(retain_logits, retain_reference_logits, retain_labels).mean()
+    forget_loss = -nll_loss(forget_logits, forget_labels, averaging, forget_num_items)
+    retain_loss = kl_loss(retain_logits, retain_reference_logits, retain_labels, averaging, retain_num_items)
     return {
         "loss": forget_weight * forget_loss + retain_weight * retain_loss,
         "forget_loss": forget_loss,
@@ -48,6 +53,12 @@ class KLMinConfig(UnlearningConfig):
             γ, weight of the forget ascent term [TOFU, OpenUnlearning].
         retain_weight (`float`, *optional*, defaults to `1.0`):
             α, weight of the KL(π_ref ‖ π_θ) term on retain completions [TOFU, OpenUnlearning].
+        loss_averaging (`Literal["sequence", "token"]`, *optional*, defaults to `"sequence"`):
+            Token averaging of the forget NLL and the retain KL: ``"sequence"`` [ours] per answer, then over
+            answers; ``"token"`` one token mean over each batch. The reference's forget term is one token mean
+            (``src/trainer/unlearn/grad_diff.py:50`` at d3d7cf9); its KL averages over every position, prompt
+            and padding included (``src/trainer/utils.py:17-31``), which is not reproduced: only answer tokens
+            count.
 
     > [!NOTE]
     > The shared fields (retain sampling, reference mode, columns, ...) and the training defaults are those of
@@ -73,4 +84,7 @@ class KLMinTrainer(UnlearningTrainer):
             retain["labels"],
             self.args.forget_weight,
             self.args.retain_weight,
+            self.args.loss_averaging,
+            self.token_reduction("forget")["num_items"],
+            self.token_reduction("retain")["num_items"],
         )

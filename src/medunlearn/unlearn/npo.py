@@ -7,9 +7,10 @@ Zhang et al., "Negative Preference Optimization: Catastrophic Collapse to Effect
 (arXiv 2404.05868). Defaults β = 0.1, γ = 1, α = 1 as in OpenUnlearning's ``NPO``; set α = 0 for pure NPO.
 log π(y|x) sums the completion tokens' log-probs.
 
-Reference: NPO needs one number per forget example, log π_ref(y|x). It is computed once with the starting model
-before training and stored (``reference_mode="precomputed"``, the default): no second model lives in memory.
-``reference_mode="copy"`` / ``"adapter"`` compute it live each step instead (for comparison; same values).
+Reference: NPO needs one number per forget example, log π_ref(y|x). It is computed once with the starting
+model before training and stored (``reference_mode="precomputed"``, the default): no second model lives in
+memory. ``reference_mode="copy"`` / ``"adapter"`` compute it live each step instead (for comparison; same
+values).
 """
 
 from __future__ import annotations
@@ -40,6 +41,11 @@ class NPOConfig(UnlearningConfig):
             γ, weight of the NPO term [OpenUnlearning].
         retain_weight (`float`, *optional*, defaults to `1.0`):
             α, weight of the retain NLL; `0` gives pure NPO [OpenUnlearning, NPO+RT].
+        loss_averaging (`Literal["sequence", "token"]`, *optional*, defaults to `"sequence"`):
+            Token averaging of the retain NLL: ``"sequence"`` [ours] per answer, then over answers;
+            ``"token"`` one token mean over the batch (the reference's,
+            ``src/trainer/unlearn/grad_diff.py:29`` at d3d7cf9). The NPO term is a mean over sequences of
+            sequence log-probabilities either way.
 
     > [!NOTE]
     > The shared fields (retain sampling, reference mode, columns, ...) and the training defaults are those of

@@ -4,17 +4,25 @@
 the prompt and on padding, the token id on the completion. They are unshifted: the helpers shift them so that
 the logits at position t are scored against the label at t+1.
 
-Loss reduction [ours]
----------------------
-Token-level terms are averaged over the completion tokens of each sequence, then over sequences:
-``mean_b (1/|y_b|) Σ_t ℓ_{b,t}``. Every sequence weighs the same, so a batch split over N processes (each
-taking a per-process mean, DDP then averaging) gives the same loss and gradient as one process with the whole
-batch: results do not change with GPU count, a pitfall of the reference system.
+Loss reduction (``UnlearningConfig.loss_averaging``)
+----------------------------------------------------
+Every term that averages token-level values ℓ_{b,t} over the answer tokens takes ``averaging``:
+
+* ``"sequence"`` [ours, the default]: each answer's token mean, then the mean over answers,
+  ``mean_b (1/|y_b|) Σ_t ℓ_{b,t}``. Every answer weighs the same, so a batch split over N processes (each
+  taking a per-process mean, DDP then averaging) gives the same loss and gradient as one process with the
+  whole batch.
+* ``"token"`` [HF ``outputs.loss``, the reference's choice for most methods]: one token mean over the batch,
+  ``Σ_{b,t} ℓ_{b,t} / N``. ``N`` is ``num_items``: the trainer passes the number of averaged tokens of the
+  whole optimiser step, over every process and accumulation micro-batch, counted the way transformers counts
+  ``num_items_in_batch``, so results do not depend on the number of processes either. Without ``num_items``
+  (a pure call on one batch) ``N`` is the batch's own token count.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -24,6 +32,9 @@ from medunlearn.unlearn.errors import UnlearningInputError
 
 IGNORE_INDEX = -100
 """Label of the positions no loss is taken on (prompt, padding), as in ``torch.nn.CrossEntropyLoss``."""
+
+LossAveraging = Literal["sequence", "token"]
+"""How a loss averages token-level values (see the module docstring)."""
 
 
 def shift_for_next_token(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -70,23 +81,62 @@ def masked_sequence_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tens
     return per_position.sum(reduce_dims) / denom
 
 
-def answer_soft_cross_entropy(
-    answer_logits: torch.Tensor, target_probs: torch.Tensor, answer_mask: torch.Tensor
+def average_tokens(
+    values: torch.Tensor,
+    mask: torch.Tensor,
+    averaging: LossAveraging = "sequence",
+    num_items: torch.Tensor | float | None = None,
 ) -> torch.Tensor:
-    """Cross-entropy of the model's answer-token distributions against soft targets, averaged per answer then
-    over answers. ``answer_logits`` and ``target_probs`` are ``[N, V]`` for the N True positions of
-    ``answer_mask [B, T]`` (row-major order), so padding and prompt positions never enter a softmax or the
-    mean."""
+    """The mean of ``values [B, T]`` over the True positions of ``mask [B, T]``, as ``averaging`` says:
+
+        sequence:  mean_b (Σ_t m_{b,t} v_{b,t}) / (Σ_t m_{b,t})
+        token:     (Σ_{b,t} m_{b,t} v_{b,t}) / N,   N = num_items, or Σ_{b,t} m_{b,t} when not given
+
+    >>> values = torch.tensor([[1.0, 3.0, 0.0], [5.0, 0.0, 0.0]])
+    >>> mask = torch.tensor([[True, True, False], [True, False, False]])
+    >>> average_tokens(values, mask, "sequence").item(), average_tokens(values, mask, "token").item()
+    (3.5, 3.0)
+    """
+    if averaging == "sequence":
+        return masked_sequence_mean(values, mask).mean()
+    if averaging != "token":
+        raise UnlearningInputError(f"loss_averaging must be 'sequence' or 'token', got {averaging!r}")
+    total = (values * mask.to(values.dtype)).sum()
+    if num_items is None:
+        num_items = mask.sum().clamp(min=1)
+    return total / num_items
+
+
+def answer_soft_cross_entropy(
+    answer_logits: torch.Tensor,
+    target_probs: torch.Tensor,
+    answer_mask: torch.Tensor,
+    averaging: LossAveraging = "sequence",
+    num_items: torch.Tensor | float | None = None,
+) -> torch.Tensor:
+    """Cross-entropy of the model's answer-token distributions against soft targets, averaged over the answer
+    tokens as ``averaging`` says (:func:`average_tokens`). ``answer_logits`` and ``target_probs`` are
+    ``[N, V]`` for the N True positions of ``answer_mask [B, T]`` (row-major order), so padding and prompt
+    positions never enter a softmax or the mean."""
     token_cross_entropy = -(target_probs * F.log_softmax(answer_logits.float(), dim=-1)).sum(dim=-1)
     per_position = token_cross_entropy.new_zeros(answer_mask.shape).masked_scatter(
         answer_mask, token_cross_entropy
     )
-    return masked_sequence_mean(per_position, answer_mask).mean()
+    return average_tokens(per_position, answer_mask, averaging, num_items)
 
 
-def nll_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Batch NLL [ours: sequence-weighted]: ``mean_b (1/|y_b|) Σ_t −log p(y_{b,t})``."""
-    return sequence_mean_nll(logits, labels).mean()
+def nll_loss(
+    logits: torch.Tensor,
+    labels: torch.Tensor,
+    averaging: LossAveraging = "sequence",
+    num_items: torch.Tensor | float | None = None,
+) -> torch.Tensor:
+    """Batch NLL of the completions. ``"sequence"`` [ours]: ``mean_b (1/|y_b|) Σ_t −log p(y_{b,t})``;
+    ``"token"`` [HF ``outputs.loss``]: ``Σ_{b,t} −log p(y_{b,t}) / N``."""
+    if averaging == "sequence":
+        return sequence_mean_nll(logits, labels).mean()
+    logps, mask = completion_token_logps(logits, labels)
+    return average_tokens(-logps, mask, averaging, num_items)
 
 
 def kl_to_reference(
@@ -104,6 +154,26 @@ def kl_to_reference(
     reference_logps = F.log_softmax(reference_logits.float(), dim=-1)
     token_kl = (reference_logps.exp() * (reference_logps - policy_logps)).sum(-1)
     return masked_sequence_mean(token_kl, shifted_labels != IGNORE_INDEX)
+
+
+def kl_loss(
+    policy_logits: torch.Tensor,
+    reference_logits: torch.Tensor,
+    labels: torch.Tensor,
+    averaging: LossAveraging = "sequence",
+    num_items: torch.Tensor | float | None = None,
+) -> torch.Tensor:
+    """KL(p_ref ‖ p_θ) averaged over the completion tokens as ``averaging`` says (:func:`average_tokens`).
+
+    Only completion tokens count, with either choice: the reference averages over every position, prompt and
+    padding included (``trainer/utils.py:compute_kl_divergence`` at d3d7cf9), which this does not reproduce.
+    """
+    policy_logits, shifted_labels = shift_for_next_token(policy_logits, labels)
+    reference_logits, _ = shift_for_next_token(reference_logits, labels)
+    policy_logps = F.log_softmax(policy_logits.float(), dim=-1)
+    reference_logps = F.log_softmax(reference_logits.float(), dim=-1)
+    token_kl = (reference_logps.exp() * (reference_logps - policy_logps)).sum(-1)
+    return average_tokens(token_kl, shifted_labels != IGNORE_INDEX, averaging, num_items)
 
 
 def select_parameters(model, patterns: list[str]) -> list[str]:

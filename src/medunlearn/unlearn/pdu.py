@@ -10,15 +10,16 @@ possible, subject to the retain loss staying below a bound :math:`\varepsilon`:
     \mathcal{L}_{\mathrm{flat}}(\theta) = \frac{1}{B} \sum_{b=1}^{B} \frac{1}{|y_b|} \sum_{t}
         \Bigl(\max_v z_{b,t}(v) - \tfrac{1}{V}\textstyle\sum_v z_{b,t}(v)\Bigr)^2
 
-where :math:`z_{b,t}` are the logits at the position predicting answer token :math:`y_{b,t}`. The margin between
-the top logit and the mean logit is zero exactly when all logits are equal (the uniform distribution), and the
-loss needs no softmax. It is solved by primal-dual descent on the Lagrangian
+where :math:`z_{b,t}` are the logits at the position predicting answer token :math:`y_{b,t}`. The margin
+between the top logit and the mean logit is zero exactly when all logits are equal (the uniform distribution),
+and the loss needs no softmax. It is solved by primal-dual descent on the Lagrangian
 
 .. math::
 
     \mathcal{L}(\theta, \lambda) = \gamma\,\mathcal{L}_{\mathrm{flat}}(\theta)
         + \lambda\,\bigl(\mathrm{NLL}_\theta(\text{retain}) - \varepsilon\bigr), \qquad
-    \lambda \leftarrow \max\bigl(0,\; \lambda + \eta\,(\overline{\mathrm{NLL}}_{\text{retain}} - \varepsilon)\bigr)
+    \lambda \leftarrow \max\bigl(0,\;
+        \lambda + \eta\,(\overline{\mathrm{NLL}}_{\text{retain}} - \varepsilon)\bigr)
 
 with :math:`\lambda_0 = \alpha`, and the dual step taken after each optimiser step once ``dual_warmup_epochs``
 have passed, on the retain loss averaged over that step's micro-batches and processes (so every process holds
@@ -47,7 +48,7 @@ from transformers import TrainerCallback
 
 from medunlearn.unlearn.config import UnlearningConfig
 from medunlearn.unlearn.errors import UnlearningInputError
-from medunlearn.unlearn.ops import masked_sequence_mean, nll_loss, shift_for_next_token
+from medunlearn.unlearn.ops import LossAveraging, average_tokens, nll_loss, shift_for_next_token
 from medunlearn.unlearn.trainer import UnlearningTrainer
 
 
@@ -71,6 +72,11 @@ class PDUConfig(UnlearningConfig):
             η, step of the dual ascent on λ; must be ≥ 0 [authors' recipe].
         dual_warmup_epochs (`float`, *optional*, defaults to `5.0`):
             Epochs with λ held at λ₀ before the dual updates start [authors' recipe].
+        loss_averaging (`Literal["sequence", "token"]`, *optional*, defaults to `"sequence"`):
+            Token averaging of the flattening term and the retain NLL: ``"sequence"`` [ours] per answer, then
+            over answers; ``"token"`` one token mean over each batch. The reference takes one token mean
+            (``src/trainer/unlearn/pdu.py:121-122``, retain ``src/trainer/unlearn/grad_diff.py:29``, at
+            d3d7cf9).
 
     > [!NOTE]
     > These parameters have default values different from [`~transformers.TrainingArguments`] beyond those set
@@ -112,14 +118,19 @@ class PDUConfig(UnlearningConfig):
             raise UnlearningInputError("retain_weight (initial λ) and dual_step_size must be >= 0")
 
 
-def logit_margin_flattening_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+def logit_margin_flattening_loss(
+    logits: torch.Tensor,
+    labels: torch.Tensor,
+    averaging: LossAveraging = "sequence",
+    num_items: torch.Tensor | float | None = None,
+) -> torch.Tensor:
     """Mean over answer tokens of (max logit − mean logit)²; ``labels`` [B, T] unshifted, -100 ignored."""
     shifted_logits, shifted_labels = shift_for_next_token(logits, labels)
     answer_mask = shifted_labels != -100
     answer_logits = shifted_logits[answer_mask].float()
     margin = answer_logits.max(dim=-1).values - answer_logits.mean(dim=-1)
     per_position = answer_logits.new_zeros(answer_mask.shape).masked_scatter(answer_mask, margin.pow(2))
-    return masked_sequence_mean(per_position, answer_mask).mean()
+    return average_tokens(per_position, answer_mask, averaging, num_items)
 
 
 def constrained_objective(
@@ -152,8 +163,10 @@ class PDUTrainer(UnlearningTrainer):
         self.add_callback(_DualAscentCallback(self))
 
     def unlearning_loss(self, model, forget, retain):
-        forget_loss = logit_margin_flattening_loss(self.logits(model, forget), forget["labels"])
-        retain_loss = nll_loss(self.logits(model, retain), retain["labels"])
+        forget_loss = logit_margin_flattening_loss(
+            self.logits(model, forget), forget["labels"], **self.token_reduction("forget")
+        )
+        retain_loss = nll_loss(self.logits(model, retain), retain["labels"], **self.token_reduction("retain"))
         if self.retain_loss_eps is None:
             starting_retain_loss = self.accelerator.reduce(retain_loss.detach(), reduction="mean")
             self.retain_loss_eps = self.args.retain_loss_eps_factor * float(starting_retain_loss)
@@ -171,7 +184,8 @@ class PDUTrainer(UnlearningTrainer):
         }
 
     def update_dual(self, epoch: float) -> None:
-        """One dual ascent step on the retain loss of the optimiser step just taken (averaged over processes)."""
+        """One dual ascent step on the retain loss of the optimiser step just taken (averaged over
+        processes)."""
         if not self._step_retain_losses:
             return
         step_retain_loss = self.accelerator.reduce(

@@ -5,18 +5,22 @@ r"""Representation Misdirection for Unlearning (RMU).
     L = γ · L_forget + α · L_retain
 
 h^l is the output of decoder layer ``layer`` (d its width), u a fixed random unit vector (uniform [0,1)^d,
-normalised, seeded by ``seed``), c the steering coefficient. Only parameters matching ``trainable_params_regex``
-are trained (full fine-tuning); under PEFT the adapter is trained. Li et al., "The WMDP Benchmark: Measuring and
-Reducing Malicious Use with Unlearning", ICML 2024 (arXiv 2403.03218). Positions are the completion tokens of
-each QA (as OpenUnlearning's RMU), averaged per sequence. Defaults as in OpenUnlearning: layer 7, trainable
-``layers.(5|6|7).mlp.down_proj.weight`` (the layer and the two before it), c = 20, γ = α = 1. The AMNESIA paper
-steers layer 7.
+normalised, seeded by ``seed``), c the steering coefficient. Only parameters matching
+``trainable_params_regex`` are trained (full fine-tuning); under PEFT the adapter is trained. Li et al., "The
+WMDP Benchmark: Measuring and Reducing Malicious Use with Unlearning", ICML 2024 (arXiv 2403.03218). Positions
+are the completion tokens of each QA (as OpenUnlearning's RMU), averaged per sequence. Defaults as in
+OpenUnlearning: layer 7, trainable ``layers.(5|6|7).mlp.down_proj.weight`` (the layer and the two before it),
+c = 20, γ = α = 1. The AMNESIA paper steers layer 7. Layer 7 is a depth of 7/32 in the 32-layer Llama-3-8B the
+papers use; on a model with 7 decoder layers or fewer the default is the layer at that relative depth,
+``floor(7·n/32 + 1/2)`` [ours], see :func:`default_rmu_layer`.
 
 Reference (retain activations): the adapter-disabled model under PEFT, otherwise a frozen copy.
 """
 
 from __future__ import annotations
 
+import logging
+import math
 import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,14 +29,27 @@ import torch
 
 from medunlearn.unlearn.config import UnlearningConfig
 from medunlearn.unlearn.errors import UnlearningInputError
-from medunlearn.unlearn.ops import masked_sequence_mean, select_parameters
+from medunlearn.unlearn.ops import LossAveraging, average_tokens, select_parameters
 from medunlearn.unlearn.trainer import UnlearningTrainer
 
+logger = logging.getLogger(__name__)
 
-def activation_mse(activations: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """mean_b over sequences of the mean over masked positions of (1/d)‖a_t − target_t‖² (``targets`` broadcast)."""
+# The paper's layer and the depth of the model it belongs to (Llama-3-8B / Zephyr-7B: 32 decoder layers).
+PAPER_LAYER = 7
+PAPER_MODEL_LAYERS = 32
+
+
+def activation_mse(
+    activations: torch.Tensor,
+    targets: torch.Tensor,
+    mask: torch.Tensor,
+    averaging: LossAveraging = "sequence",
+    num_items: torch.Tensor | float | None = None,
+) -> torch.Tensor:
+    """(1/d)‖a_t − target_t‖² averaged over the masked positions (``targets`` broadcast): ``"sequence"``
+    mean_b over sequences of the mean over each one's positions, ``"token"`` one mean over all of them."""
     squared = (activations.float() - targets.float()).pow(2).mean(-1)
-    return masked_sequence_mean(squared, mask).mean()
+    return average_tokens(squared, mask, averaging, num_items)
 
 
 def rmu_loss(
@@ -44,9 +61,14 @@ def rmu_loss(
     retain_mask: torch.Tensor,
     forget_weight: float = 1.0,
     retain_weight: float = 1.0,
+    averaging: LossAveraging = "sequence",
+    forget_num_items: torch.Tensor | float | None = None,
+    retain_num_items: torch.Tensor | float | None = None,
 ) -> dict[str, torch.Tensor]:
-    forget_loss = activation_mse(forget_activations, control_vector, forget_mask)
-    retain_loss = activation_mse(retain_activations, reference_retain_activations, retain_mask)
+    forget_loss = activation_mse(forget_activations, control_vector, forget_mask, averaging, forget_num_items)
+    retain_loss = activation_mse(
+        retain_activations, reference_retain_activations, retain_mask, averaging, retain_num_items
+    )
     return {
         "loss": forget_weight * forget_loss + retain_weight * retain_loss,
         "forget_loss": forget_loss,
@@ -61,12 +83,36 @@ def random_control_vector(hidden_size: int, steering_coeff: float, seed: int) ->
     return steering_coeff * direction / direction.norm()
 
 
+_LAYER = re.compile(r"(^|\.)layers\.(\d+)$")
+
+
+def count_decoder_layers(model: torch.nn.Module) -> int:
+    """Number of decoder layers: modules named ``...layers.<i>`` (through PEFT and DDP wrappers)."""
+    indices = {int(match.group(2)) for name, _ in model.named_modules() if (match := _LAYER.search(name))}
+    return max(indices) + 1 if indices else 0
+
+
+def default_rmu_layer(num_layers: int) -> int:
+    """The steered layer when ``layer`` is unset: the paper's layer 7 when the model has it and more above it
+    (more than 7 layers), otherwise the layer at the same relative depth, 7/32, rounded to the nearest layer
+    with halves rounded up [ours].
+
+    >>> tuple(default_rmu_layer(n) for n in (1, 2, 3, 4, 6, 7, 8, 32, 80))
+    (0, 0, 1, 1, 1, 2, 7, 7, 7)
+    """
+    if num_layers < 1:
+        raise UnlearningInputError("RMU needs a model with decoder layers (modules named `layers.<i>`)")
+    if num_layers > PAPER_LAYER:
+        return PAPER_LAYER
+    return math.floor(PAPER_LAYER * num_layers / PAPER_MODEL_LAYERS + 0.5)
+
+
 def find_layer(model: torch.nn.Module, layer: int) -> torch.nn.Module:
     """The decoder layer module named ``...layers.<layer>`` (works through PEFT and DDP wrappers)."""
     pattern = re.compile(rf"(^|\.)layers\.{layer}$")
     matches = [module for name, module in model.named_modules() if pattern.search(name)]
     if not matches:
-        count = sum(1 for name, _ in model.named_modules() if re.search(r"(^|\.)layers\.\d+$", name))
+        count = count_decoder_layers(model)
         raise UnlearningInputError(
             f"RMU layer {layer} does not exist: the model has {count} decoder layers (0..{count - 1})"
         )
@@ -93,8 +139,11 @@ class RMUConfig(UnlearningConfig):
     r"""Configuration of :class:`RMUTrainer`, with OpenUnlearning's defaults (layer 7, as the AMNESIA paper).
 
     Parameters:
-        layer (`int`, *optional*, defaults to `7`):
-            Decoder layer (0-based) whose output is steered [AMNESIA paper, OpenUnlearning].
+        layer (`int | None`, *optional*, defaults to `None`):
+            Decoder layer (0-based) whose output is steered. Unset: the paper's layer 7 [AMNESIA paper,
+            OpenUnlearning] on a model with more than 7 decoder layers, otherwise the layer at the same
+            relative depth, 7/32 of the model's layers rounded to the nearest [ours]. The trainer writes the
+            layer it resolved into this field, so the model card and ``unlearning_config.json`` record it.
         steering_coeff (`float`, *optional*, defaults to `20.0`):
             c, norm of the random control vector [OpenUnlearning].
         trainable_params_regex (`list[str] | None`, *optional*, defaults to `None`):
@@ -105,13 +154,25 @@ class RMUConfig(UnlearningConfig):
             γ, weight of the steering term [OpenUnlearning].
         retain_weight (`float`, *optional*, defaults to `1.0`):
             α, weight of the retain activation term [OpenUnlearning].
+        loss_averaging (`Literal["sequence", "token"]`, *optional*, defaults to `"sequence"`):
+            Token averaging of both activation terms: ``"sequence"`` [ours, and the reference's] per answer,
+            then over answers (``compute_activation_loss``, ``src/trainer/unlearn/rmu.py:108-117`` at
+            d3d7cf9); ``"token"`` one mean over the batch's answer positions.
 
     > [!NOTE]
     > The shared fields (retain sampling, reference mode, columns, ...) and the training defaults are those of
     > [`UnlearningConfig`]; this config overrides no further [`~transformers.TrainingArguments`] default.
     """
 
-    layer: int = field(default=7, metadata={"help": "decoder layer whose output is steered"})
+    # OpenUnlearning averages RMU's activation terms per sequence (rmu.py:108-117 at d3d7cf9).
+    reference_loss_averaging = "sequence"
+
+    layer: int | None = field(
+        default=None,
+        metadata={
+            "help": "decoder layer whose output is steered (unset: 7, or depth 7/32 of a smaller model)"
+        },
+    )
     steering_coeff: float = field(default=20.0, metadata={"help": "c, norm of the random control vector"})
     trainable_params_regex: list[str] | None = field(
         default=None,
@@ -121,6 +182,7 @@ class RMUConfig(UnlearningConfig):
     retain_weight: float = field(default=1.0, metadata={"help": "α, weight of the retain activation term"})
 
     def trainable_patterns(self) -> list[str]:
+        """The regexes of the trained parameters; ``layer`` must be resolved (the trainer does it)."""
         if self.trainable_params_regex:
             return list(self.trainable_params_regex)
         layers = "|".join(str(i) for i in range(max(0, self.layer - 2), self.layer + 1))
@@ -133,12 +195,33 @@ class RMUTrainer(UnlearningTrainer):
     reference_usage = "model"
     uses_retain = True
 
-    def configure_trainable_parameters(self, model, args: RMUConfig) -> None:
+    @staticmethod
+    def resolve_layer(model, args: RMUConfig) -> int:
+        """``args.layer``, set to :func:`default_rmu_layer` of the model's depth when unset; checks it
+        exists."""
+        if args.layer is None:
+            count = count_decoder_layers(model)
+            args.layer = default_rmu_layer(count)
+            if args.layer == PAPER_LAYER:
+                logger.info("RMU steers decoder layer %d (the paper's layer)", args.layer)
+            else:
+                logger.warning(
+                    "RMU steers decoder layer %d of %d: the paper's layer 7 at the same relative depth "
+                    "(7/32) of this smaller model; set `layer` to choose another",
+                    args.layer,
+                    count,
+                )
         find_layer(model, args.layer)
+        return args.layer
+
+    def configure_trainable_parameters(self, model, args: RMUConfig) -> None:
+        self.resolve_layer(model, args)
         self.trainable_parameter_names = select_parameters(model, args.trainable_patterns())
 
     def __init__(self, *positional, **keywords):
         super().__init__(*positional, **keywords)
+        # Under PEFT configure_trainable_parameters is not called: resolve here (a no-op when already done).
+        self.resolve_layer(self.accelerator.unwrap_model(self.model), self.args)
         hidden_size = self.accelerator.unwrap_model(self.model).config.get_text_config().hidden_size
         self.control_vector = random_control_vector(hidden_size, self.args.steering_coeff, self.args.seed)
 
@@ -162,4 +245,11 @@ class RMUTrainer(UnlearningTrainer):
             retain["labels"] != -100,
             self.args.forget_weight,
             self.args.retain_weight,
+            self.args.loss_averaging,
+            self.token_reduction("forget")["num_items"],
+            self.token_reduction("retain")["num_items"],
         )
+
+    def count_loss_tokens(self, part, batch):
+        """Activations are compared at the answer positions themselves (labels ≠ −100, not shifted)."""
+        return (batch["labels"] != -100).sum()

@@ -18,13 +18,20 @@ wrote it and ``None`` on the others.
 from __future__ import annotations
 
 import copy
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
-from medunlearn.chat import require_chat_template
+from medunlearn.chat import (
+    Conventions,
+    require_chat_template,
+    resolve_conventions,
+    warn_if_conventions_differ,
+    write_model_conventions,
+)
 from medunlearn.data_loading import load_split, retain_config_for
 from medunlearn.errors import MissingInputError
 from medunlearn.models import ModelArguments, load_model
@@ -32,6 +39,8 @@ from medunlearn.unlearn.card import write_model_card
 from medunlearn.unlearn.errors import UnlearningInputError
 from medunlearn.unlearn.methods import METHODS, MethodSpec, resolve_method
 from medunlearn.utils.distributed import leave_process_group
+
+logger = logging.getLogger(__name__)
 
 Benchmark = Literal["amnesia", "tofu"]
 TINY_LLAMA_LEARNING_RATE = 1e-3  # a randomly initialised model needs a far larger step than a pretrained one
@@ -51,12 +60,21 @@ class UnlearningDataArguments:
             The retain config; `None` derives it from `forget` (`forget_10` → `retain_90`).
         benchmark (`"amnesia"` or `"tofu"`, *optional*, defaults to `"amnesia"`):
             Which benchmark the folder holds (named in the model card).
+        conventions (`Conventions` or `str`, *optional*, defaults to `"medunlearn"`):
+            How examples are rendered (system prompt, chat template or tags, EOS after the answer): a
+            `medunlearn.chat.Conventions` or a preset name (`medunlearn`, `open-unlearning`,
+            `open-unlearning-llama3`). Use the conventions the model was fine-tuned with and will be
+            evaluated with; they are recorded in the model card and `conventions.json`.
     """
 
     data: str
     forget: str
     retain: str | None = None
     benchmark: Benchmark = "amnesia"
+    conventions: Conventions | str = "medunlearn"
+
+    def __post_init__(self):
+        self.conventions = resolve_conventions(self.conventions)
 
     def retain_config(self) -> str:
         return self.retain or retain_config_for(self.forget)
@@ -75,7 +93,12 @@ class FinetuneArguments:
             Stage 1 epochs of next-token loss over the `notes` config (0 skips the stage; TOFU has no notes).
         qa_epochs (`float`, *optional*, defaults to `3.0`):
             Stage 2 epochs over the seen QA (`full`'s `train` split), loss on the answer only.
-        benchmark (`"amnesia"` or `"tofu"`, *optional*, defaults to `"amnesia"`).
+        benchmark (`"amnesia"` or `"tofu"`, *optional*, defaults to `"amnesia"`):
+            Which benchmark the folder holds (TOFU: no notes stage).
+        conventions (`Conventions` or `str`, *optional*, defaults to `"medunlearn"`):
+            How the QA stage renders examples (system prompt, chat template or tags): a
+            `medunlearn.chat.Conventions` or a preset name. Unlearn and evaluate the model with the same
+            conventions; they are written beside the weights (`conventions.json`).
     """
 
     data: str
@@ -83,6 +106,10 @@ class FinetuneArguments:
     notes_epochs: float = 1.0
     qa_epochs: float = 3.0
     benchmark: Benchmark = "amnesia"
+    conventions: Conventions | str = "medunlearn"
+
+    def __post_init__(self):
+        self.conventions = resolve_conventions(self.conventions)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -100,15 +127,30 @@ def read_recipe(path: str | Path) -> dict:
     return recipe
 
 
-def build_method_config(config_class, recipe: dict, overrides: list[str], output_dir: str, recipe_path=None):
-    """Paper defaults < recipe < command-line ``--field value`` pairs, with TRL's parser; unknown fields are an
-    error naming them. On a machine without CUDA the run is put on the CPU in float32."""
+def conventions_loss_averaging(config_class, conventions: Conventions | str | None) -> str | None:
+    """The ``loss_averaging`` that ``conventions`` select for a method's config: its own value, or the
+    method's reference choice (``config_class.reference_loss_averaging``) for ``"reference"``."""
+    if conventions is None:
+        return None
+    choice = resolve_conventions(conventions).loss_averaging
+    return config_class.reference_loss_averaging if choice == "reference" else choice
+
+
+def build_method_config(
+    config_class, recipe: dict, overrides: list[str], output_dir: str, recipe_path=None, conventions=None
+):
+    """Paper defaults < ``conventions`` (their loss averaging) < recipe < command-line ``--field value``
+    pairs, with TRL's parser; unknown fields are an error naming them. On a machine without CUDA the run is
+    put on the CPU in float32."""
     import torch
     from trl import TrlParser
 
     parser = TrlParser(dataclass_types=[config_class])
     if not torch.cuda.is_available():
         parser.set_defaults_with_config(use_cpu=True, bf16=False)
+    averaging = conventions_loss_averaging(config_class, conventions)
+    if averaging is not None:
+        parser.set_defaults_with_config(loss_averaging=averaging)
     unknown_in_recipe = parser.set_defaults_with_config(**recipe)
     if unknown_in_recipe:
         where = f"recipe {recipe_path}" if recipe_path else "recipe"
@@ -125,14 +167,17 @@ def build_method_config(config_class, recipe: dict, overrides: list[str], output
     return config
 
 
-def make_method_config(method: str, output_dir: str | Path, **fields: Any):
-    """The config of ``method`` (any name or alias of the method table) with ``fields`` over its paper defaults.
+def make_method_config(method: str, output_dir: str | Path, conventions=None, **fields: Any):
+    """The config of ``method`` (any name or alias of the method table) with ``fields`` over its paper
+    defaults, and over the loss averaging that ``conventions`` (a preset name or ``Conventions``) select.
 
     >>> make_method_config("npo", "out", beta=0.2).beta  # doctest: +SKIP
     0.2
+    >>> make_method_config("grad_diff", "out", conventions="open-unlearning").loss_averaging  # doctest: +SKIP
+    'token'
     """
     config_class, _ = resolve_method(method).load()
-    return build_method_config(config_class, dict(fields), [], str(output_dir))
+    return build_method_config(config_class, dict(fields), [], str(output_dir), conventions=conventions)
 
 
 def method_of_config(config) -> MethodSpec:
@@ -151,10 +196,22 @@ def run_unlearning(config, model_args: ModelArguments, data_args: UnlearningData
     """Unlearn ``data_args.forget`` from ``model_args``'s model with the method whose config ``config`` is.
 
     Writes ``config.output_dir``: the weights (safetensors, or the LoRA adapter), the tokenizer,
-    ``unlearning_config.json`` and a model card. Returns that folder on the process that wrote it.
+    ``unlearning_config.json``, ``conventions.json`` and a model card. Returns that folder on the process
+    that wrote it. Examples are rendered by ``data_args.conventions``.
     """
 
     spec = method_of_config(config)
+    conventions = resolve_conventions(data_args.conventions)
+    warn_if_conventions_differ(model_args.model_name_or_path, conventions, "--model")
+    preset_averaging = conventions_loss_averaging(type(config), conventions)
+    if preset_averaging != config.loss_averaging:
+        logger.warning(
+            "%s.loss_averaging is %r, the %r conventions select %r: the config's value is used",
+            type(config).__name__,
+            config.loss_averaging,
+            conventions.name,
+            preset_averaging,
+        )
     _, trainer_class = spec.load()
     out = Path(config.output_dir)
     forget = load_split(data_args.data, data_args.forget)
@@ -166,16 +223,24 @@ def run_unlearning(config, model_args: ModelArguments, data_args: UnlearningData
     model, tokenizer = load_model(model_args, merge_adapter=True)
     peft_config = model_args.lora_config()
     trainer = trainer_class(
-        model, config, forget, retain, processing_class=tokenizer, peft_config=peft_config
+        model,
+        config,
+        forget,
+        retain,
+        processing_class=tokenizer,
+        peft_config=peft_config,
+        conventions=conventions,
     )
     trainer.train()
     trainer.save_model(str(out))  # every process takes part (sharded states), the main one writes
     writer = trainer.is_world_process_zero()
     if writer:
         tokenizer.save_pretrained(str(out))
-        # The Trainer pickles its arguments; the output holds only safetensors and JSON (the JSON below replaces it).
+        # The Trainer pickles its arguments; the output holds only safetensors and JSON (the JSON below
+        # replaces it).
         (out / "training_args.bin").unlink(missing_ok=True)
         (out / "unlearning_config.json").write_text(config.to_json_string())
+        write_model_conventions(out, conventions)
         write_model_card(
             out,
             base_model=model_args.model_name_or_path,
@@ -185,6 +250,7 @@ def run_unlearning(config, model_args: ModelArguments, data_args: UnlearningData
             retain=retain_name,
             forget_rows=forget,
             peft=peft_config is not None,
+            conventions=conventions,
         )
     leave_process_group(trainer.accelerator)
     return out if writer else None
@@ -199,16 +265,34 @@ def notes_texts(notes) -> list[str]:
     return [f"{title}\n{note}" for title, note in zip(notes["title"], notes["note"])]
 
 
-def qa_conversations(qa):
-    """Prompt-completion conversational rows, the format for which TRL's SFT trains on completions only."""
+def qa_conversations(qa, conventions: Conventions | None = None):
+    """Prompt-completion conversational rows, the format for which TRL's SFT trains on completions only; the
+    prompt carries the conventions' system prompt, so TRL renders exactly what evaluation renders."""
+    conventions = resolve_conventions(conventions)
     return qa.map(
         lambda batch: {
-            "prompt": [[{"role": "user", "content": q}] for q in batch["question"]],
+            "prompt": [conventions.prompt_messages(q) for q in batch["question"]],
             "completion": [[{"role": "assistant", "content": a}] for a in batch["answer"]],
         },
         batched=True,
         remove_columns=qa.column_names,
     )
+
+
+def qa_training_rows(qa, tokenizer, conventions: Conventions, max_length: int | None):
+    """The QA stage's training rows: conversations (chat template rendering, TRL tokenises them) or, for tag
+    rendering, which no chat template expresses, rows tokenised by ``tokenize_prompt_completion``
+    (``input_ids`` and completion-only ``labels``, which TRL uses as they are)."""
+    import datasets
+
+    if conventions.chat_template:
+        return qa_conversations(qa, conventions)
+    from medunlearn.unlearn.data import tokenize_prompt_completion
+
+    tokens = tokenize_prompt_completion(
+        list(qa["question"]), list(qa["answer"]), tokenizer, max_length or 10**9, conventions
+    )
+    return datasets.Dataset.from_dict({"input_ids": tokens["input_ids"], "labels": tokens["labels"]})
 
 
 def default_sft_config(model_args: ModelArguments, output_dir: str | Path, overrides: list[str] = ()):
@@ -265,7 +349,8 @@ def run_finetune(args: FinetuneArguments, model_args: ModelArguments, sft_config
     texts = [] if notes is None else notes_texts(notes)
     tokenizer_texts = texts + list(qa["question"]) + list(qa["answer"]) if model_args.is_tiny_llama else None
     model, tokenizer = load_model(model_args, texts=tokenizer_texts)
-    require_chat_template(tokenizer)
+    conventions = resolve_conventions(args.conventions)
+    require_chat_template(tokenizer, conventions)
     peft_config = model_args.lora_config()
 
     if args.notes_epochs > 0 and texts:
@@ -282,7 +367,7 @@ def run_finetune(args: FinetuneArguments, model_args: ModelArguments, sft_config
     trainer = SFTTrainer(
         model=model,
         args=_stage_config(template, out, "qa", args.qa_epochs),
-        train_dataset=qa_conversations(qa),
+        train_dataset=qa_training_rows(qa, tokenizer, conventions, template.max_length),
         processing_class=tokenizer,
         peft_config=peft_config,
     )
@@ -293,6 +378,7 @@ def run_finetune(args: FinetuneArguments, model_args: ModelArguments, sft_config
     writer = trainer.is_world_process_zero()  # under accelerate launch, one process writes the folder
     if writer:
         _write_finetuned_folder(out, model, tokenizer)
+        write_model_conventions(out, conventions)
     leave_process_group(trainer.accelerator)
     return out if writer else None
 

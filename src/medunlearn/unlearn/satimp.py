@@ -2,8 +2,8 @@ r"""SatImp — token reweighting by Saturation and Importance.
 
 SatImp keeps WGA's idea of weighting each forget token's log-likelihood, but multiplies two detached weights:
 a *saturation* weight :math:`p^{\beta_1}` (tokens the model still predicts well are not yet unlearned, so they
-weigh more) and an *importance* weight :math:`(1-p)^{\beta_2}`, which does the opposite and damps the tokens the
-model is near-certain of. The paper finds saturation matters more and the product better than either:
+weigh more) and an *importance* weight :math:`(1-p)^{\beta_2}`, which does the opposite and damps the tokens
+the model is near-certain of. The paper finds saturation matters more and the product better than either:
 
 .. math::
 
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import torch
 
 from medunlearn.unlearn.config import UnlearningConfig
-from medunlearn.unlearn.ops import completion_token_logps, masked_sequence_mean
+from medunlearn.unlearn.ops import LossAveraging, average_tokens, completion_token_logps
 from medunlearn.unlearn.trainer import UnlearningTrainer
 
 
@@ -50,6 +50,10 @@ class SatImpConfig(UnlearningConfig):
             γ, weight of the SatImp forget term [recipe; the reference code says 1].
         retain_weight (`float`, *optional*, defaults to `1.0`):
             α, weight of the retain NLL [recipe; the reference code says 0.1].
+        loss_averaging (`Literal["sequence", "token"]`, *optional*, defaults to `"sequence"`):
+            Token averaging of the SatImp term and the retain NLL: ``"sequence"`` [ours] per answer, then over
+            answers; ``"token"`` one token mean over each batch. The reference takes one token mean
+            (``src/trainer/utils.py:131-133``, retain ``src/trainer/unlearn/grad_diff.py:29``, at d3d7cf9).
 
     > [!NOTE]
     > The shared fields (retain sampling, reference mode, columns, ...) and the training defaults are those of
@@ -63,13 +67,19 @@ class SatImpConfig(UnlearningConfig):
 
 
 def satimp_loss(
-    logits: torch.Tensor, labels: torch.Tensor, beta1: float = 5.0, beta2: float = 1.0
+    logits: torch.Tensor,
+    labels: torch.Tensor,
+    beta1: float = 5.0,
+    beta2: float = 1.0,
+    averaging: LossAveraging = "sequence",
+    num_items: torch.Tensor | float | None = None,
 ) -> torch.Tensor:
-    """SatImp forget loss; ``logits`` [B, T, V] as the model returns them, ``labels`` [B, T] unshifted, -100 ignored."""
+    """SatImp forget loss; ``logits`` [B, T, V] as the model returns them, ``labels`` [B, T] unshifted, -100
+    ignored."""
     token_logps, answer_mask = completion_token_logps(logits, labels)
     probs = token_logps.detach().exp()
     weights = probs.pow(beta1) * (1.0 - probs).pow(beta2)
-    return masked_sequence_mean(weights * token_logps, answer_mask).mean()
+    return average_tokens(weights * token_logps, answer_mask, averaging, num_items)
 
 
 class SatImpTrainer(UnlearningTrainer):
@@ -80,6 +90,10 @@ class SatImpTrainer(UnlearningTrainer):
 
     def unlearning_loss(self, model, forget, retain):
         forget_loss = satimp_loss(
-            self.logits(model, forget), forget["labels"], self.args.beta1, self.args.beta2
+            self.logits(model, forget),
+            forget["labels"],
+            self.args.beta1,
+            self.args.beta2,
+            **self.token_reduction("forget"),
         )
         return self.with_retain_nll(model, retain, {"forget_loss": forget_loss})

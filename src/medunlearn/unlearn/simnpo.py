@@ -28,7 +28,8 @@ def simnpo_loss(mean_nll: torch.Tensor, beta: float, delta: float) -> torch.Tens
 
 @dataclass
 class SimNPOConfig(UnlearningConfig):
-    r"""Configuration of :class:`SimNPOTrainer`: OpenUnlearning's TOFU defaults β = 4.5, δ = 0, γ = 1/8, α = 1.
+    r"""Configuration of :class:`SimNPOTrainer`: OpenUnlearning's TOFU defaults β = 4.5, δ = 0, γ = 1/8,
+    α = 1.
 
     Parameters:
         beta (`float`, *optional*, defaults to `4.5`):
@@ -39,6 +40,11 @@ class SimNPOConfig(UnlearningConfig):
             γ, weight of the SimNPO term [OpenUnlearning].
         retain_weight (`float`, *optional*, defaults to `1.0`):
             α, weight of the retain NLL [OpenUnlearning].
+        loss_averaging (`Literal["sequence", "token"]`, *optional*, defaults to `"sequence"`):
+            Token averaging of the retain NLL: ``"sequence"`` [ours] per answer, then over answers;
+            ``"token"`` one token mean over the batch (the reference's,
+            ``src/trainer/unlearn/grad_diff.py:29`` at d3d7cf9). The SimNPO term is length-normalised per
+            sequence either way (``src/trainer/unlearn/simnpo.py:19``).
 
     > [!NOTE]
     > The shared fields (retain sampling, reference mode, columns, ...) and the training defaults are those of
@@ -61,7 +67,7 @@ class SimNPOTrainer(UnlearningTrainer):
         forget_loss = simnpo_loss(
             sequence_mean_nll(self.logits(model, forget), forget["labels"]), self.args.beta, self.args.delta
         )
-        retain_loss = nll_loss(self.logits(model, retain), retain["labels"])
+        retain_loss = nll_loss(self.logits(model, retain), retain["labels"], **self.token_reduction("retain"))
         return {
             "loss": self.args.forget_weight * forget_loss + self.args.retain_weight * retain_loss,
             "forget_loss": forget_loss,

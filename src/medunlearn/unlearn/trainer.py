@@ -21,6 +21,16 @@ Then a recipe ``recipes/<stem>.yaml`` (``method: <stem>`` + the config's default
 config's docstring against the config, ``tests/unlearn/test_recipes.py`` the recipe. The batches a method sees
 are described in ``unlearn.data``, the loss reduction in ``unlearn.ops``.
 
+Loss averaging (``UnlearningConfig.loss_averaging``)
+----------------------------------------------------
+A method passes ``**self.token_reduction(part)`` (``part``: ``"forget"`` or ``"retain"``) to every loss that
+averages tokens. With ``"token"``, the trainer counts each part's averaged tokens over the optimiser step's
+micro-batches and every process before the step, as transformers counts ``num_items_in_batch`` (shifted labels
+≠ −100, gathered over processes), and each micro-batch divides its token sum by the per-process,
+per-micro-batch share of that count: after the Trainer's division by the accumulation steps and DDP's
+gradient mean, the step's loss is the one token mean over the whole step, whatever the number of processes.
+A method whose loss averages another token set overrides ``count_loss_tokens`` (CE-U, RMU).
+
 Reference model policy (``reference_usage`` class attribute, ``UnlearningConfig.reference_mode``)
 ----------------------------------------------------------------------------------------------------
 * ``"none"``: the method never looks at a reference; nothing is built.
@@ -47,7 +57,7 @@ from typing import ClassVar, Literal
 import torch
 from transformers import Trainer, TrainerCallback
 
-from medunlearn.chat import require_chat_template
+from medunlearn.chat import require_chat_template, resolve_conventions
 from medunlearn.unlearn.config import UnlearningConfig
 from medunlearn.unlearn.data import (
     EpochPairingCallback,
@@ -56,7 +66,7 @@ from medunlearn.unlearn.data import (
     tokenize_qa_dataset,
 )
 from medunlearn.unlearn.errors import EmptyForgetSetError, NonFiniteLossError, UnlearningInputError
-from medunlearn.unlearn.ops import nll_loss, sequence_logps
+from medunlearn.unlearn.ops import IGNORE_INDEX, nll_loss, sequence_logps
 
 ReferenceUsage = Literal["none", "sequence_logps", "model"]
 
@@ -83,9 +93,12 @@ class UnlearningTrainer(Trainer):
         args: the method's config (an ``UnlearningConfig`` subclass).
         forget_dataset: QA rows to forget (columns ``question``, ``answer``, optionally ``disease``).
         retain_dataset: QA rows to keep (required when the method ``uses_retain``).
-        processing_class: the tokenizer (must have a chat template).
+        processing_class: the tokenizer (must have a chat template, unless ``conventions`` render with tags).
         peft_config: a ``peft.LoraConfig`` to train an adapter instead of the full model.
         reference_model: an explicit frozen reference (only used by ``reference_usage == "model"``).
+        conventions: how examples are rendered (``medunlearn.chat.Conventions`` or a preset name); ``None``
+            is the ``medunlearn`` preset (the tokenizer's template, no system prompt). Use the conventions
+            the model was fine-tuned with and will be evaluated with.
     """
 
     config_class: ClassVar[type[UnlearningConfig]] = UnlearningConfig
@@ -106,13 +119,16 @@ class UnlearningTrainer(Trainer):
         peft_config=None,
         reference_model=None,
         callbacks: list[TrainerCallback] | None = None,
+        conventions=None,
     ):
         args = args or self.config_class(output_dir="unlearned")
+        self.conventions = resolve_conventions(conventions)
+        self._num_items: dict[str, torch.Tensor] | None = None
         if self.retain_only_when_weighted and args.retain_weight == 0:
             self.uses_retain = False
         if processing_class is None:
             raise UnlearningInputError("processing_class (the tokenizer) is required")
-        require_chat_template(processing_class)
+        require_chat_template(processing_class, self.conventions)
         if forget_dataset is None or len(forget_dataset) == 0:
             raise EmptyForgetSetError(
                 "the forget set has no rows: nothing to unlearn (check the forget config name)"
@@ -134,12 +150,12 @@ class UnlearningTrainer(Trainer):
             self.configure_trainable_parameters(model, args)
 
         forget = self.prepare_forget_dataset(
-            tokenize_qa_dataset(forget_dataset, processing_class, args, "forget")
+            tokenize_qa_dataset(forget_dataset, processing_class, args, "forget", self.conventions)
         )
         retain = None
         if self.uses_retain:
             retain = self.prepare_retain_dataset(
-                tokenize_qa_dataset(retain_dataset, processing_class, args, "retain")
+                tokenize_qa_dataset(retain_dataset, processing_class, args, "retain", self.conventions)
             )
         self.pairs = ForgetRetainDataset(
             forget, retain, strategy=args.retain_sampling, seed=args.seed, disease_column=args.disease_column
@@ -197,13 +213,51 @@ class UnlearningTrainer(Trainer):
         """
         loss = self.args.forget_weight * losses["forget_loss"]
         if self.args.retain_weight:
-            losses["retain_loss"] = nll_loss(self.logits(model, retain), retain["labels"])
+            losses["retain_loss"] = nll_loss(
+                self.logits(model, retain), retain["labels"], **self.token_reduction("retain")
+            )
             loss = loss + self.args.retain_weight * losses["retain_loss"]
         losses["loss"] = loss
         return losses
 
     def logits(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.forward(model, batch).logits
+
+    # ----- loss averaging -----------------------------------------------------------------------------------
+
+    def token_reduction(self, part: str) -> dict:
+        """``averaging`` and ``num_items`` for a loss averaging the tokens of ``part`` (forget or retain).
+
+        ``num_items`` is ``None`` outside a training step (and with ``"sequence"``): the batch's own count.
+        """
+        num_items = self._num_items.get(part) if self._num_items else None
+        return {"averaging": self.args.loss_averaging, "num_items": num_items}
+
+    def count_loss_tokens(self, part: str, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """How many tokens of ``batch`` (of ``part``) the method's token-averaged losses average: by default
+        the completion tokens, counted on the shifted labels as transformers counts ``num_items_in_batch``."""
+        return (batch["labels"][..., 1:] != IGNORE_INDEX).sum()
+
+    def _get_num_items_in_batch(self, batch_samples: list, device: torch.device):
+        """With ``loss_averaging="token"``: ``{part: N_part / (P · K)}``, N_part the part's averaged tokens
+        over the K micro-batches of the step and the P processes (transformers' ``num_items_in_batch``,
+        gathered when ``average_tokens_across_devices``). Each micro-batch's loss is its token sum over that
+        share; the Trainer's division by K and DDP's mean over P then leave the step's one token mean."""
+        if self.args.loss_averaging != "token" or not batch_samples:
+            return None
+        parts = [part for part in ("forget", "retain") if part in batch_samples[0]]
+        counts = torch.stack(
+            [
+                sum(self.count_loss_tokens(part, batch[part]).to(torch.float64) for batch in batch_samples)
+                for part in parts
+            ]
+        ).to(device)
+        processes = 1
+        if self.args.average_tokens_across_devices and self.accelerator.num_processes > 1:
+            counts = self.accelerator.gather(counts.unsqueeze(0)).sum(0)
+            processes = self.accelerator.num_processes
+        shares = counts.clamp(min=1) / (processes * len(batch_samples))
+        return {part: shares[i].float() for i, part in enumerate(parts)}
 
     @contextmanager
     def reference(self, model) -> Iterator[torch.nn.Module]:
@@ -252,7 +306,11 @@ class UnlearningTrainer(Trainer):
     # ----- Trainer overrides --------------------------------------------------------------------------------
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        losses = self.unlearning_loss(model, inputs["forget"], inputs.get("retain"))
+        self._num_items = num_items_in_batch if isinstance(num_items_in_batch, dict) else None
+        try:
+            losses = self.unlearning_loss(model, inputs["forget"], inputs.get("retain"))
+        finally:
+            self._num_items = None
         loss = losses["loss"]
         if not torch.isfinite(loss).all():
             step = self.state.global_step

@@ -1,8 +1,8 @@
 r"""UNDIAL — self-distillation with adjusted logits.
 
-Instead of pushing the forget answer's likelihood down without bound (gradient ascent), UNDIAL distils the model
-towards a fixed target: the *reference* (starting) model's next-token distribution with the logit of the token to
-forget lowered by a constant :math:`\beta`. The target is bounded, so the loss cannot run away:
+Instead of pushing the forget answer's likelihood down without bound (gradient ascent), UNDIAL distils the
+model towards a fixed target: the *reference* (starting) model's next-token distribution with the logit of the
+token to forget lowered by a constant :math:`\beta`. The target is bounded, so the loss cannot run away:
 
 .. math::
 
@@ -16,15 +16,14 @@ where :math:`z^{\mathrm{ref}}_{b,t}` are the reference model's logits at the pos
 :math:`y_{b,t}`, :math:`e_y` the one-hot vector of the answer token, and :math:`y_b` the answer tokens of the
 forget batch (labels ``!= -100``).
 
-Unlike the reference implementation, only answer tokens enter the mean: it averages over prompt, padding and −100
-positions as well (scattering the penalty into the last vocabulary id there), so the loss depends on padding.
-Ours: the mean is per answer, then over answers (the library's reduction, see ``ops.py``).
+Unlike the reference implementation, only answer tokens enter the mean: it averages over prompt, padding and
+−100 positions as well (scattering the penalty into the last vocabulary id there), so the loss depends on
+padding. Ours: the mean is per answer, then over answers (the library's reduction, see ``ops.py``).
 
-Reference model: needs the reference's full next-token distributions, live. Under PEFT it is the same model with
-the adapter disabled; otherwise a frozen copy (``trainer.py``'s policy).
-Defaults: the reference recipe (OpenUnlearning ``UNDIAL.yaml``): beta = 10, gamma = 1, alpha = 0 (no retain
-term; its community sweep also tries alpha in {1, 2, 5}), lr 1e-4, 10 epochs. With alpha = 0 no retain set is
-needed.
+Reference model: needs the reference's full next-token distributions, live. Under PEFT it is the same model
+with the adapter disabled; otherwise a frozen copy (``trainer.py``'s policy). Defaults: the reference recipe
+(OpenUnlearning ``UNDIAL.yaml``): beta = 10, gamma = 1, alpha = 0 (no retain term; its community sweep also
+tries alpha in {1, 2, 5}), lr 1e-4, 10 epochs. With alpha = 0 no retain set is needed.
 
 Citation: Yijiang River Dong, Hongzhou Lin, Mikhail Belkin, Ramon Huerta, Ivan Vulić.
 *UNDIAL: Self-Distillation with Adjusted Logits for Robust Unlearning in Large Language Models.*
@@ -39,7 +38,7 @@ import torch
 import torch.nn.functional as F
 
 from medunlearn.unlearn.config import UnlearningConfig
-from medunlearn.unlearn.ops import answer_soft_cross_entropy, shift_for_next_token
+from medunlearn.unlearn.ops import LossAveraging, answer_soft_cross_entropy, shift_for_next_token
 from medunlearn.unlearn.trainer import UnlearningTrainer
 
 
@@ -54,6 +53,11 @@ class UNDIALConfig(UnlearningConfig):
             γ, weight of the distillation term [recipe].
         retain_weight (`float`, *optional*, defaults to `0.0`):
             α, weight of the retain NLL; `0` (the recipe's) means no retain term and no retain set [recipe].
+        loss_averaging (`Literal["sequence", "token"]`, *optional*, defaults to `"sequence"`):
+            Token averaging of the distillation term (and the retain NLL): ``"sequence"`` [ours] per answer,
+            then over answers; ``"token"`` one mean over the batch's answer tokens. The reference takes one
+            mean over every position, prompt and padding included (``src/trainer/utils.py:94-99`` at d3d7cf9);
+            ``"token"`` keeps its single mean but not its padding and prompt positions.
 
     > [!NOTE]
     > These parameters have default values different from [`~transformers.TrainingArguments`] beyond those set
@@ -77,16 +81,23 @@ class UNDIALConfig(UnlearningConfig):
 
 
 def undial_loss(
-    logits: torch.Tensor, reference_logits: torch.Tensor, labels: torch.Tensor, beta: float = 10.0
+    logits: torch.Tensor,
+    reference_logits: torch.Tensor,
+    labels: torch.Tensor,
+    beta: float = 10.0,
+    averaging: LossAveraging = "sequence",
+    num_items: torch.Tensor | float | None = None,
 ) -> torch.Tensor:
-    """UNDIAL loss; ``logits`` and ``reference_logits`` [B, T, V], ``labels`` [B, T] unshifted, -100 ignored."""
+    """UNDIAL loss; ``logits`` and ``reference_logits`` [B, T, V], ``labels`` [B, T] unshifted, -100
+    ignored."""
     shifted_logits, shifted_labels = shift_for_next_token(logits, labels)
     shifted_reference, _ = shift_for_next_token(reference_logits, labels)
     answer_mask = shifted_labels != -100
-    # Only answer positions enter the loss, so the softmaxes are taken over those rows alone ([N, V], not [B, T, V]).
+    # Only answer positions enter the loss, so the softmaxes are taken over those rows alone
+    # ([N, V], not [B, T, V]).
     penalty = F.one_hot(shifted_labels[answer_mask], num_classes=logits.shape[-1]).float()
     target = F.softmax(shifted_reference[answer_mask].float().detach() - beta * penalty, dim=-1)
-    return answer_soft_cross_entropy(shifted_logits[answer_mask], target, answer_mask)
+    return answer_soft_cross_entropy(shifted_logits[answer_mask], target, answer_mask, averaging, num_items)
 
 
 class UNDIALTrainer(UnlearningTrainer):
@@ -98,6 +109,10 @@ class UNDIALTrainer(UnlearningTrainer):
 
     def unlearning_loss(self, model, forget, retain):
         forget_loss = undial_loss(
-            self.logits(model, forget), self.reference_logits(model, forget), forget["labels"], self.args.beta
+            self.logits(model, forget),
+            self.reference_logits(model, forget),
+            forget["labels"],
+            self.args.beta,
+            **self.token_reduction("forget"),
         )
         return self.with_retain_nll(model, retain, {"forget_loss": forget_loss})

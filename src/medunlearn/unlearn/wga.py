@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import torch
 
 from medunlearn.unlearn.config import UnlearningConfig
-from medunlearn.unlearn.ops import completion_token_logps, masked_sequence_mean
+from medunlearn.unlearn.ops import LossAveraging, average_tokens, completion_token_logps
 from medunlearn.unlearn.trainer import UnlearningTrainer
 
 
@@ -47,6 +47,10 @@ class WGAConfig(UnlearningConfig):
             γ, weight of the WGA forget term [recipe].
         retain_weight (`float`, *optional*, defaults to `1.0`):
             α, weight of the retain NLL [recipe].
+        loss_averaging (`Literal["sequence", "token"]`, *optional*, defaults to `"sequence"`):
+            Token averaging of the WGA term and the retain NLL: ``"sequence"`` [ours] per answer, then over
+            answers; ``"token"`` one token mean over each batch. The reference takes one token mean
+            (``src/trainer/utils.py:114``, retain ``src/trainer/unlearn/grad_diff.py:29``, at d3d7cf9).
 
     > [!NOTE]
     > The shared fields (retain sampling, reference mode, columns, ...) and the training defaults are those of
@@ -63,11 +67,18 @@ class WGAConfig(UnlearningConfig):
     retain_weight: float = field(default=1.0, metadata={"help": "α, weight of the retain NLL"})
 
 
-def wga_loss(logits: torch.Tensor, labels: torch.Tensor, beta: float = 1.0) -> torch.Tensor:
-    """WGA forget loss; ``logits`` [B, T, V] as the model returns them, ``labels`` [B, T] unshifted, -100 ignored."""
+def wga_loss(
+    logits: torch.Tensor,
+    labels: torch.Tensor,
+    beta: float = 1.0,
+    averaging: LossAveraging = "sequence",
+    num_items: torch.Tensor | float | None = None,
+) -> torch.Tensor:
+    """WGA forget loss; ``logits`` [B, T, V] as the model returns them, ``labels`` [B, T] unshifted, -100
+    ignored."""
     token_logps, answer_mask = completion_token_logps(logits, labels)
     weights = token_logps.detach().exp().pow(beta)
-    return masked_sequence_mean(weights * token_logps, answer_mask).mean()
+    return average_tokens(weights * token_logps, answer_mask, averaging, num_items)
 
 
 class WGATrainer(UnlearningTrainer):
@@ -77,5 +88,7 @@ class WGATrainer(UnlearningTrainer):
     uses_retain = True
 
     def unlearning_loss(self, model, forget, retain):
-        forget_loss = wga_loss(self.logits(model, forget), forget["labels"], self.args.beta)
+        forget_loss = wga_loss(
+            self.logits(model, forget), forget["labels"], self.args.beta, **self.token_reduction("forget")
+        )
         return self.with_retain_nll(model, retain, {"forget_loss": forget_loss})

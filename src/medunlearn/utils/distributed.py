@@ -10,13 +10,13 @@ from dataclasses import dataclass
 def leave_process_group(accelerator) -> None:
     """Wait for every launched process, then tear the ``torch.distributed`` process group down.
 
-    Why: the gloo worker thread frees finished collectives (and their tensors) after the caller has moved on, and
-    needs the GIL to do so. If the group is destroyed at interpreter exit, that thread dies mid-free and the rank
-    aborts ("terminate called without an active exception"); if it is destroyed while the main thread holds the GIL
-    (the DDP wrapper going out of scope), the two threads wait on each other forever. The launcher then reports a
-    failed or hung run although every file was written. So: meet at a barrier, sleep a moment (which releases the
-    GIL) so the worker frees what it holds, then destroy the group while Python is fully alive. Does nothing in a
-    single process.
+    Why: the gloo worker thread frees finished collectives (and their tensors) after the caller has moved on,
+    and needs the GIL to do so. If the group is destroyed at interpreter exit, that thread dies mid-free and
+    the rank aborts ("terminate called without an active exception"); if it is destroyed while the main thread
+    holds the GIL (the DDP wrapper going out of scope), the two threads wait on each other forever. The
+    launcher then reports a failed or hung run although every file was written. So: meet at a barrier, sleep a
+    moment (which releases the GIL) so the worker frees what it holds, then destroy the group while Python is
+    fully alive. Does nothing in a single process.
     """
     # torch is imported here, not at module level, so that importing medunlearn.utils never imports torch.
     import torch.distributed as dist
@@ -63,7 +63,8 @@ class LaunchedProcesses:
 
 
 def launched_processes() -> LaunchedProcesses:
-    """Read the launcher's environment (RANK, WORLD_SIZE, LOCAL_RANK: set by torchrun and accelerate launch)."""
+    """Read the launcher's environment (RANK, WORLD_SIZE, LOCAL_RANK: set by torchrun and accelerate
+    launch)."""
     return LaunchedProcesses(
         index=int(os.environ.get("RANK", "0")),
         count=int(os.environ.get("WORLD_SIZE", "1")),

@@ -1,0 +1,942 @@
+"""The LLM-built AMNESIA source: from real notes alone to labelled patients with validated QA.
+
+The paper's construction [paper], as a pipeline of :mod:`medunlearn.llm` requests, every one cached:
+
+1. **Disease label.** One schema-constrained request per note (title + opening lines), the label set an
+   ``enum`` of the 11 categories of :mod:`medunlearn.ontology.amnesia`. The rule-based classifier of
+   :mod:`medunlearn.amnesia.vocabulary` is the fallback (the request failed) and a second opinion
+   (disagreements are reported).
+2. **QA generation.** One request per patient for all of its QA (4 factual + 4 reasoning), then cheap checks
+   per QA: nothing empty, no duplicate question, the answer not verbatim in the question, a groundedness score
+   (the share of the answer's content words found in the note) of at least ``min_groundedness``, and for a
+   reasoning QA at least two findings found in the note.
+3. **Judge panel.** Each of N judges (``BACKEND:MODEL`` specs, default: the generator three times) rates all
+   of a patient's pending QA in one request, on the paper's four criteria (clarity, correctness,
+   derivability from the note, clinical significance), and says whether the note supports the label. A QA is
+   valid when a majority of the panel rates it true on all four; a judge whose request failed votes no. Failed
+   QA are regenerated (one request per patient for its failed slots), up to ``max_regenerations`` times; a
+   patient still short of valid QA after that is skipped and counted by reason.
+4. **Report.** Panel figures beside the paper's (91.8% labels supported, 97.6% QA valid), Fleiss' κ
+   (statsmodels), a per-judge breakdown, skips by reason and tokens per stage.
+
+Every stage is one :meth:`BulkChat.complete` over a deterministic list of requests, so a rerun reads
+everything from the cache (zero new calls) and a killed run resumes with the same results. Prompts are
+versioned YAML files (``prompts/*.yaml``) that a caller can replace.
+
+>>> groundedness("Metformin 500 mg twice daily", "She was started on metformin 500 mg.")
+0.75
+>>> check_qa({"question": "What was started?", "answer": "metformin"}, "factual", "Started metformin.", set())
+[]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from medunlearn.amnesia.pmc_patients import line_breaks, parse_age_years, read_records
+from medunlearn.amnesia.schema import NOTES_SCHEMA, QA_SCHEMA, RecordError
+from medunlearn.amnesia.vocabulary import default_vocabulary, words
+from medunlearn.errors import MedunlearnError
+from medunlearn.llm import (
+    BulkChat,
+    ChatRequest,
+    ChatResult,
+    ResultCache,
+    make_backend,
+    parse_spec,
+    summarize_usage,
+)
+from medunlearn.ontology.amnesia import DISEASES, QA_TYPES
+
+PROMPT_NAMES = ("disease_label", "qa_generation", "judge")
+CRITERIA = ("clarity", "correctness", "derivability", "clinical_significance")
+# The paper's panel figures [paper]: the share of disease labels and of QA the three judges found valid.
+PAPER_LABELS_SUPPORTED = 0.918
+PAPER_QA_VALID = 0.976
+DEFAULT_PANEL_SIZE = 3
+SKIP_NO_LABEL = "no disease label (the label request failed and the rule-based classifier found no term)"
+SKIP_GENERATION = "QA generation failed (no schema-valid answer) after every regeneration"
+SKIP_CHECKS = "QA failed the checks after every regeneration"
+SKIP_PANEL = "QA rejected by the judge panel after every regeneration"
+# Function words that say nothing about a note's content: not counted by the groundedness score.
+_STOPWORDS = frozenset(
+    "a an the and or of to in on at by for with from as is was were be been being are it its this that"
+    " these those he she his her they their them patient patients who which what when where how why did"
+    " does do had has have not no yes than then there after before during into over under about also both"
+    " each other any all".split()
+)
+
+
+class ConstructionError(MedunlearnError, ValueError):
+    """A setting, prompt file or notes file the construction pipeline cannot use (the message names it)."""
+
+
+class IncompleteRunError(MedunlearnError, ConnectionError):
+    """Some requests got no answer at all (the server went away mid-run). They are not cached and are not
+    counted as the model's failures: rerunning the same command resumes from the cache."""
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Prompts: versioned data files
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    """One prompt: a ``version`` (part of the cache key, named in the card), a system and a user template."""
+
+    name: str
+    version: str
+    system: str
+    user: str
+    source: str  # "builtin" or the override file's path
+    sha256: str
+
+    def messages(self, **fields: Any) -> list[dict[str, str]]:
+        try:
+            user = self.user.format(**fields)
+        except (KeyError, IndexError, ValueError) as error:
+            raise ConstructionError(
+                f"{self.source}, field 'user': cannot fill the template ({error!r}); "
+                f"available fields: {', '.join(sorted(fields))}; write literal braces as {{{{ and }}}}"
+            ) from None
+        return [{"role": "system", "content": self.system.strip()}, {"role": "user", "content": user.strip()}]
+
+
+def load_prompt(name: str, path: str | os.PathLike | None = None) -> PromptTemplate:
+    """The built-in prompt ``name`` (``prompts/NAME.yaml``), or the YAML file at ``path`` that replaces it."""
+    if name not in PROMPT_NAMES:
+        raise ConstructionError(f"unknown prompt {name!r}; choose one of {', '.join(PROMPT_NAMES)}")
+    if path is None:
+        text = resources.files("medunlearn.amnesia.sources").joinpath("prompts", f"{name}.yaml").read_text()
+        source = "builtin"
+    else:
+        if not Path(path).is_file():
+            raise ConstructionError(f"{path}: no such prompt file (for prompt {name!r})")
+        text, source = Path(path).read_text(encoding="utf-8"), str(path)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise ConstructionError(f"{source}: not valid YAML: {error}") from None
+    if not isinstance(data, dict):
+        raise ConstructionError(f"{source}: expected a mapping with version, system and user")
+    for key in ("version", "system", "user"):
+        if not isinstance(data.get(key), str) or not data[key].strip():
+            raise ConstructionError(
+                f"{source}, field {key!r}: missing or empty (a non-empty string is needed)"
+            )
+    return PromptTemplate(
+        name=name,
+        version=data["version"].strip(),
+        system=data["system"],
+        user=data["user"],
+        source=source,
+        sha256=hashlib.sha256(text.encode()).hexdigest()[:16],
+    )
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Settings
+
+
+@dataclass
+class ConstructionConfig:
+    """Settings of the LLM construction pipeline.
+
+    Parameters:
+        generator (`str`): the ``BACKEND:MODEL`` spec that writes the QA, e.g. ``openai:smollm2-135m@URL`` or
+            ``transformers:smollm2-135m``.
+        judges (`tuple[str]`, defaults to ``()``): one spec per judge, any mix of backends; empty: the
+            generator ``DEFAULT_PANEL_SIZE`` (3) times, judge ``j`` sampling with seed ``seed + j``.
+        labeler (`str` or `None`, defaults to None): the spec that labels the diseases; None: the generator.
+        cache (`str` or `Path` or `None`): the SQLite cache of every LLM answer (what makes reruns free and
+            killed runs resumable); None keeps nothing.
+        qa_per_type (`int`, defaults to 4): factual and reasoning QA per patient [paper].
+        max_regenerations (`int`, defaults to 2): how often a failed QA is written again before its patient is
+            skipped [ours: the paper gives no number].
+        min_groundedness (`float`, defaults to 0.5): the least share of an answer's content words found in the
+            note [ours].
+        note_chars (`int`, defaults to 3000): the note is cut to this many characters in the QA and judge
+            prompts (a small model's context is short) [ours].
+        opening_chars (`int`, defaults to 600): the opening of the note shown to the labeller [ours].
+        prompts (`dict[str, path]`, defaults to ``{}``): prompt files replacing the built-in ones, by name
+            (``disease_label``, ``qa_generation``, ``judge``).
+        seed (`int`, defaults to 0): the sampling seed (and, with ``sample``, which notes are drawn).
+        sample (`int` or `None`, defaults to None): build from a seeded random subset of this many notes.
+        regeneration_temperature (`float`, defaults to 0.7): sampling temperature of regenerations (greedy
+            decoding would write the same QA again).
+        judge_temperature (`float`, defaults to 0.0): the judges' temperature. Several copies of one model at
+            0 vote alike; above 0 each copy samples with its own seed.
+        label_max_tokens, qa_max_tokens, judge_max_tokens (`int`): completion limits per request.
+        concurrency (`int`, defaults to 8): requests in flight per server backend.
+    """
+
+    generator: str
+    judges: tuple[str, ...] = ()
+    labeler: str | None = None
+    cache: str | Path | None = None
+    qa_per_type: int = 4
+    max_regenerations: int = 2
+    min_groundedness: float = 0.5
+    note_chars: int = 3000
+    opening_chars: int = 600
+    prompts: dict[str, str | Path] = field(default_factory=dict)
+    seed: int = 0
+    sample: int | None = None
+    regeneration_temperature: float = 0.7
+    judge_temperature: float = 0.0
+    label_max_tokens: int = 24
+    qa_max_tokens: int = 1024
+    judge_max_tokens: int = 384
+    concurrency: int = 8
+
+    @property
+    def judge_specs(self) -> tuple[str, ...]:
+        return tuple(self.judges) or (self.generator,) * DEFAULT_PANEL_SIZE
+
+    @property
+    def labeler_spec(self) -> str:
+        return self.labeler or self.generator
+
+    def check(self) -> None:
+        for spec in (self.generator, self.labeler_spec, *self.judge_specs):
+            parse_spec(spec)  # raises BackendSpecError naming the spec
+        if self.qa_per_type < 1:
+            raise ConstructionError(f"qa_per_type must be at least 1, got {self.qa_per_type}")
+        if self.max_regenerations < 0:
+            raise ConstructionError(f"max_regenerations must be >= 0, got {self.max_regenerations}")
+        if not 0.0 <= self.min_groundedness <= 1.0:
+            raise ConstructionError(f"min_groundedness must be in [0, 1], got {self.min_groundedness}")
+        if self.sample is not None and self.sample < 1:
+            raise ConstructionError(f"sample must be at least 1, got {self.sample}")
+        unknown = sorted(set(self.prompts) - set(PROMPT_NAMES))
+        if unknown:
+            raise ConstructionError(
+                f"unknown prompt(s) {', '.join(unknown)}; known: {', '.join(PROMPT_NAMES)}"
+            )
+
+
+def public_spec(spec: str) -> str:
+    """``BACKEND:MODEL`` without the server URL: what the card names (a URL is a machine's, not the
+    build's)."""
+    parsed = parse_spec(spec)
+    return f"{parsed.kind}:{parsed.model}"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Notes
+
+
+@dataclass(frozen=True)
+class SourceNote:
+    patient_id: str
+    title: str
+    note: str
+    age: int | None
+    sex: str | None
+
+
+def read_source_notes(path: str | os.PathLike) -> list[SourceNote]:
+    """PMC-Patients rows (CSV, JSON or JSONL; the columns of :func:`~medunlearn.amnesia.pmc_patients.
+    read_pmc_patients`), every note kept: here the LLM labels them. Literal ``\\n`` become line breaks."""
+    source = str(path)
+    rows = read_records(path)
+    if not rows:
+        raise RecordError(source, None, None, "no records")
+    columns = set(rows[0])
+    id_column = "patient_uid" if "patient_uid" in columns else "patient_id"
+    note_column = "patient" if "patient" in columns else "note"
+    for required in (id_column, "title", note_column):
+        if required not in columns:
+            raise RecordError(source, None, required, f"missing column (found: {', '.join(sorted(columns))})")
+    notes, seen = [], set()
+    for row_number, row in enumerate(rows, start=1):
+        patient_id = str(row.get(id_column) or "").strip()
+        for column, value in (
+            (id_column, patient_id),
+            ("title", row.get("title")),
+            (note_column, row.get(note_column)),
+        ):
+            if not str(value or "").strip():
+                raise RecordError(source, row_number, column, "empty")
+        if patient_id in seen:
+            raise RecordError(source, row_number, id_column, f"duplicate patient id {patient_id!r}")
+        seen.add(patient_id)
+        notes.append(
+            SourceNote(
+                patient_id=patient_id,
+                title=str(row["title"]).strip(),
+                note=line_breaks(str(row[note_column])).strip(),
+                age=parse_age_years(row.get("age")),
+                sex={"M": "male", "F": "female"}.get(str(row.get("gender", "")).upper()),
+            )
+        )
+    return notes
+
+
+def draw_sample(notes: Sequence[SourceNote], sample: int | None, seed: int) -> list[SourceNote]:
+    """A seeded subset of ``sample`` notes, in file order (all of them when ``sample`` is None or larger)."""
+    if sample is None or sample >= len(notes):
+        return list(notes)
+    chosen = set(random.Random(seed).sample(range(len(notes)), sample))
+    return [note for index, note in enumerate(notes) if index in chosen]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Checks
+
+
+def content_words(text: str) -> list[str]:
+    return [word for word in words(text) if word not in _STOPWORDS and (len(word) > 2 or word.isdigit())]
+
+
+def groundedness(answer: str, note: str | set[str]) -> float:
+    """The share of the answer's content words that occur in the note [ours]; 0 when it has none."""
+    answer_words = content_words(answer)
+    if not answer_words:
+        return 0.0
+    note_words = note if isinstance(note, set) else set(words(note))
+    return sum(word in note_words for word in answer_words) / len(answer_words)
+
+
+def check_qa(
+    qa: Mapping[str, Any],
+    qa_type: str,
+    note: str | set[str],
+    other_questions: set[str],
+    min_groundedness: float = 0.5,
+) -> list[str]:
+    """The checks one generated QA fails (empty: it passes), before any judge sees it."""
+    question, answer = str(qa.get("question", "")).strip(), str(qa.get("answer", "")).strip()
+    failed = []
+    if not question or not answer:
+        return ["empty question or answer"]
+    normalized_answer = " ".join(words(answer))
+    if normalized_answer and normalized_answer in " ".join(words(question)):
+        failed.append("answer verbatim in the question")
+    if " ".join(words(question)) in other_questions:
+        failed.append("duplicate question")
+    if groundedness(answer, note) < min_groundedness:
+        failed.append(f"groundedness below {min_groundedness:g}")
+    if qa_type == "reasoning":
+        findings = [f for f in qa.get("findings", []) if groundedness(str(f), note) >= min_groundedness]
+        if len(findings) < 2:
+            failed.append("fewer than 2 findings from the note")
+    return failed
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Schemas
+
+
+def label_schema() -> dict:
+    return {
+        "type": "object",
+        "properties": {"category": {"type": "string", "enum": list(DISEASES)}},
+        "required": ["category"],
+        "additionalProperties": False,
+    }
+
+
+def qa_schema(n_factual: int, n_reasoning: int) -> dict:
+    def items(with_findings: bool) -> dict:
+        properties = {"question": {"type": "string"}, "answer": {"type": "string"}}
+        if with_findings:
+            properties["findings"] = {"type": "array", "items": {"type": "string"}, "minItems": 2}
+        return {
+            "type": "object",
+            "properties": properties,
+            "required": list(properties),
+            "additionalProperties": False,
+        }
+
+    return {
+        "type": "object",
+        "properties": {
+            "factual": {"type": "array", "items": items(False), "minItems": n_factual, "maxItems": n_factual},
+            "reasoning": {
+                "type": "array",
+                "items": items(True),
+                "minItems": n_reasoning,
+                "maxItems": n_reasoning,
+            },
+        },
+        "required": ["factual", "reasoning"],
+        "additionalProperties": False,
+    }
+
+
+def judge_schema(n_qa: int) -> dict:
+    rating = {
+        "type": "object",
+        "properties": {criterion: {"type": "boolean"} for criterion in CRITERIA},
+        "required": list(CRITERIA),
+        "additionalProperties": False,
+    }
+    return {
+        "type": "object",
+        "properties": {
+            "label_supported": {"type": "boolean"},
+            "ratings": {"type": "array", "items": rating, "minItems": n_qa, "maxItems": n_qa},
+        },
+        "required": ["label_supported", "ratings"],
+        "additionalProperties": False,
+    }
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Agreement
+
+
+def fleiss_kappa_of_votes(votes: Sequence[Sequence[bool]]) -> float | None:
+    """Fleiss' κ of binary votes, one row per item and one column per judge (statsmodels' ``fleiss_kappa``);
+    None with fewer than two judges or items, or when every vote is the same (κ is then undefined).
+
+    >>> round(fleiss_kappa_of_votes([[True, True, False], [True, True, True], [False, False, False],
+    ...                               [True, False, False]]), 4)
+    0.3333
+    """
+    import numpy as np
+    from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
+
+    if len(votes) < 2 or len(votes[0]) < 2:
+        return None
+    table, _ = aggregate_raters(np.asarray(votes, dtype=int), n_cat=2)
+    if (table.sum(axis=0) == 0).any():  # one category only: chance agreement is 1, κ is 0/0
+        return None
+    return float(fleiss_kappa(table, method="fleiss"))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The pipeline
+
+
+@dataclass
+class Slot:
+    """One QA position of a patient (``factual`` 1..4, ``reasoning`` 1..4) and what has happened to it."""
+
+    qa_type: str
+    index: int
+    qa: dict | None = None  # the accepted QA
+    tries: list[dict] = field(default_factory=list)  # every candidate: round, qa, checks, votes, valid
+    last_failure: str | None = None
+
+    @property
+    def qa_id_suffix(self) -> str:
+        return f"{self.qa_type[:1].upper()}{self.index + 1}"
+
+
+@dataclass
+class PatientState:
+    note: SourceNote
+    disease: str
+    label_source: str  # "llm" or "rule"
+    rule_label: str | None
+    llm_label: str | None
+    slots: list[Slot]
+    label_votes: list[bool | None] | None = None
+
+    @property
+    def pending(self) -> list[Slot]:
+        return [slot for slot in self.slots if slot.qa is None]
+
+
+@dataclass
+class Construction:
+    """What :func:`construct_records` returns: records for the splits, the report, and run counters."""
+
+    notes: Any  # pa.Table (NOTES_SCHEMA)
+    qa: Any  # pa.Table (QA_SCHEMA)
+    skipped: dict[str, list[str]]
+    report: dict
+    calls: int = 0  # completion attempts sent to a model in this run (0 on a full rerun)
+    cache_hits: int = 0
+    seconds: float = 0.0
+
+    @property
+    def seconds_per_note(self) -> float:
+        return self.seconds / max(1, self.report["notes"]["used"])
+
+
+class _Chats:
+    """One :class:`BulkChat` per distinct spec (a backend loaded once however many judges share it)."""
+
+    def __init__(self, config: ConstructionConfig, backends: Mapping[str, Any] | None, progress: bool):
+        self.cache = ResultCache(config.cache) if config.cache is not None else None
+        self._chats: dict[str, BulkChat] = {}
+        specs = [config.labeler_spec, config.generator, *config.judge_specs]
+        for spec in dict.fromkeys(specs):
+            backend = (backends or {}).get(spec)
+            if backend is None:
+                backend = make_backend(spec, **_backend_options(spec, config))
+            self._chats[spec] = BulkChat(backend, cache=self.cache, show_progress=progress)
+
+    def __getitem__(self, spec: str) -> BulkChat:
+        return self._chats[spec]
+
+    def check_ready(self) -> None:
+        """Every backend answers, before any request is sent or the cache file is made."""
+        for chat in self._chats.values():
+            chat.backend.check_ready()
+
+    @property
+    def calls(self) -> int:
+        return sum(chat.stats.calls for chat in self._chats.values())
+
+    @property
+    def cache_hits(self) -> int:
+        return sum(chat.stats.cache_hits for chat in self._chats.values())
+
+    def close(self) -> None:
+        for chat in self._chats.values():
+            chat.close()
+
+
+def _backend_options(spec: str, config: ConstructionConfig) -> dict:
+    if parse_spec(spec).kind == "openai":
+        from medunlearn.llm.openai_backend import ServerConfig
+
+        return {"config": ServerConfig(concurrency=config.concurrency)}
+    return {}
+
+
+def _label_requests(notes: Sequence[SourceNote], prompt: PromptTemplate, config) -> list[ChatRequest]:
+    categories = "\n".join(f"- {category}" for category in DISEASES)
+    return [
+        ChatRequest(
+            prompt.messages(
+                categories=categories, title=note.title, opening=note.note[: config.opening_chars]
+            ),
+            max_tokens=config.label_max_tokens,
+            seed=config.seed,
+            json_schema=label_schema(),
+            schema_name="disease_label",
+            prompt_version=prompt.version,
+        )
+        for note in notes
+    ]
+
+
+def _qa_request(patient: PatientState, prompt: PromptTemplate, config, round_number: int) -> ChatRequest:
+    pending = patient.pending
+    n_factual = sum(slot.qa_type == "factual" for slot in pending)
+    n_reasoning = len(pending) - n_factual
+    avoid = [slot.qa["question"] for slot in patient.slots if slot.qa is not None]
+    avoid += [t["qa"]["question"] for slot in pending for t in slot.tries if t.get("qa")]
+    messages = prompt.messages(
+        n_factual=n_factual,
+        n_reasoning=n_reasoning,
+        disease=patient.disease,
+        title=patient.note.title,
+        note=patient.note.note[: config.note_chars],
+        avoid="; ".join(dict.fromkeys(avoid)) or "none",
+    )
+    return ChatRequest(
+        messages,
+        max_tokens=config.qa_max_tokens,
+        temperature=0.0 if round_number == 0 else config.regeneration_temperature,
+        seed=config.seed + round_number,
+        json_schema=qa_schema(n_factual, n_reasoning),
+        schema_name="patient_qa",
+        prompt_version=prompt.version,
+    )
+
+
+def _judge_request(
+    patient: PatientState, candidates: list[dict], prompt: PromptTemplate, config, judge: int
+) -> ChatRequest:
+    qa_list = "\n".join(
+        f"{number}. ({c['qa_type']}) Q: {c['qa']['question']}\n   A: {c['qa']['answer']}"
+        for number, c in enumerate(candidates, start=1)
+    )
+    messages = prompt.messages(
+        disease=patient.disease,
+        title=patient.note.title,
+        note=patient.note.note[: config.note_chars],
+        qa_list=qa_list,
+        n_qa=len(candidates),
+    )
+    return ChatRequest(
+        messages,
+        max_tokens=config.judge_max_tokens,
+        temperature=config.judge_temperature,
+        seed=config.seed + judge,
+        json_schema=judge_schema(len(candidates)),
+        schema_name="judge_ratings",
+        prompt_version=prompt.version,
+    )
+
+
+def _complete(chats: _Chats, spec: str, requests: list[ChatRequest], stage: str) -> list[ChatResult]:
+    """One stage's requests; stop (nothing counted as a skip) when some got no answer from the backend."""
+    results = chats[spec].complete(requests)
+    lost = [result for result in results if result.transient]
+    if lost:
+        raise IncompleteRunError(
+            f"{stage}: {len(lost)} of {len(results)} requests to {public_spec(spec)} got no answer "
+            f"(last: {lost[-1].error}); the answers so far are cached: rerun the same command to resume"
+        )
+    return results
+
+
+def _majority(votes: Sequence[bool | None], panel_size: int) -> bool:
+    """More than half of the panel voted yes; a judge that gave no answer (None) counts as no."""
+    return sum(vote is True for vote in votes) * 2 > panel_size
+
+
+def construct_records(
+    notes_path: str | os.PathLike,
+    config: ConstructionConfig,
+    *,
+    backends: Mapping[str, Any] | None = None,
+    progress: bool = True,
+) -> Construction:
+    """Label the notes, write and judge their QA, and return the records with the construction report.
+
+    ``backends`` maps a spec of ``config`` to a ready backend object (tests, notebooks holding a loaded
+    model); other specs are built with :func:`medunlearn.llm.make_backend`. Raises before any call for a bad
+    setting, prompt or notes file, or an unreachable server (then nothing is written, not even the cache
+    file).
+    """
+    import pyarrow as pa
+
+    started = time.perf_counter()
+    config.check()
+    prompts = {name: load_prompt(name, config.prompts.get(name)) for name in PROMPT_NAMES}
+    all_notes = read_source_notes(notes_path)
+    notes = draw_sample(all_notes, config.sample, config.seed)
+    chats = _Chats(config, backends, progress)
+    try:
+        chats.check_ready()
+        usage: dict[str, list[ChatResult]] = {"disease_label": [], "qa_generation": [], "judge": []}
+
+        # 1. Disease labels: the LLM's, the rule-based classifier's as fallback and second opinion.
+        label_results = _complete(
+            chats,
+            config.labeler_spec,
+            _label_requests(notes, prompts["disease_label"], config),
+            "disease_label",
+        )
+        usage["disease_label"] += label_results
+        vocabulary = default_vocabulary()
+        rule_labels = vocabulary.classify_records([n.title for n in notes], [n.note for n in notes])
+        patients: list[PatientState] = []
+        skipped: dict[str, list[str]] = {}
+        label_failures = 0
+        for note, result, rule in zip(notes, label_results, rule_labels):
+            llm = result.parsed["category"] if result.ok else None
+            label_failures += llm is None
+            disease = llm or rule
+            if disease is None:
+                skipped.setdefault(SKIP_NO_LABEL, []).append(note.patient_id)
+                continue
+            slots = [Slot(t, i) for t in QA_TYPES for i in range(config.qa_per_type)]
+            patients.append(PatientState(note, disease, "llm" if llm else "rule", rule, llm, slots))
+
+        # 2-3. Generation, checks and the panel, round by round (round 0, then the regenerations).
+        panel = config.judge_specs
+        regenerated_slots: dict[int, int] = {}
+        for round_number in range(config.max_regenerations + 1):
+            todo = [patient for patient in patients if patient.pending]
+            if not todo:
+                break
+            if round_number:
+                regenerated_slots[round_number] = sum(len(p.pending) for p in todo)
+            requests = [_qa_request(p, prompts["qa_generation"], config, round_number) for p in todo]
+            qa_results = _complete(chats, config.generator, requests, "qa_generation")
+            usage["qa_generation"] += qa_results
+            to_judge: list[tuple[PatientState, list[dict]]] = []
+            for patient, result in zip(todo, qa_results):
+                pending = patient.pending
+                if not result.ok:
+                    for slot in pending:
+                        slot.last_failure = SKIP_GENERATION
+                        slot.tries.append({"round": round_number, "qa": None, "error": result.error})
+                    continue
+                produced = {t: list(result.parsed[t]) for t in QA_TYPES}
+                note_words = set(words(patient.note.note))
+                questions = {" ".join(words(s.qa["question"])) for s in patient.slots if s.qa is not None}
+                candidates = []
+                for slot in pending:
+                    qa = produced[slot.qa_type].pop(0)
+                    failed = check_qa(qa, slot.qa_type, note_words, questions, config.min_groundedness)
+                    questions.add(" ".join(words(str(qa.get("question", "")))))
+                    attempt = {
+                        "round": round_number,
+                        "qa": qa,
+                        "groundedness": round(groundedness(str(qa.get("answer", "")), note_words), 4),
+                        "checks_failed": failed,
+                    }
+                    slot.tries.append(attempt)
+                    if failed:
+                        slot.last_failure = SKIP_CHECKS
+                    else:
+                        candidates.append({"slot": slot, "qa_type": slot.qa_type, "qa": qa, "try": attempt})
+                if candidates:
+                    to_judge.append((patient, candidates))
+            if not to_judge:
+                continue
+            # Judges that share a spec go in one request list, so a server batches them all at once.
+            judge_results: list[list[ChatResult]] = [[] for _ in panel]
+            judges_by_spec: dict[str, list[int]] = {}
+            for judge_index, spec in enumerate(panel):
+                judges_by_spec.setdefault(spec, []).append(judge_index)
+            for spec, judge_indices in judges_by_spec.items():
+                requests = [
+                    _judge_request(p, c, prompts["judge"], config, judge_index)
+                    for judge_index in judge_indices
+                    for p, c in to_judge
+                ]
+                results = _complete(chats, spec, requests, "judge")
+                usage["judge"] += results
+                for k, judge_index in enumerate(judge_indices):
+                    judge_results[judge_index] = results[k * len(to_judge) : (k + 1) * len(to_judge)]
+            for position, (patient, candidates) in enumerate(to_judge):
+                answers = [judge_results[j][position] for j in range(len(panel))]
+                if patient.label_votes is None:
+                    patient.label_votes = [a.parsed["label_supported"] if a.ok else None for a in answers]
+                for number, candidate in enumerate(candidates):
+                    votes = [a.parsed["ratings"][number] if a.ok else None for a in answers]
+                    valid = [None if v is None else all(v[c] for c in CRITERIA) for v in votes]
+                    candidate["try"]["votes"] = votes
+                    candidate["try"]["valid"] = _majority(valid, len(panel))
+                    if candidate["try"]["valid"]:
+                        candidate["slot"].qa = candidate["qa"]
+                    else:
+                        candidate["slot"].last_failure = SKIP_PANEL
+    finally:
+        chats.close()
+
+    kept = []
+    for patient in patients:
+        if patient.pending:
+            reason = patient.pending[0].last_failure or SKIP_GENERATION
+            skipped.setdefault(reason, []).append(patient.note.patient_id)
+        else:
+            kept.append(patient)
+
+    keywords = vocabulary.record_keywords([p.note.title for p in kept], [p.note.note for p in kept])
+    notes_table = pa.table(
+        {
+            "patient_id": [p.note.patient_id for p in kept],
+            "title": [p.note.title for p in kept],
+            "note": [p.note.note for p in kept],
+            "disease": [p.disease for p in kept],
+            "disease_keywords": keywords,
+            "age": [p.note.age for p in kept],
+            "sex": [p.note.sex for p in kept],
+        },
+        schema=NOTES_SCHEMA,
+    )
+    qa_rows = [
+        (f"{p.note.patient_id}-{slot.qa_id_suffix}", p.note.patient_id, p.disease, slot.qa_type, slot.qa)
+        for p in kept
+        for slot in p.slots
+    ]
+    qa_table = pa.table(
+        {
+            "qa_id": [row[0] for row in qa_rows],
+            "patient_id": [row[1] for row in qa_rows],
+            "disease": [row[2] for row in qa_rows],
+            "qa_type": [row[3] for row in qa_rows],
+            "question": [str(row[4]["question"]).strip() for row in qa_rows],
+            "answer": [str(row[4]["answer"]).strip() for row in qa_rows],
+        },
+        schema=QA_SCHEMA,
+    )
+    report = construction_report(
+        all_notes=len(all_notes),
+        used=notes,
+        patients=patients,
+        kept=kept,
+        skipped=skipped,
+        label_failures=label_failures,
+        regenerated_slots=regenerated_slots,
+        config=config,
+        prompts=prompts,
+        usage=usage,
+    )
+    return Construction(
+        notes=notes_table,
+        qa=qa_table,
+        skipped={reason: sorted(ids) for reason, ids in skipped.items()},
+        report=report,
+        calls=chats.calls,
+        cache_hits=chats.cache_hits,
+        seconds=time.perf_counter() - started,
+    )
+
+
+def _share(numerator: int, denominator: int) -> float | None:
+    return round(numerator / denominator, 4) if denominator else None
+
+
+_TRY_FIELDS = ("round", "groundedness", "checks_failed", "votes", "valid", "error")
+
+
+def _try_summary(attempt: dict) -> dict:
+    """One candidate QA in the report: its round, checks, groundedness and votes (not its text)."""
+    return {key: attempt[key] for key in _TRY_FIELDS if key in attempt}
+
+
+def construction_report(
+    *, all_notes, used, patients, kept, skipped, label_failures, regenerated_slots, config, prompts, usage
+) -> dict:
+    """The construction report: JSON-ready and deterministic (no times or run counters), so a rerun writes
+    the same."""
+    panel = config.judge_specs
+    judged = [t for p in patients for s in p.slots for t in s.tries if "votes" in t]
+    checked = [t for p in patients for s in p.slots for t in s.tries if t.get("qa") is not None]
+    label_voted = [p for p in patients if p.label_votes is not None]
+    failed_checks: dict[str, int] = {}
+    for attempt in checked:
+        for check in attempt["checks_failed"]:
+            failed_checks[check] = failed_checks.get(check, 0) + 1
+
+    # κ over the items every judge answered: a failed request is a missing rating, not a vote.
+    def complete_rows(rows):
+        return [row for row in rows if None not in row]
+
+    qa_valid_votes = complete_rows(
+        [[None if v is None else all(v[c] for c in CRITERIA) for v in t["votes"]] for t in judged]
+    )
+    kappa = {
+        "qa_valid": fleiss_kappa_of_votes(qa_valid_votes),
+        "label_supported": fleiss_kappa_of_votes(complete_rows([p.label_votes for p in label_voted])),
+    }
+    for criterion in CRITERIA:
+        kappa[criterion] = fleiss_kappa_of_votes(
+            complete_rows([[None if v is None else v[criterion] for v in t["votes"]] for t in judged])
+        )
+    kappa = {name: None if value is None else round(value, 4) for name, value in kappa.items()}
+    per_judge = []
+    for j, spec in enumerate(panel):
+        answered = [t["votes"][j] for t in judged if t["votes"][j] is not None]
+        labels = [p.label_votes[j] for p in label_voted if p.label_votes[j] is not None]
+        majority = [t["valid"] for t in judged if t["votes"][j] is not None]
+        own = [all(v[c] for c in CRITERIA) for v in answered]
+        per_judge.append(
+            {
+                "judge": j + 1,
+                "model": public_spec(spec),
+                "qa_rated": len(answered),
+                "qa_missing": len(judged) - len(answered),
+                "qa_valid": _share(sum(own), len(own)),
+                **{
+                    criterion: _share(sum(v[criterion] for v in answered), len(answered))
+                    for criterion in CRITERIA
+                },
+                "labels_supported": _share(sum(labels), len(labels)),
+                "agreement_with_majority": _share(sum(a == m for a, m in zip(own, majority)), len(own)),
+            }
+        )
+    disagreements = [
+        {"patient_id": p.note.patient_id, "llm": p.llm_label, "rule": p.rule_label}
+        for p in patients
+        if p.llm_label and p.rule_label and p.llm_label != p.rule_label
+    ]
+    both = sum(1 for p in patients if p.llm_label and p.rule_label)
+    tokens = {}
+    for stage, results in usage.items():
+        summary = summarize_usage(results)
+        tokens[stage] = {
+            "requests": summary.requests,
+            "failed": summary.failed,
+            "attempts": summary.attempts,
+            "prompt_tokens": summary.prompt_tokens,
+            "completion_tokens": summary.completion_tokens,
+        }
+    qa_details = [
+        {
+            "qa_id": f"{p.note.patient_id}-{s.qa_id_suffix}",
+            "patient_id": p.note.patient_id,
+            "qa_type": s.qa_type,
+            "accepted": s.qa is not None,
+            "tries": [_try_summary(t) for t in s.tries],
+            "groundedness": next((t["groundedness"] for t in reversed(s.tries) if "groundedness" in t), None),
+        }
+        for p in patients
+        for s in p.slots
+    ]
+    return {
+        "notes": {"in_file": all_notes, "used": len(used), "sample": config.sample, "kept": len(kept)},
+        "models": {
+            "labeler": public_spec(config.labeler_spec),
+            "generator": public_spec(config.generator),
+            "judges": [public_spec(spec) for spec in panel],
+        },
+        "prompts": {
+            name: {
+                "version": p.version,
+                "file": "builtin" if p.source == "builtin" else Path(p.source).name,
+                "sha256": p.sha256,
+            }
+            for name, p in prompts.items()
+        },
+        "settings": {
+            "qa_per_type": config.qa_per_type,
+            "max_regenerations": config.max_regenerations,
+            "min_groundedness": config.min_groundedness,
+            "note_chars": config.note_chars,
+            "opening_chars": config.opening_chars,
+            "seed": config.seed,
+            "regeneration_temperature": config.regeneration_temperature,
+            "judge_temperature": config.judge_temperature,
+        },
+        "labels": {
+            "llm": sum(p.label_source == "llm" for p in patients),
+            "rule_fallback": sum(p.label_source == "rule" for p in patients),
+            "llm_failed": label_failures,
+            "none": len(skipped.get(SKIP_NO_LABEL, [])),
+            "both_available": both,
+            "disagreements": len(disagreements),
+            "agreement_with_rule": _share(both - len(disagreements), both),
+            "disagreement_list": disagreements,
+        },
+        "panel": {
+            "judges": len(panel),
+            "labels_supported": {
+                "ours": _share(
+                    sum(_majority(p.label_votes, len(panel)) for p in label_voted), len(label_voted)
+                ),
+                "paper": PAPER_LABELS_SUPPORTED,
+                "n": len(label_voted),
+            },
+            "qa_valid": {
+                "ours": _share(sum(t["valid"] for t in judged), len(judged)),
+                "paper": PAPER_QA_VALID,
+                "n": len(judged),
+            },
+            "fleiss_kappa": kappa,
+            "kappa_items": {
+                "qa": len(qa_valid_votes),
+                "labels": len(complete_rows([p.label_votes for p in label_voted])),
+            },
+            "per_judge": per_judge,
+        },
+        "qa": {
+            "generated": len(checked),
+            "generation_failures": sum(
+                1 for p in patients for s in p.slots for t in s.tries if t.get("qa") is None
+            ),
+            "failed_checks": dict(sorted(failed_checks.items())),
+            "passed_checks": sum(not t["checks_failed"] for t in checked),
+            "judged": len(judged),
+            "rejected_by_panel": sum(not t["valid"] for t in judged),
+            "regenerated_slots": {str(k): v for k, v in regenerated_slots.items()},
+            "mean_groundedness": _share(sum(t["groundedness"] for t in checked), len(checked) or 0),
+            "accepted": sum(s.qa is not None for p in kept for s in p.slots),
+        },
+        "skips": {reason: len(ids) for reason, ids in sorted(skipped.items())},
+        "tokens": tokens,
+        "qa_details": qa_details,
+    }

@@ -1,0 +1,118 @@
+"""A study folder's results: one row per (stage × population × QA type) holding the summary values.
+
+Rows come from ``baseline/<forget>/eval/summary.json`` (method ``finetuned``: the model before unlearning)
+and ``cells/<cell>/eval/summary.json``. Each row keeps its stage's ``eval_dir`` and ``model_dir`` (absolute
+paths), so per-example tables can be read later (bootstrap intervals, figures). Values that are not per
+population (MIA, privleak, forget quality) go in ``results.json``'s ``stages`` list.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from medunlearn.errors import MissingInputError
+from medunlearn.study.grid import forget_parts
+
+BASELINE_METHOD = "finetuned"
+
+
+def _stages(study_dir: Path, state: dict) -> list[dict]:
+    grid = state["grid"]
+    stages = []
+    for baseline in grid["baselines"]:
+        stages.append(
+            {
+                "stage": baseline["name"],
+                "kind": "baseline",
+                "label": BASELINE_METHOD,
+                "method": BASELINE_METHOD,
+                "forget_config": baseline["forget"],
+                "seed": None,
+                "fingerprint": baseline["fingerprint"],
+                "folder": f"baseline/{baseline['forget']}",
+                "model_dir": str(study_dir / "finetune" / "model"),
+            }
+        )
+    for cell in grid["cells"]:
+        stages.append(
+            {
+                "stage": cell["name"],
+                "kind": "cell",
+                "label": cell["label"],
+                "method": cell["method"],
+                "forget_config": cell["forget"],
+                "seed": cell["seed"],
+                "fingerprint": cell["fingerprint"],
+                "folder": f"cells/{cell['name']}",
+                "model_dir": str(study_dir / "cells" / cell["name"] / "model"),
+            }
+        )
+    return stages
+
+
+def _scalar(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def collect_results(study_dir: str | Path) -> dict:
+    """Write ``results.parquet`` and ``results.json`` for the finished stages of ``study_dir``; returns
+    ``{"rows": [...], "stages": [...], "missing": [...]}`` (``missing``: stages without a summary yet)."""
+    import pandas as pd
+
+    study_dir = Path(study_dir)
+    if not (study_dir / "study.json").is_file():
+        raise MissingInputError(f"{study_dir} has no study.json: not a study folder")
+    state = json.loads((study_dir / "study.json").read_text())
+    rows, stages, missing = [], [], []
+    for stage in _stages(study_dir, state):
+        eval_dir = study_dir / stage.pop("folder") / "eval"
+        done = eval_dir.parent / "done.json"
+        summary_path = eval_dir / "summary.json"
+        if not (
+            done.is_file()
+            and summary_path.is_file()
+            and json.loads(done.read_text()).get("fingerprint") == stage["fingerprint"]
+        ):
+            missing.append(stage["stage"])
+            continue
+        summary = json.loads(summary_path.read_text())
+        common = {
+            "study": state["name"],
+            **stage,
+            **forget_parts(stage["forget_config"]),
+            "eval_dir": str(eval_dir),
+        }
+        extras = {
+            k: v for k, v in summary.items() if k not in ("populations", "models", "name", "forget_config")
+        }
+        stages.append({**common, **extras})
+        for population, by_type in summary.get("populations", {}).items():
+            for qa_type, values in by_type.items():
+                if not isinstance(values, dict):
+                    continue
+                row = {**common, "population": population, "qa_type": qa_type}
+                row.update({k: _scalar(v) for k, v in values.items() if _scalar(v) is not None or v is None})
+                rows.append(row)
+    table = pd.DataFrame(rows)
+    table.to_parquet(study_dir / "results.parquet", index=False)
+    payload = {
+        "study": state["name"],
+        "study_dir": str(study_dir.resolve()),
+        "rows": rows,
+        "stages": stages,
+        "missing": missing,
+    }
+    (study_dir / "results.json").write_text(json.dumps(payload, indent=2, default=str))
+    return payload
+
+
+def metric(results: dict, stage: str, population: str, key: str, qa_type: str = "all"):
+    """One value of ``results`` (what :func:`collect_results` returned), or ``None``."""
+    for row in results["rows"]:
+        if row["stage"] == stage and row["population"] == population and row["qa_type"] == qa_type:
+            return row.get(key)
+    return None

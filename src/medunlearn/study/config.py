@@ -1,0 +1,275 @@
+"""The study file (``STUDY.yaml``) as dataclasses, read and checked with errors naming the file and the key.
+
+A study file::
+
+    name: mini                                  # optional; defaults to the file's stem
+    model:                                      # ModelArguments fields
+      model_name_or_path: tiny-llama
+      tiny_vocab_size: 600
+    data:                                       # exactly one of `path` or `build`
+      build: {source: synthetic, patients: 40, seed: 0}   # medunlearn.build_amnesia options
+      # path: amnesia/                          # an AMNESIA folder (relative to the study file)
+    finetune:
+      notes_epochs: 1.0
+      qa_epochs: 8.0
+      sft: {learning_rate: 5.0e-3, per_device_train_batch_size: 16, seed: 0}   # SFTConfig fields
+    methods:                                    # label -> config fields over the paper defaults
+      grad_diff: {learning_rate: 5.0e-4, max_steps: 2}
+      gd_fast: {method: grad_diff, learning_rate: 1.0e-3}   # `method:` when the label is not the method
+    forget: [forget_5, forget_10, disease_cancer_forget_5]
+    seeds: [0]                                  # each seed is the method config's `seed`
+    evaluation:
+      runner: {max_new_tokens: 8, batch_size: 16}           # RunnerConfig fields
+      populations: {max_retain_patients: 10, seed: 0}       # PopulationConfig fields
+      embedding_similarity: false
+    slurm: {timeout_min: 240, gpus_per_node: 1}             # submitit parameters (--executor slurm)
+
+Only the shape is checked here (no torch import): :func:`medunlearn.study.grid.validate_study` also resolves
+every method config and checks the forget configs against the data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from medunlearn.errors import MedunlearnError, MissingInputError
+
+FORGET_PATTERN = re.compile(r"^(disease_[a-z0-9_]+_)?forget_\d+$")
+TOP = "<top level>"
+TOP_LEVEL = ("name", "model", "data", "finetune", "methods", "forget", "seeds", "evaluation", "slurm")
+
+
+class StudyConfigError(MedunlearnError, ValueError):
+    """A study file's key is missing, unknown or has a bad value; the message names the file and the key."""
+
+
+@dataclass
+class DataSpec:
+    """Where the AMNESIA data comes from: an existing folder (``path``) or ``build_amnesia`` options
+    (``build``)."""
+
+    path: str | None = None
+    build: dict[str, Any] | None = None
+
+
+@dataclass
+class FinetuneSpec:
+    """The one fine-tune of the study: ``FinetuneArguments`` epochs and ``SFTConfig`` fields."""
+
+    notes_epochs: float = 1.0
+    qa_epochs: float = 3.0
+    sft: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class MethodSpec:
+    """One row of the grid's method axis: a label, the method (stem or alias) and its config fields."""
+
+    label: str
+    method: str
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class EvaluationSpec:
+    """``RunnerConfig`` and ``PopulationConfig`` fields and ``evaluate_unlearning``'s similarity option."""
+
+    runner: dict[str, Any] = field(default_factory=dict)
+    populations: dict[str, Any] = field(default_factory=dict)
+    embedding_similarity: bool = False
+
+
+@dataclass
+class StudyConfig:
+    """A parsed study file (see the module docstring for the format)."""
+
+    name: str
+    source: str  # the file it was read from (named in errors)
+    model: dict[str, Any]
+    data: DataSpec
+    finetune: FinetuneSpec
+    methods: list[MethodSpec]
+    forget: list[str]
+    seeds: list[int]
+    evaluation: EvaluationSpec
+    slurm: dict[str, Any] = field(default_factory=dict)
+
+    def error(self, key: str, message: str) -> StudyConfigError:
+        return StudyConfigError(f"{self.source}: key '{key}': {message}")
+
+    def data_path(self) -> Path | None:
+        """``data.path`` resolved against the study file's folder (``None`` when the data is built)."""
+        if self.data.path is None:
+            return None
+        path = Path(self.data.path).expanduser()
+        return path if path.is_absolute() else (Path(self.source).resolve().parent / path)
+
+
+def _fail(source: str, key: str, message: str) -> StudyConfigError:
+    return StudyConfigError(f"{source}: key '{key}': {message}")
+
+
+def _mapping(source: str, key: str, value, allowed: tuple[str, ...] | None = None) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _fail(source, key, f"must be a mapping, got {type(value).__name__}")
+    if allowed is not None:
+        unknown = sorted(set(value) - set(allowed))
+        if unknown:
+            where = unknown[0] if key == TOP else f"{key}.{unknown[0]}"
+            raise _fail(source, where, f"unknown key; allowed: {', '.join(allowed)}")
+    return dict(value)
+
+
+def _dataclass_fields(source: str, key: str, values: dict, cls) -> dict:
+    """Check that ``values`` are fields of the dataclass ``cls``; returns them."""
+    names = [f.name for f in dataclasses.fields(cls)]
+    for name in values:
+        if name not in names:
+            raise _fail(source, f"{key}.{name}", f"not a field of {cls.__name__}; fields: {', '.join(names)}")
+    return values
+
+
+def parse_study(raw: dict, source: str = "<study>") -> StudyConfig:
+    """A :class:`StudyConfig` from a loaded YAML mapping; ``source`` names the file in errors."""
+    from medunlearn.evaluation.populations import PopulationConfig
+    from medunlearn.evaluation.runner import RunnerConfig
+    from medunlearn.models import ModelArguments
+
+    raw = _mapping(source, TOP, raw, TOP_LEVEL)
+    for required in ("model", "data", "methods", "forget"):
+        if raw.get(required) is None:
+            raise _fail(source, required, "is required")
+
+    model = raw["model"]
+    if isinstance(model, str):
+        model = {"model_name_or_path": model}
+    model = _dataclass_fields(source, "model", _mapping(source, "model", model), ModelArguments)
+    if not isinstance(model.get("model_name_or_path"), str):
+        raise _fail(source, "model.model_name_or_path", "is required (a folder, Hub id or built-in name)")
+
+    data_raw = _mapping(source, "data", raw["data"], ("path", "build"))
+    if ("path" in data_raw) == ("build" in data_raw):
+        raise _fail(source, "data", "give exactly one of 'path' (an AMNESIA folder) or 'build' (its options)")
+    if "path" in data_raw and not isinstance(data_raw["path"], str):
+        raise _fail(source, "data.path", "must be a string")
+    data = DataSpec(
+        path=data_raw.get("path"),
+        build=_mapping(source, "data.build", data_raw["build"]) if "build" in data_raw else None,
+    )
+    if data.build is not None:
+        import inspect
+
+        from medunlearn.amnesia.build import build_contents
+
+        options = list(inspect.signature(build_contents).parameters)
+        for name in data.build:
+            if name not in options:
+                raise _fail(source, f"data.build.{name}", f"not a build_amnesia option; options: {options}")
+
+    ft_raw = _mapping(source, "finetune", raw.get("finetune"), ("notes_epochs", "qa_epochs", "sft"))
+    finetune = FinetuneSpec(sft=_mapping(source, "finetune.sft", ft_raw.get("sft")))
+    for key in ("notes_epochs", "qa_epochs"):
+        if key in ft_raw:
+            value = ft_raw[key]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise _fail(source, f"finetune.{key}", f"must be a number >= 0, got {value!r}")
+            setattr(finetune, key, float(value))
+
+    methods_raw = _mapping(source, "methods", raw["methods"])
+    if not methods_raw:
+        raise _fail(source, "methods", "names no method")
+    methods = []
+    for label, fields in methods_raw.items():
+        if not isinstance(label, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", label):
+            raise _fail(source, f"methods.{label}", "a label is letters, digits, '_', '.' and '-' only")
+        fields = _mapping(source, f"methods.{label}", fields)
+        method = fields.pop("method", label)
+        if not isinstance(method, str):
+            raise _fail(source, f"methods.{label}.method", "must be a method name")
+        for reserved in ("output_dir", "seed"):
+            if reserved in fields:
+                raise _fail(
+                    source, f"methods.{label}.{reserved}", "is set by the study (cells folder, `seeds`)"
+                )
+        methods.append(MethodSpec(label, method, fields))
+
+    forget = raw["forget"]
+    if isinstance(forget, str):
+        forget = [forget]
+    if not isinstance(forget, list) or not forget:
+        raise _fail(source, "forget", "must be a non-empty list of forget configs")
+    for index, name in enumerate(forget):
+        if not isinstance(name, str) or not FORGET_PATTERN.match(name):
+            raise _fail(
+                source, f"forget[{index}]", f"{name!r} is not a forget config (forget_X, disease_D_forget_X)"
+            )
+    if len(set(forget)) != len(forget):
+        raise _fail(source, "forget", "lists a config twice")
+
+    seeds = raw.get("seeds", [0])
+    if isinstance(seeds, int) and not isinstance(seeds, bool):
+        seeds = [seeds]
+    if (
+        not isinstance(seeds, list)
+        or not seeds
+        or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)
+    ):
+        raise _fail(source, "seeds", f"must be a non-empty list of integers, got {seeds!r}")
+    if len(set(seeds)) != len(seeds):
+        raise _fail(source, "seeds", "lists a seed twice")
+
+    ev_raw = _mapping(
+        source, "evaluation", raw.get("evaluation"), ("runner", "populations", "embedding_similarity")
+    )
+    runner = _dataclass_fields(
+        source, "evaluation.runner", _mapping(source, "evaluation.runner", ev_raw.get("runner")), RunnerConfig
+    )
+    runner.pop("progress", None)  # a display option: never part of a result
+    if runner.get("stop_after_batches") is not None:
+        raise _fail(source, "evaluation.runner.stop_after_batches", "a study evaluates every batch")
+    populations = _dataclass_fields(
+        source,
+        "evaluation.populations",
+        _mapping(source, "evaluation.populations", ev_raw.get("populations")),
+        PopulationConfig,
+    )
+    embedding = ev_raw.get("embedding_similarity", False)
+    if not isinstance(embedding, bool):
+        raise _fail(source, "evaluation.embedding_similarity", "must be true or false")
+    evaluation = EvaluationSpec(runner, populations, embedding)
+
+    name = raw.get("name") or Path(source).stem
+    if not isinstance(name, str):
+        raise _fail(source, "name", "must be a string")
+    return StudyConfig(
+        name=name,
+        source=source,
+        model=model,
+        data=data,
+        finetune=finetune,
+        methods=methods,
+        forget=list(forget),
+        seeds=list(seeds),
+        evaluation=evaluation,
+        slurm=_mapping(source, "slurm", raw.get("slurm")),
+    )
+
+
+def load_study(path: str | Path) -> StudyConfig:
+    """Read and check a study file (shape only; see :func:`medunlearn.study.grid.validate_study`)."""
+    path = Path(path)
+    if not path.is_file():
+        raise MissingInputError(f"study file {path} does not exist")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        raise StudyConfigError(f"{path}: not valid YAML: {error}") from None
+    return parse_study(raw, str(path))

@@ -1,0 +1,275 @@
+"""The study's grid: the fine-tune stage, one baseline evaluation per forget config, and the cells
+(method × forget config × seed), each with a fingerprint of everything that determines its result.
+
+Fingerprints chain: data → fine-tune (model arguments, fine-tune settings) → baseline (forget config,
+evaluation settings) and cell (method and its *resolved* config — paper defaults included, so a changed
+default reruns the cells it affects — forget config, seed, evaluation settings). A stage whose stored
+fingerprint matches is skipped; any other is run again from scratch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from medunlearn.study.config import StudyConfig
+
+# Config fields that change how a run is shown or where it is written, never its result.
+PRESENTATION_FIELDS = re.compile(
+    r"^(output_dir|logging_dir|logging_.*|log_.*|disable_tqdm|run_name|report_to|push_to_hub|hub_.*|"
+    r"save_.*|overwrite_output_dir|dataloader_num_workers|dataloader_persistent_workers|project|trackio_.*)$"
+)
+
+
+def fingerprint(value: Any) -> str:
+    """The first 16 hex digits of the SHA-256 of ``value`` as canonical JSON."""
+    text = json.dumps(value, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def folder_fingerprint(folder: Path) -> str:
+    """SHA-256 over the relative paths and bytes of every file under ``folder`` (an AMNESIA folder)."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")):
+        digest.update(str(path.relative_to(folder)).encode() + b"\0")
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()[:16]
+
+
+def data_fingerprint(study: StudyConfig) -> str:
+    """Built data: the build options (the build is seeded and deterministic); a folder: its contents."""
+    if study.data.build is not None:
+        from medunlearn import __version__
+
+        return fingerprint({"build": study.data.build, "medunlearn": __version__})
+    return folder_fingerprint(study.data_path())
+
+
+def finetune_fingerprint(study: StudyConfig, data_fp: str) -> str:
+    return fingerprint({"data": data_fp, "model": study.model, "finetune": asdict(study.finetune)})
+
+
+def evaluation_settings(study: StudyConfig) -> dict:
+    return asdict(study.evaluation)
+
+
+def resolved_method_config(method: str, fields: dict, seed: int) -> dict:
+    """The method config a cell trains with (paper defaults < the study's fields < the seed), as a dict
+    without the fields that only affect display or paths."""
+    from medunlearn.unlearn.run import make_method_config
+
+    config = make_method_config(method, "unused", **cell_fields(fields, seed))
+    return {k: v for k, v in config.to_dict().items() if not PRESENTATION_FIELDS.match(k)}
+
+
+def cell_fields(fields: dict, seed: int) -> dict:
+    """The fields a cell passes to ``make_method_config``: the study's, the seed, and no progress bars."""
+    return {**fields, "seed": seed, "disable_tqdm": True}
+
+
+def forget_parts(forget: str) -> dict:
+    """``disease_cancer_forget_10`` → split ``disease``, disease ``cancer``, size 10."""
+    match = re.fullmatch(r"(?:disease_(?P<disease>.+)_)?forget_(?P<size>\d+)", forget)
+    disease = match["disease"] if match else None
+    return {
+        "split": "disease" if disease else "random",
+        "disease": disease,
+        "forget_size": int(match["size"]) if match else None,
+    }
+
+
+@dataclass
+class Baseline:
+    """The fine-tuned model evaluated on one forget config (the "no unlearning" row); it also writes the
+    before-model outputs every cell of that forget config reads (``before_outputs``)."""
+
+    forget: str
+    fingerprint: str
+
+    @property
+    def name(self) -> str:
+        return f"finetuned-{self.forget}"
+
+    @property
+    def folder(self) -> str:
+        return f"baseline/{self.forget}"
+
+    @property
+    def before_outputs(self) -> str:
+        return f"{self.folder}/before_outputs"
+
+
+@dataclass
+class Cell:
+    """One (method, forget config, seed) of the grid."""
+
+    label: str  # the study's name for the method entry
+    method: str  # the method-table stem
+    forget: str
+    seed: int
+    fields: dict = field(default_factory=dict)  # the study's fields (the seed is added at run time)
+    config: dict = field(default_factory=dict)  # the resolved method config (fingerprinted)
+    fingerprint: str = ""
+
+    @property
+    def name(self) -> str:
+        return f"{self.label}-{self.forget}-s{self.seed}"
+
+    @property
+    def folder(self) -> str:
+        return f"cells/{self.name}"
+
+
+@dataclass
+class Grid:
+    data_fingerprint: str
+    finetune_fingerprint: str
+    baselines: list[Baseline]
+    cells: list[Cell]
+
+    def to_json(self) -> dict:
+        return {
+            "data_fingerprint": self.data_fingerprint,
+            "finetune_fingerprint": self.finetune_fingerprint,
+            "baselines": [
+                {"name": b.name, "forget": b.forget, "fingerprint": b.fingerprint} for b in self.baselines
+            ],
+            "cells": [
+                {
+                    "name": c.name,
+                    "label": c.label,
+                    "method": c.method,
+                    "forget": c.forget,
+                    "seed": c.seed,
+                    "fields": c.fields,
+                    "fingerprint": c.fingerprint,
+                }
+                for c in self.cells
+            ],
+        }
+
+
+def build_grid(study: StudyConfig, data_fp: str) -> Grid:
+    """Every stage of ``study`` with its fingerprint (resolves each method config: imports the trainers)."""
+    from medunlearn.unlearn.methods import resolve_method
+
+    finetune_fp = finetune_fingerprint(study, data_fp)
+    evaluation = evaluation_settings(study)
+    baselines = [
+        Baseline(forget, fingerprint({"finetune": finetune_fp, "forget": forget, "evaluation": evaluation}))
+        for forget in study.forget
+    ]
+    cells = []
+    for entry in study.methods:
+        stem = resolve_method(entry.method).stem
+        for forget in study.forget:
+            for seed in study.seeds:
+                config = _resolve(study, entry, seed)
+                cell = Cell(entry.label, stem, forget, seed, dict(entry.fields), config)
+                cell.fingerprint = fingerprint(
+                    {
+                        "finetune": finetune_fp,
+                        "method": stem,
+                        "config": config,
+                        "forget": forget,
+                        "seed": seed,
+                        "evaluation": evaluation,
+                    }
+                )
+                cells.append(cell)
+    return Grid(data_fp, finetune_fp, baselines, cells)
+
+
+def _resolve(study: StudyConfig, entry, seed: int) -> dict:
+    import dataclasses
+
+    from medunlearn.errors import MedunlearnError
+    from medunlearn.unlearn.methods import resolve_method
+
+    try:
+        config_class, _ = resolve_method(entry.method).load()
+    except MedunlearnError as error:
+        raise study.error(f"methods.{entry.label}.method", str(error)) from None
+    names = {f.name for f in dataclasses.fields(config_class)}
+    for name in entry.fields:
+        if name not in names:
+            raise study.error(f"methods.{entry.label}.{name}", f"not a field of {config_class.__name__}")
+    import contextlib
+    import io
+
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured):  # TRL's parser prints its usage before exiting
+            return resolved_method_config(entry.method, entry.fields, seed)
+    except MedunlearnError as error:
+        raise study.error(f"methods.{entry.label}", str(error)) from None
+    except SystemExit:  # a value the field's type rejects: argparse's own message names the field
+        message = (captured.getvalue().strip().splitlines() or ["invalid value"])[-1]
+        raise study.error(f"methods.{entry.label}", message.split("error: ", 1)[-1]) from None
+
+
+def validate_study(study: StudyConfig, data_dir: Path | None = None) -> Grid | None:
+    """Check what the file's shape cannot tell: every method and its fields (resolved with
+    ``make_method_config``), the ``sft`` fields, and, when the data folder exists, that it has every forget
+    config. Returns the grid when the data fingerprint can be computed (a folder, or build options)."""
+    from medunlearn.errors import MedunlearnError
+    from medunlearn.unlearn.methods import resolve_method
+
+    for entry in study.methods:
+        try:
+            resolve_method(entry.method)
+        except MedunlearnError as error:
+            raise study.error(f"methods.{entry.label}.method", str(error)) from None
+    _check_sft_fields(study)
+    if study.data.build is not None:
+        _check_build_forget(study)
+    folder = data_dir if data_dir is not None else study.data_path()
+    if folder is not None and (folder / "README.md").is_file():
+        card = (folder / "README.md").read_text()
+        for index, forget in enumerate(study.forget):
+            if f"config_name: {forget}\n" not in card:
+                raise study.error(f"forget[{index}]", f"{folder} has no config {forget!r}")
+    elif study.data.path is not None:
+        from medunlearn.errors import MissingInputError
+
+        raise MissingInputError(f"{study.source}: key 'data.path': {folder} is not an AMNESIA folder")
+    return build_grid(study, data_fingerprint(study)) if folder is None or folder.is_dir() else None
+
+
+def _check_sft_fields(study: StudyConfig) -> None:
+    import dataclasses
+
+    from trl import SFTConfig
+
+    names = {f.name for f in dataclasses.fields(SFTConfig)}
+    for name in study.finetune.sft:
+        if name not in names:
+            raise study.error(f"finetune.sft.{name}", "not a field of SFTConfig")
+        if name in ("output_dir", "num_train_epochs"):
+            raise study.error(f"finetune.sft.{name}", "is set by the study (notes_epochs, qa_epochs)")
+
+
+def _check_build_forget(study: StudyConfig) -> None:
+    from medunlearn.ontology.amnesia import DISEASE_LEVEL_DEFAULT, DISEASES
+
+    diseases = tuple(study.data.build.get("disease_level", DISEASE_LEVEL_DEFAULT))
+    percentages = tuple(study.data.build.get("forget_percentages", (5, 10, 15, 20, 25)))
+    for index, forget in enumerate(study.forget):
+        parts = forget_parts(forget)
+        if parts["forget_size"] not in percentages:
+            raise study.error(
+                f"forget[{index}]", f"{forget}: {parts['forget_size']}% is not built {percentages}"
+            )
+        if parts["disease"] is not None and (
+            parts["disease"] not in diseases or parts["disease"] not in DISEASES
+        ):
+            raise study.error(
+                f"forget[{index}]",
+                f"{forget}: disease {parts['disease']!r} is not built ({', '.join(diseases)})",
+            )

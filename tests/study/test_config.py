@@ -1,0 +1,109 @@
+"""Study files: named errors (file, key) for every bad key, before anything runs."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from medunlearn.errors import MedunlearnError
+from medunlearn.study.config import StudyConfigError, load_study, parse_study
+from medunlearn.study.grid import build_grid, forget_parts, validate_study
+
+REPO = Path(__file__).resolve().parents[2]
+MINI = yaml.safe_load((REPO / "recipes" / "studies" / "mini.yaml").read_text())
+
+
+def with_change(path: list, value):
+    raw = yaml.safe_load(yaml.safe_dump(MINI))
+    target = raw
+    for key in path[:-1]:
+        target = target[key]
+    if value is KeyError:
+        del target[path[-1]]
+    else:
+        target[path[-1]] = value
+    return raw
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "key"),
+    [
+        (["methodz"], {}, "methodz"),
+        (["model"], KeyError, "model"),
+        (["model", "lora_rank"], 8, "model.lora_rank"),
+        (["data", "path"], "x", "data"),
+        (["data", "build", "patient"], 3, "data.build.patient"),
+        (["finetune", "qa_epochs"], "many", "finetune.qa_epochs"),
+        (["methods", "grad_diff", "seed"], 1, "methods.grad_diff.seed"),
+        (["forget"], ["forget_10", "retain_90"], "forget[1]"),
+        (["seeds"], [0, "one"], "seeds"),
+        (["evaluation", "runner", "max_tokens"], 3, "evaluation.runner.max_tokens"),
+        (["evaluation", "populations", "cap"], 3, "evaluation.populations.cap"),
+    ],
+)
+def test_a_bad_key_is_named_with_the_file(path, value, key):
+    with pytest.raises(StudyConfigError, match=re.escape(f"my.yaml: key '{key}'")) as info:
+        parse_study(with_change(path, value), "my.yaml")
+    assert isinstance(info.value, MedunlearnError) and isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "key"),
+    [
+        (["methods", "grad_diff", "learning_rat"], 1e-3, "methods.grad_diff.learning_rat"),
+        (["methods", "grad_diff", "learning_rate"], "fast", "methods.grad_diff"),
+        (["methods", "nope"], {}, "methods.nope.method"),
+        (["forget"], ["disease_gout_forget_10"], "forget[0]"),
+        (["forget"], ["forget_30"], "forget[0]"),
+        (["finetune", "sft", "learning_rat"], 1e-3, "finetune.sft.learning_rat"),
+    ],
+)
+def test_validation_names_the_key(path, value, key):
+    study = parse_study(with_change(path, value), "my.yaml")
+    with pytest.raises(MedunlearnError, match=re.escape(f"my.yaml: key '{key}'")):
+        validate_study(study)
+
+
+def test_missing_file_and_bad_yaml(tmp_path):
+    with pytest.raises(MedunlearnError, match="does not exist"):
+        load_study(tmp_path / "absent.yaml")
+    (tmp_path / "bad.yaml").write_text("methods: [\n")
+    with pytest.raises(StudyConfigError, match="bad.yaml: not valid YAML"):
+        load_study(tmp_path / "bad.yaml")
+
+
+def test_a_changed_field_changes_only_its_method_fingerprints():
+    grid = build_grid(parse_study(MINI, "a.yaml"), "data")
+    changed = with_change(["methods", "simnpo", "learning_rate"], 1e-2)
+    other = build_grid(parse_study(changed, "b.yaml"), "data")
+    assert len(grid.cells) == 18 and len({c.fingerprint for c in grid.cells}) == 18
+    others = {c.name: c.fingerprint for c in other.cells}
+    for cell in grid.cells:
+        assert (cell.fingerprint == others[cell.name]) == (cell.label != "simnpo"), cell.name
+    assert [b.fingerprint for b in grid.baselines] == [b.fingerprint for b in other.baselines]
+    shown = with_change(["methods", "simnpo", "logging_steps"], 7)  # display only: same results
+    shown_grid = build_grid(parse_study(shown, "c.yaml"), "data")
+    assert {c.name: c.fingerprint for c in shown_grid.cells} == {c.name: c.fingerprint for c in grid.cells}
+
+
+def test_forget_parts():
+    assert forget_parts("disease_cancer_forget_10") == {
+        "split": "disease",
+        "disease": "cancer",
+        "forget_size": 10,
+    }
+    assert forget_parts("forget_5") == {"split": "random", "disease": None, "forget_size": 5}
+
+
+def test_executor_errors(tmp_path, monkeypatch):
+    from medunlearn.study import run_study
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no srun
+    with pytest.raises(MedunlearnError, match="needs a Slurm cluster"):
+        run_study(REPO / "recipes" / "studies" / "tiny.yaml", tmp_path / "s", executor="slurm")
+    with pytest.raises(MedunlearnError, match="unknown executor"):
+        run_study(REPO / "recipes" / "studies" / "tiny.yaml", tmp_path / "s", executor="ray")
+    assert not (tmp_path / "s").exists()
