@@ -36,7 +36,8 @@ demo: $(VENV)/.installed
 	$(OFFLINE) $(BIN)/medunlearn demo
 
 lint: $(VENV)/.installed
-	$(BIN)/ruff check src tests bench metrics dataset_scripts
+	$(BIN)/ruff check src tests bench metrics dataset_scripts docs
+	$(BIN)/ruff format --check src tests bench metrics dataset_scripts docs
 	# Imports point down only (the layers contract in .importlinter; docs/contributing.md).
 	cd $(CURDIR) && PYTHONPATH=src $(BIN)/lint-imports
 

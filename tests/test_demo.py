@@ -47,15 +47,22 @@ def test_missing_population_gives_no_delta():
 
 def _row(method, forget, same, out, interval=None, baseline=False):
     """A table row; ``interval`` = (low, high) of D = ΔMU same − ΔMU out gives it a collateral comparison."""
-    row = {"method": method, "forget_config": forget, "delta_mu_same_disease": same,
-           "delta_mu_out_of_disease": out, "baseline": baseline}
+    row = {
+        "method": method,
+        "forget_config": forget,
+        "delta_mu_same_disease": same,
+        "delta_mu_out_of_disease": out,
+        "baseline": baseline,
+    }
     if interval is not None:
         low, high = interval
         verdict = "appears" if high < 0 else "opposite" if low > 0 else "not distinguishable at this size"
         row["collateral"] = {
-            "delta_mu_same_disease": {"estimate": same}, "delta_mu_out_of_disease": {"estimate": out},
+            "delta_mu_same_disease": {"estimate": same},
+            "delta_mu_out_of_disease": {"estimate": out},
             "difference": {"estimate": same - out, "low": low, "high": high, "p_value": 0.01},
-            "verdict": verdict, "bootstrap": {"n_resamples": 2000, "level": 0.95, "seed": 0},
+            "verdict": verdict,
+            "bootstrap": {"n_resamples": 2000, "level": 0.95, "seed": 0},
         }
     return row
 

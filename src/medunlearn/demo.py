@@ -168,8 +168,11 @@ def collateral_finding(rows: list[dict]) -> dict:
             }
         )
     verdicts = {entry["verdict"] for entry in per_method}
-    overall = {frozenset({APPEARS}): True, frozenset({OPPOSITE}): False,
-               frozenset({NOT_DISTINGUISHABLE}): "not distinguishable"}
+    overall = {
+        frozenset({APPEARS}): True,
+        frozenset({OPPOSITE}): False,
+        frozenset({NOT_DISTINGUISHABLE}): "not distinguishable",
+    }
     appears = None if not verdicts else overall.get(frozenset(verdicts), "mixed")
     bootstrap = next((row["collateral"]["bootstrap"] for row in rows if row.get("collateral")), None)
     return {"appears": appears, "per_method": per_method, "bootstrap": bootstrap}

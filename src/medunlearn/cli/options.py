@@ -67,9 +67,7 @@ def add_conventions_arguments(parser: argparse.ArgumentParser, default: str | No
     from medunlearn.chat import PRESETS
 
     where = f"default {default}" if default else "default: the model's recorded conventions, else medunlearn"
-    parser.add_argument(
-        "--preset", default=default, choices=sorted(PRESETS), help=f"{PRESET_HELP} ({where})"
-    )
+    parser.add_argument("--preset", default=default, choices=sorted(PRESETS), help=f"{PRESET_HELP} ({where})")
     parser.add_argument("--system-prompt", help="override the preset's system prompt")
 
 

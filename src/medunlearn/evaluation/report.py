@@ -176,8 +176,13 @@ def write_report(
         "rows": rows,
         "methods": summary,
         "plots": [str(p.name) for p in plots],
-        "bootstrap": {"n_resamples": bootstrap.n_resamples, "level": bootstrap.level, "seed": bootstrap.seed,
-                      "clusters": "patients", "applies_to": "model_utility_ci"},
+        "bootstrap": {
+            "n_resamples": bootstrap.n_resamples,
+            "level": bootstrap.level,
+            "seed": bootstrap.seed,
+            "clusters": "patients",
+            "applies_to": "model_utility_ci",
+        },
     }
     (out_dir / "report.json").write_text(json.dumps(payload, indent=2))
     if console is not None:
