@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import csv
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -92,11 +93,25 @@ def parse_age_years(value) -> int | None:
     return None
 
 
-def read_pmc_patients(
-    path: str | Path, vocabulary: DiseaseVocabulary | None = None
-) -> tuple[pa.Table, list[str]]:
-    """Notes table (``NOTES_SCHEMA``) and the ids of patients skipped because no category could be
-    assigned."""
+@dataclass(frozen=True)
+class NoteRecords:
+    """A PMC-Patients file's rows with its identity, title and note columns validated column-wise."""
+
+    source: str
+    rows: list[dict]
+    columns: set[str]
+    table: pa.Table  # patient_id, title, note (literal ``\\n`` read as line breaks)
+
+    def ages(self) -> list[int | None]:
+        return [parse_age_years(r.get("age")) for r in self.rows]
+
+    def sexes(self) -> list[str | None]:
+        return [{"M": "male", "F": "female"}.get(str(r.get("gender", "")).upper()) for r in self.rows]
+
+
+def read_note_records(path: str | Path) -> NoteRecords:
+    """Rows of a PMC-Patients file (CSV, JSON or JSONL) whose id, title and note are present, non-empty and
+    unique; a bad record fails naming the file, row and field."""
     source = str(path)
     rows = read_records(path)
     if not rows:
@@ -120,7 +135,16 @@ def read_pmc_patients(
     except RecordError as error:
         raise RecordError(source, error.row, note_column, error.problem) from None
     check_unique(raw, "patient_id", source)
+    return NoteRecords(source, rows, columns, raw)
 
+
+def read_pmc_patients(
+    path: str | Path, vocabulary: DiseaseVocabulary | None = None
+) -> tuple[pa.Table, list[str]]:
+    """Notes table (``NOTES_SCHEMA``) and the ids of patients skipped because no category could be
+    assigned."""
+    records = read_note_records(path)
+    source, rows, columns, raw = records.source, records.rows, records.columns, records.table
     vocabulary = vocabulary or default_vocabulary()
     titles, notes = raw["title"].to_pylist(), raw["note"].to_pylist()
     if "disease" in columns:
@@ -132,7 +156,6 @@ def read_pmc_patients(
         diseases = [analysis.category for analysis in analyses]
     keep = [d is not None for d in diseases]
     skipped = [pid for pid, k in zip(raw["patient_id"].to_pylist(), keep) if not k]
-    kept_rows = [r for r, k in zip(rows, keep) if k]
     kept_notes = [n for n, k in zip(notes, keep) if k]
     table = pa.table(
         {
@@ -145,8 +168,8 @@ def read_pmc_patients(
                 if analyses is None
                 else [analysis.keywords for analysis in analyses if analysis.category is not None]
             ),
-            "age": [parse_age_years(r.get("age")) for r in kept_rows],
-            "sex": [({"M": "male", "F": "female"}.get(str(r.get("gender", "")).upper())) for r in kept_rows],
+            "age": [age for age, k in zip(records.ages(), keep) if k],
+            "sex": [sex for sex, k in zip(records.sexes(), keep) if k],
         },
         schema=NOTES_SCHEMA,
     )

@@ -43,8 +43,8 @@ from typing import Any
 
 import yaml
 
-from medunlearn.amnesia.pmc_patients import line_breaks, parse_age_years, read_records
-from medunlearn.amnesia.schema import NOTES_SCHEMA, QA_SCHEMA, RecordError
+from medunlearn.amnesia.pmc_patients import read_note_records
+from medunlearn.amnesia.schema import NOTES_SCHEMA, QA_SCHEMA
 from medunlearn.amnesia.vocabulary import default_vocabulary, words
 from medunlearn.errors import MedunlearnError
 from medunlearn.llm import (
@@ -248,39 +248,18 @@ class SourceNote:
 def read_source_notes(path: str | os.PathLike) -> list[SourceNote]:
     """PMC-Patients rows (CSV, JSON or JSONL; the columns of :func:`~medunlearn.amnesia.pmc_patients.
     read_pmc_patients`), every note kept: here the LLM labels them. Literal ``\\n`` become line breaks."""
-    source = str(path)
-    rows = read_records(path)
-    if not rows:
-        raise RecordError(source, None, None, "no records")
-    columns = set(rows[0])
-    id_column = "patient_uid" if "patient_uid" in columns else "patient_id"
-    note_column = "patient" if "patient" in columns else "note"
-    for required in (id_column, "title", note_column):
-        if required not in columns:
-            raise RecordError(source, None, required, f"missing column (found: {', '.join(sorted(columns))})")
-    notes, seen = [], set()
-    for row_number, row in enumerate(rows, start=1):
-        patient_id = str(row.get(id_column) or "").strip()
-        for column, value in (
-            (id_column, patient_id),
-            ("title", row.get("title")),
-            (note_column, row.get(note_column)),
-        ):
-            if not str(value or "").strip():
-                raise RecordError(source, row_number, column, "empty")
-        if patient_id in seen:
-            raise RecordError(source, row_number, id_column, f"duplicate patient id {patient_id!r}")
-        seen.add(patient_id)
-        notes.append(
-            SourceNote(
-                patient_id=patient_id,
-                title=str(row["title"]).strip(),
-                note=line_breaks(str(row[note_column])).strip(),
-                age=parse_age_years(row.get("age")),
-                sex={"M": "male", "F": "female"}.get(str(row.get("gender", "")).upper()),
-            )
+    records = read_note_records(path)
+    table = records.table
+    return [
+        SourceNote(patient_id=patient_id, title=title.strip(), note=note.strip(), age=age, sex=sex)
+        for patient_id, title, note, age, sex in zip(
+            table["patient_id"].to_pylist(),
+            table["title"].to_pylist(),
+            table["note"].to_pylist(),
+            records.ages(),
+            records.sexes(),
         )
-    return notes
+    ]
 
 
 def draw_sample(notes: Sequence[SourceNote], sample: int | None, seed: int) -> list[SourceNote]:
