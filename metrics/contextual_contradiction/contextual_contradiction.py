@@ -6,7 +6,7 @@ import evaluate
 
 # Imported as a module, not a class: evaluate takes the first Metric class in this file's namespace.
 from medunlearn.metrics import evaluate_base
-from medunlearn.metrics.contextual_contradiction import contextual_contradiction
+from medunlearn.metrics.contextual_contradiction import check_inputs, contextual_contradiction
 
 _CITATION = """\
 @misc{biodivergence2026,
@@ -28,9 +28,12 @@ wrong on every output and is never dropped. The formulas are ours (medunlearn); 
 _KWARGS_DESCRIPTION = """
 Args:
     predictions (`list` of `dict` or `list` of `str`): per pair, a record with `conflict_type` (class id),
-        `axes` (list of axis ids), `dominant_confounder` (axis id or "none"), `reconciliation`, `evidence_a`,
-        `evidence_b` (strings); or the model's raw JSON answer as a string (all records or all strings).
-    references (`list` of `dict`): the gold records, same keys.
+        `axes` (list of axis ids, `[]` for none) and optionally `dominant_confounder` (axis id or "none", the
+        default), `reconciliation`, `evidence_a`, `evidence_b` (strings, default ""); or the model's raw
+        JSON answer as a string (all records or all strings, not a mix).
+    references (`list` of `dict`): the gold records, same keys. Bad input (a missing required key,
+        `axes=None`, an unknown label, empty lists, a mix of records and strings) raises
+        `ContradictionInputError` (a `ValueError`) naming the argument, index and field.
 Returns:
     accuracy (`float`): conflict-type accuracy, in [0, 1].
     macro_f1 (`float`): mean per-class F1 over the classes present in the references.
@@ -91,6 +94,11 @@ class ContextualContradiction(evaluate_base.CheckedMetric):
             ],
             reference_urls=["https://arxiv.org/abs/2606.11208"],
         )
+
+    def _check_inputs(self, predictions, references):
+        # Before evaluate infers features from the first item: a missing optional key, `axes=None`, an empty
+        # list or records mixed with strings get a ContradictionInputError naming the index and field.
+        return check_inputs(predictions, references, allow_mixed=False)
 
     def _compute(self, predictions, references):
         return contextual_contradiction(list(predictions), list(references))

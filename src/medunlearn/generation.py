@@ -8,8 +8,59 @@ caller's tokenizer is ever changed: a tokenizer's ``padding_side`` stays what it
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Literal
 
 import numpy as np
+
+from medunlearn.errors import InputError
+
+DECODINGS = ("dynamic", "static", "compiled", "auto")
+Decoding = Literal["dynamic", "static", "compiled", "auto"]
+# A static cache's length is rounded up to a multiple of this, so batches of nearby widths share one cache
+# shape (and, compiled, one graph) instead of recompiling for every prompt width.
+STATIC_CACHE_BUCKET = 128
+
+
+def resolve_decoding(decoding: Decoding, device) -> str:
+    """The decoding a setting means on ``device``: ``"auto"`` is ``"compiled"`` on CUDA, else ``"dynamic"``.
+
+    ``"compiled"`` without CUDA is refused: transformers compiles generation's forward only on accelerators,
+    and compiling on CPU takes minutes for no gain.
+
+    >>> resolve_decoding("auto", "cpu"), resolve_decoding("static", "cpu")
+    ('dynamic', 'static')
+    """
+    import torch
+
+    device_type = torch.device(device).type
+    if decoding == "auto":
+        return "compiled" if device_type == "cuda" else "dynamic"
+    if decoding not in DECODINGS:
+        raise InputError(f"unknown decoding {decoding!r}; choices: {', '.join(DECODINGS)}")
+    if decoding == "compiled" and device_type != "cuda":
+        raise InputError(
+            f"decoding 'compiled' (static KV cache + torch.compile) needs a CUDA device, and the model is on "
+            f"{device_type!r}; use 'static', 'dynamic' or 'auto' (compiled only when CUDA is present)"
+        )
+    return decoding
+
+
+def decoding_options(decoding: str, device, max_length: int) -> dict:
+    """``generate`` keyword arguments of a resolved decoding, for batches of up to ``max_length`` tokens.
+
+    ``"static"`` sets ``disable_compile``: transformers otherwise compiles the forward by itself whenever a
+    static cache is used on an accelerator.
+    """
+    decoding = resolve_decoding(decoding, device)
+    if decoding == "dynamic":
+        return {}
+    from transformers import CompileConfig
+
+    cache_len = -(-max_length // STATIC_CACHE_BUCKET) * STATIC_CACHE_BUCKET
+    options = {"cache_implementation": "static", "max_cache_len": cache_len}
+    if decoding == "static":
+        return options | {"disable_compile": True}
+    return options | {"compile_config": CompileConfig(mode="reduce-overhead", fullgraph=False)}
 
 
 def model_device(model):
@@ -34,8 +85,15 @@ def greedy_generate(
     pad_token_id: int,
     eos_token_ids: Iterable[int],
     max_new_tokens: int,
+    decoding: Decoding = "dynamic",
 ) -> list[list[int]]:
-    """Greedy continuations (token ids) of a batch of prompts; each is cut before its first EOS."""
+    """Greedy continuations (token ids) of a batch of prompts; each is cut before its first EOS.
+
+    ``decoding`` (see :data:`DECODINGS`): ``"dynamic"`` (transformers' default growing KV cache),
+    ``"static"`` (a preallocated KV cache, ``cache_implementation="static"``, not compiled) or ``"compiled"``
+    (static cache and the decoding step under ``torch.compile``, mode ``"reduce-overhead"``: CUDA only).
+    Resolve ``"auto"`` first with :func:`resolve_decoding`.
+    """
     import torch
 
     eos_token_ids = sorted(set(eos_token_ids))
@@ -51,6 +109,7 @@ def greedy_generate(
             num_beams=1,
             pad_token_id=pad_token_id,
             eos_token_id=eos_token_ids,
+            **decoding_options(decoding, device, width + max_new_tokens),
         )
     new_tokens = output[:, width:].cpu().numpy()
     is_eos = np.isin(new_tokens, eos_token_ids)
@@ -75,24 +134,27 @@ def generate_texts(
     max_new_tokens: int,
     batch_size: int = 8,
     max_prompt_tokens: int | None = None,
+    decoding: Decoding = "dynamic",
 ) -> list[str]:
     """Greedy completions of already-rendered prompt texts, decoded without special tokens.
 
     A prompt longer than ``max_prompt_tokens`` keeps its *last* tokens (where a chat template puts the
-    generation prompt). The tokenizer is only read, never changed.
+    generation prompt). The tokenizer is only read, never changed. ``decoding``: see :func:`greedy_generate`
+    (``"auto"`` is resolved here for the model's device).
     """
     pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     stops = eos_token_ids(tokenizer, model)
     encoded = tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
     if max_prompt_tokens is not None:
         encoded = [ids[-max_prompt_tokens:] for ids in encoded]
+    decoding = resolve_decoding(decoding, model_device(model))
     was_training = model.training
     model.eval()
     texts: list[str] = []
     try:
         for start in range(0, len(encoded), batch_size):
             tokens = greedy_generate(
-                model, encoded[start : start + batch_size], pad_token_id, stops, max_new_tokens
+                model, encoded[start : start + batch_size], pad_token_id, stops, max_new_tokens, decoding
             )
             texts += tokenizer.batch_decode(tokens, skip_special_tokens=True)
     finally:

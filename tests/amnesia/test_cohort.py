@@ -121,14 +121,14 @@ def test_generator_rejects_an_empty_cohort():
 def test_shipped_icd_terms_are_what_icd10cm_gives():
     from importlib import resources
 
-    from medunlearn.amnesia.vocabulary import ICD_TERMS_FILE, derive_icd10cm_terms, render_icd_terms_file
+    from medunlearn.ontology.vocabulary import ICD_TERMS_FILE, derive_icd10cm_terms, render_icd_terms_file
 
-    shipped = resources.files("medunlearn.amnesia").joinpath("data").joinpath(ICD_TERMS_FILE).read_text()
+    shipped = resources.files("medunlearn.ontology").joinpath("data").joinpath(ICD_TERMS_FILE).read_text()
     assert shipped == render_icd_terms_file(derive_icd10cm_terms())
 
 
 def test_vocabulary_matches_on_word_boundaries_case_insensitively():
-    from medunlearn.amnesia.vocabulary import DiseaseVocabulary
+    from medunlearn.ontology.vocabulary import DiseaseVocabulary
 
     vocabulary = DiseaseVocabulary(
         {

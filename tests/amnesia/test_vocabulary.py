@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from medunlearn.amnesia.pmc_patients import line_breaks, read_pmc_patients
-from medunlearn.amnesia.vocabulary import DiseaseVocabulary, default_vocabulary
 from medunlearn.ontology.amnesia import DISEASES
+from medunlearn.ontology.vocabulary import DiseaseVocabulary, default_vocabulary
 
 HAND_LABELS = Path(__file__).parent / "data" / "hand_labels.tsv"
 TOY = {

@@ -59,6 +59,31 @@ def test_load_dataset_reads_the_folder_offline(built_folder):
     assert default["train"].num_rows == dataset["train"].num_rows
 
 
+def test_a_pool_without_llm_labels_builds_a_folder_that_loads(tmp_path, small_pool):
+    """Dev and test are empty (heuristic labels go to train only): they are not written and not listed, the
+    card and build.json say so, load_dataset works, and the audit and the reader see them as empty."""
+    from datasets import load_dataset
+
+    from medunlearn.biodivergence.build import PoolSource, build_biodivergence
+    from medunlearn.biodivergence.pools import write_pool
+
+    pool_file = write_pool(small_pool.assign(label_source="heuristic"), tmp_path / "pool.jsonl")
+    folder, stats = build_biodivergence(tmp_path / "bd", PoolSource(pool=pool_file))
+    assert stats.split_sizes["dev"] == stats.split_sizes["test"] == 0 and stats.split_sizes["train"] > 0
+    assert sorted(p.name for p in (folder / "v1.0").iterdir()) == ["train.parquet"]
+    dataset = load_dataset(str(folder), "v1.0")
+    assert set(dataset) == {"train"} and dataset["train"].num_rows == stats.split_sizes["train"]
+    assert set(load_dataset(str(folder), "v1.0-pairlevel")) == {"train"}
+    build = json.loads((folder / "build.json").read_text())
+    assert build["empty_splits"] == {"v1.0": ["dev", "test"], "v1.0-pairlevel": ["dev", "test"]}
+    assert "**Empty splits, not written**" in (folder / "README.md").read_text()
+    on_disk = read_hub_folder(folder)["v1.0"]
+    assert on_disk["dev"].empty and list(on_disk["dev"].columns) == list(on_disk["train"].columns)
+    assert audit_folder(folder).ok
+    # nothing of the staging folder is left beside the output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bd", "pool.jsonl"]
+
+
 def test_audit_passes_and_reports_pairlevel_leakage(built_folder):
     report = audit_folder(built_folder)
     assert report.ok, report.first_violation

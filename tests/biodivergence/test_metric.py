@@ -167,3 +167,71 @@ def test_perfect_and_permuted_predictions():
         assert once == pytest.approx(again)
 
     check()
+
+
+def _without(key, **changes):
+    return {k: v for k, v in record(**changes).items() if k != key}
+
+
+BAD_INPUTS = [
+    ("missing axes", [_without("axes")], [record()], r"`predictions`\[0\] has no `axes` \(required"),
+    ("missing class", [record()], [_without("conflict_type")], r"`references`\[0\] has no `conflict_type`"),
+    ("axes None", [dict(record(), axes=None)], [record()], r"`predictions`\[0\]\.axes is None"),
+    ("axes None (gold)", [record()], [dict(record(), axes=None)], r"`references`\[0\]\.axes is None"),
+    ("axes a string", [dict(record(), axes="population")], [record()], r"\.axes must be a list"),
+    ("empty", [], [], r"`predictions` is empty: there is nothing to score"),
+    ("reference a string", [record()], ["{}"], r"`references`\[0\] must be a dict"),
+    ("span not a string", [dict(record(), evidence_a=3)], [record()], r"\.evidence_a must be a string"),
+]
+
+
+@pytest.mark.parametrize("predictions, references, message", [case[1:] for case in BAD_INPUTS])
+def test_bad_input_gets_a_named_error(predictions, references, message):
+    from medunlearn.errors import InputError
+    from medunlearn.metrics.contextual_contradiction import ContradictionInputError
+
+    with pytest.raises(ContradictionInputError, match=message) as caught:
+        contextual_contradiction(predictions, references)
+    assert isinstance(caught.value, InputError) and isinstance(caught.value, ValueError)
+
+
+MIXED = [
+    ([record(), "{}"], r"mixes raw strings \(e\.g\. \[1\]\) and dicts \(e\.g\. \[0\]\)"),
+    (["{}", record()], r"mixes raw strings \(e\.g\. \[0\]\) and dicts \(e\.g\. \[1\]\)"),
+]
+
+
+def test_the_function_takes_records_mixed_with_strings():
+    """A predictions file may hold both (evaluate_biodivergence); only the evaluate module needs one kind."""
+    scores = contextual_contradiction([record(), "not JSON"], [record(), record()])
+    assert scores["accuracy"] == 0.5 and scores["num_unparseable"] == 1
+
+
+def test_optional_keys_may_be_left_out():
+    """dominant_confounder, reconciliation and the spans are optional (the card says so): "none" / ""."""
+    gold = [record()]
+    short = [{"conflict_type": "contextual_contradiction", "axes": ["population"]}]
+    scores = contextual_contradiction(short, gold)
+    assert scores["accuracy"] == 1.0 and scores["confounder_accuracy"] == 0.0
+    assert scores["reconciliation_rougeL"] == 0.0
+    assert contextual_contradiction(gold, short)["confounder_accuracy"] == 0.0
+
+
+@pytest.mark.slow  # importing evaluate takes several seconds
+def test_evaluate_module_names_bad_input():
+    """The module checks before evaluate infers features, so none of its internals (KeyError from encoding,
+    IndexError on an empty list, AttributeError on a mix) reaches the caller."""
+    import medunlearn
+    from medunlearn.metrics.contextual_contradiction import ContradictionInputError
+
+    metric = medunlearn.load_metric("contextual_contradiction")
+    for _, predictions, references, message in BAD_INPUTS:
+        with pytest.raises(ContradictionInputError, match=message):
+            metric.compute(predictions=predictions, references=references)
+    for predictions, message in MIXED:
+        with pytest.raises(ContradictionInputError, match=message):
+            metric.compute(predictions=predictions, references=[record(), record()])
+    short = [_without("reconciliation"), _without("evidence_b")]
+    result = metric.compute(predictions=short, references=[_without("dominant_confounder"), record()])
+    assert result["num_examples"] == 2 and result["accuracy"] == 1.0
+    assert metric.compute(predictions=[record()], references=[_without("reconciliation")])["accuracy"] == 1.0

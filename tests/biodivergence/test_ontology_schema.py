@@ -53,7 +53,8 @@ def test_normalise_fills_defaults(pair_factory):
         ("confidence", 1.7, r"row 1, field `confidence`"),
         ("label_source", "human", r"row 1, field `label_source`"),
         ("article_b", "", r"row 1, field `article_b`: must not be empty"),
-        ("domain", "cardiology", r"row 1, field `domain`"),
+        ("domain", "  ", r"row 1, field `domain`: must not be empty"),
+        ("domain", 7, r"row 1, field `domain`: must be a string"),
     ],
 )
 def test_bad_rows_are_named(pair_factory, field, value, message):
@@ -61,6 +62,32 @@ def test_bad_rows_are_named(pair_factory, field, value, message):
     rows[1][field] = value
     with pytest.raises(PoolFormatError, match="mypool: " + message):
         normalise_pool(pd.DataFrame(rows), source="mypool")
+
+
+def test_domain_label_set_is_open(tmp_path, small_pool):
+    """A user's own domain (a real cardiovascular pool was once rejected with "unknown label") is kept
+    through validation, both split builders, the folder, its card and the audit."""
+    from medunlearn.biodivergence.audit import audit_folder, read_hub_folder
+    from medunlearn.biodivergence.export import write_hub_folder
+    from medunlearn.biodivergence.schema import DOMAINS, domain_order
+    from medunlearn.biodivergence.splits import build_splits
+
+    pool = small_pool.copy()
+    pool.loc[pool["domain"] == "oncology", "domain"] = "cardiovascular"
+    pool = normalise_pool(pool, "cardio pool")
+    assert "cardiovascular" in set(pool["domain"])
+    configs, stats = build_splits(pool)
+    for name in ("v1.0", "v1.0-pairlevel"):
+        domains = pd.concat(configs[name].values())["domain"]
+        assert "cardiovascular" in set(domains) and "oncology" not in set(domains)
+    v1_test = configs["v1.0"]["test"]
+    assert (v1_test["domain"] == "cardiovascular").sum() > 0  # the user's domain reaches the eval splits
+    folder = write_hub_folder(configs, stats, tmp_path / "cardio", {"seed": 0, "source": "cardio"})
+    assert audit_folder(folder).ok
+    assert "| cardiovascular |" in (folder / "README.md").read_text()
+    again = read_hub_folder(folder)
+    assert "cardiovascular" in set(again["v1.0"]["train"]["domain"])
+    assert domain_order(["zoology", "cardiovascular", "oncology"]) == (*DOMAINS, "cardiovascular", "zoology")
 
 
 def test_missing_column_is_named(pair_factory):

@@ -47,3 +47,20 @@ def test_pubmedqa_pool_build_audit_and_lexical_baseline(shared_data, tmp_path):
     )
     scores = json.loads((tmp_path / "eval" / "metrics.json").read_text())["scores"]
     assert scores["num_examples"] == sizes["test"] and 0.0 <= scores["accuracy"] <= 1.0
+
+
+@pytest.mark.integration
+def test_pubmedqa_build_with_rule_labels_loads_with_datasets(shared_data, tmp_path):
+    """`build --pubmedqa` (heuristic labels: dev and test empty) writes a folder load_dataset reads."""
+    from datasets import load_dataset
+
+    from medunlearn.cli import main
+
+    source = shared_data / "pubmedqa" / "ori_pqal.json"
+    if not source.is_file():
+        pytest.skip(f"{source} is absent")
+    out = tmp_path / "pqa"
+    assert main(["biodivergence", "build", "--pubmedqa", str(source), "--out", str(out)]) == 0
+    dataset = load_dataset(str(out), "v1.0")
+    assert set(dataset) == {"train"} and dataset["train"].num_rows > 500
+    assert main(["biodivergence", "audit", str(out)]) == 0

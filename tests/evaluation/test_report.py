@@ -126,3 +126,49 @@ def test_retained_mu_gets_a_patient_bootstrap_interval_from_the_per_example_scor
     assert forget["model_utility_ci"] is None and out["model_utility_ci"] is None  # no rows for them
     payload = write_report([folder], tmp_path / "r", bootstrap=config)
     assert payload["bootstrap"]["n_resamples"] == 300 and payload["bootstrap"]["clusters"] == "patients"
+
+
+def _attacks_json(folder, summaries):
+    """An attack folder as ``medunlearn attack`` writes it (the parts the report reads)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "attacks.json").write_text(json.dumps({"rows": [], "summaries": summaries}))
+    return folder
+
+
+def test_attack_results_join_the_report_beside_afe_and_mu(two_eval_dirs, tmp_path):
+    """An attacks.json in an evaluation's attacks/ folder (one method) and an attack folder named with
+    --attacks (several methods, matched by name) add worst-case recovery and the AFE-vs-worst-case plot."""
+    _attacks_json(
+        two_eval_dirs[0] / "attacks",
+        [{"method": "model", "afe": 0.9, "worst_case_recovery": 0.62, "worst_case_attack": "relearn k=5"}],
+    )
+    elsewhere = _attacks_json(
+        tmp_path / "attack_runs",
+        [
+            {"method": "other", "worst_case_recovery": 0.9, "worst_case_attack": "x"},
+            {"method": "simnpo", "worst_case_recovery": -0.05, "worst_case_attack": "quantize nf4"},
+        ],
+    )
+    out = tmp_path / "report"
+    assert main(["report", *map(str, two_eval_dirs), "--attacks", str(elsewhere), "--out", str(out)]) == 0
+    payload = json.loads((out / "report.json").read_text())
+    methods = {m["method"]: m for m in payload["methods"]}
+    assert methods["grad_diff"]["worst_case_recovery"] == 0.62
+    assert methods["grad_diff"]["afe"] == 0.93  # the report's AFE, beside the attack's worst case
+    assert methods["simnpo"]["worst_case_attack"] == "quantize nf4"
+    assert "afe_vs_worst_case_recovery.png" in payload["plots"]
+    assert (out / "afe_vs_worst_case_recovery.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    from rich.console import Console
+
+    console = Console(record=True, width=220)
+    write_report(two_eval_dirs, tmp_path / "r2", console=console)  # no --attacks: only grad_diff's
+    text = console.export_text()
+    assert "worst-case recovery" in text and "+0.620" in text and "relearn k=5" in text
+    assert "quantize nf4" not in text
+
+
+def test_a_report_without_attack_results_is_unchanged(two_eval_dirs, tmp_path):
+    payload = write_report(two_eval_dirs, tmp_path / "report")
+    assert all("worst_case_recovery" not in m for m in payload["methods"])
+    assert "afe_vs_worst_case_recovery.png" not in payload["plots"]

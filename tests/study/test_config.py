@@ -89,6 +89,52 @@ def test_a_changed_field_changes_only_its_method_fingerprints():
     assert {c.name: c.fingerprint for c in shown_grid.cells} == {c.name: c.fingerprint for c in grid.cells}
 
 
+def test_an_attacks_mapping_adds_attack_fingerprints_and_changes_no_other():
+    """Absent: no attack stage and the fingerprints of earlier studies; present: each cell gets an attack
+    fingerprint, and changing an attack setting changes only those."""
+    plain = build_grid(parse_study(MINI, "a.yaml"), "data")
+    assert all(c.attack_fingerprint is None for c in plain.cells)
+    assert all("attack_fingerprint" not in c for c in plain.to_json()["cells"])
+    attacked = build_grid(
+        parse_study(with_change(["attacks"], {"attacks": ["relearn", "holdout"], "relearn_steps": [5]}), "b"),
+        "data",
+    )
+    fingerprints = {c.name: c.fingerprint for c in plain.cells}  # with_change sorts the methods
+    assert {c.name: c.fingerprint for c in attacked.cells} == fingerprints
+    assert [b.fingerprint for b in attacked.baselines] == [b.fingerprint for b in plain.baselines]
+    assert len({c.attack_fingerprint for c in attacked.cells}) == len(attacked.cells)
+    steps = build_grid(
+        parse_study(
+            with_change(["attacks"], {"attacks": ["relearn", "holdout"], "relearn_steps": [10]}), "c"
+        ),
+        "data",
+    )
+    assert {c.name: c.fingerprint for c in steps.cells} == fingerprints
+    assert not {c.attack_fingerprint for c in steps.cells} & {c.attack_fingerprint for c in attacked.cells}
+    unused = build_grid(  # relearning settings without the relearn attack change nothing
+        parse_study(with_change(["attacks"], {"attacks": ["holdout"], "relearn_steps": [10]}), "d"), "data"
+    )
+    holdout = build_grid(parse_study(with_change(["attacks"], {"attacks": ["holdout"]}), "e"), "data")
+    assert [c.attack_fingerprint for c in unused.cells] == [c.attack_fingerprint for c in holdout.cells]
+
+
+@pytest.mark.parametrize(
+    ("value", "key"),
+    [
+        ({"attack": ["relearn"]}, "attacks.attack"),
+        ({"attacks": "jailbreak"}, "attacks.attacks"),
+        ({"relearn_steps": ["many"]}, "attacks.relearn_steps"),
+        ({"quantizations": ["3bit"]}, "attacks.quantizations"),
+        ({"relearn_share": 2.0}, "attacks"),
+        ({"seed": "one"}, "attacks.seed"),
+        (["relearn"], "attacks"),
+    ],
+)
+def test_a_bad_attacks_key_is_named(value, key):
+    with pytest.raises(StudyConfigError, match=re.escape(f"my.yaml: key '{key}'")):
+        build_grid(parse_study(with_change(["attacks"], value), "my.yaml"), "data")
+
+
 def test_forget_parts():
     assert forget_parts("disease_cancer_forget_10") == {
         "split": "disease",

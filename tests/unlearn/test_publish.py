@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import huggingface_hub
+
 from medunlearn.cli import main
+from medunlearn.unlearn.publish import publish_model
+from medunlearn.utils.digest import DIGEST_FILE
 
 
 def make_folder(tmp_path, *names):
@@ -28,3 +32,21 @@ def test_pickled_weights_and_missing_card_are_refused(tmp_path, capsys):
     (folder / "README.md").unlink()
     assert main(["publish", "--model", str(folder), "--repo-id", "me/model", "--dry-run"]) == 2
     assert "model card" in capsys.readouterr().err
+
+
+def test_the_weights_digest_cache_is_not_uploaded(tmp_path, monkeypatch):
+    folder = make_folder(tmp_path, "README.md", "model.safetensors", DIGEST_FILE)
+    calls = {}
+
+    class RecordingApi:
+        def create_repo(self, repo_id, **kwargs):
+            calls["create_repo"] = repo_id
+
+        def upload_folder(self, **kwargs):
+            calls["upload_folder"] = kwargs
+
+    monkeypatch.setattr(huggingface_hub, "HfApi", RecordingApi)
+    files = publish_model(folder, "me/model")
+    assert DIGEST_FILE not in [p.name for p in files]
+    assert DIGEST_FILE in calls["upload_folder"]["ignore_patterns"]
+    assert calls["upload_folder"]["repo_id"] == "me/model"

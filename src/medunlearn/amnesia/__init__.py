@@ -1,9 +1,10 @@
 """AMNESIA: medical unlearning benchmark data.
 
 Records (:mod:`.schema`), the fictitious cohort (:mod:`.cohort`), the PMC-Patients reader
-(:mod:`.pmc_patients`), the disease vocabulary (:mod:`.vocabulary`), splits (:mod:`.splits`), the Hub-ready
-folder (:mod:`.hub`), its audit (:mod:`.audit`), a ``datasets`` builder (:mod:`.builder`), and the LLM
-construction pipeline (:mod:`.sources.llm_built`: labels, QA and a judge panel from notes alone).
+(:mod:`.pmc_patients`; its disease classifier is :mod:`medunlearn.ontology.vocabulary`), splits
+(:mod:`.splits`), the Hub-ready folder (:mod:`.hub`), its audit (:mod:`.audit`), a ``datasets`` builder
+(:mod:`.builder`), and the LLM construction pipeline (:mod:`.sources.llm_built`: labels, QA and a judge
+panel from notes alone).
 """
 
 from medunlearn.amnesia.build import (

@@ -25,9 +25,9 @@ import pyarrow as pa
 import yaml
 
 from medunlearn.amnesia.schema import NOTES_SCHEMA, QA_SCHEMA
-from medunlearn.amnesia.vocabulary import DiseaseVocabulary, default_vocabulary
 from medunlearn.errors import InputError
 from medunlearn.ontology.amnesia import DISEASE_SHARES
+from medunlearn.ontology.vocabulary import DiseaseVocabulary, default_vocabulary
 
 N_PAPER_PATIENTS = 8820
 
@@ -44,9 +44,12 @@ class CohortConfig:
 
 @lru_cache(maxsize=1)
 def _cohort_data() -> tuple[dict, dict]:
-    folder = resources.files("medunlearn.amnesia").joinpath("data")
-    conditions = yaml.safe_load(folder.joinpath("cohort_conditions.yaml").read_text())
-    context = yaml.safe_load(folder.joinpath("cohort_context.yaml").read_text())
+    # The conditions live beside the disease vocabulary, which indexes their diagnoses as terms.
+    terms_folder = resources.files("medunlearn.ontology").joinpath("data")
+    conditions = yaml.safe_load(terms_folder.joinpath("cohort_conditions.yaml").read_text())
+    context = yaml.safe_load(
+        resources.files("medunlearn.amnesia").joinpath("data", "cohort_context.yaml").read_text()
+    )
     return conditions, context
 
 

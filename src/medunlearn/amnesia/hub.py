@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -24,6 +22,7 @@ from tqdm.auto import tqdm
 from medunlearn.amnesia.splits import AmnesiaSplits, retain_config_name
 from medunlearn.data_loading import quiet_datasets
 from medunlearn.errors import OutputExistsError
+from medunlearn.utils.files import staged_folder
 
 NOTES_COLUMNS = ["patient_id", "title", "note", "disease", "disease_keywords"]
 QA_COLUMNS = ["qa_id", "patient_id", "disease", "qa_type", "question", "answer"]
@@ -290,24 +289,10 @@ def atomic_folder_check(out_dir: str | os.PathLike, overwrite: bool) -> None:
 @contextmanager
 def atomic_folder(out_dir: Path, overwrite: bool) -> Iterator[Path]:
     """Yield a temporary folder next to ``out_dir``; on success it replaces ``out_dir``, on failure it
-    vanishes."""
-    out_dir = Path(out_dir)
-    if out_dir.exists() and not overwrite:
-        raise OutputExistsError(f"{out_dir} already exists (pass --overwrite to replace it)")
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-", dir=out_dir.parent))
-    try:
+    vanishes (:func:`medunlearn.utils.files.staged_folder`, after :func:`atomic_folder_check`)."""
+    atomic_folder_check(out_dir, overwrite)
+    with staged_folder(out_dir) as staging:
         yield staging
-        if out_dir.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
-            os.replace(out_dir, old / out_dir.name)
-            os.replace(staging, out_dir)
-            shutil.rmtree(old)
-        else:
-            os.replace(staging, out_dir)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
 
 
 def write_folder(

@@ -3,7 +3,7 @@
 PMC-Patients columns used: ``patient_uid`` (falls back to ``patient_id``) as the patient id, ``title``,
 ``patient`` (the note), ``age`` (a Python literal like ``[[60.0, 'year']]``), ``gender``. A ``disease``
 column, when present, gives the category; otherwise the rule-based classifier of
-:mod:`medunlearn.amnesia.vocabulary` assigns one, and notes it cannot classify are skipped and counted (never
+:mod:`medunlearn.ontology.vocabulary` assigns one, and notes it cannot classify are skipped and counted (never
 guessed).
 
 QA file: one JSON object per line with ``patient_id, qa_type, question, answer`` and optionally ``qa_id``.
@@ -27,9 +27,9 @@ from medunlearn.amnesia.schema import (
     check_required_text,
     check_unique,
 )
-from medunlearn.amnesia.vocabulary import DiseaseVocabulary, default_vocabulary
 from medunlearn.errors import MissingInputError
 from medunlearn.ontology.amnesia import DISEASES
+from medunlearn.ontology.vocabulary import DiseaseVocabulary, default_vocabulary
 
 UNCLASSIFIED = "no disease category could be assigned from title and note"
 

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from medunlearn.biodivergence.schema import MIN_CONFIDENCE, PoolFormatError, normalise_pool
+from medunlearn.biodivergence.schema import MIN_CONFIDENCE, PoolFormatError, normalise_pool, pair_features
 from medunlearn.biodivergence.splits import SPLITS, normalise_claim
 from medunlearn.errors import MedunlearnError
 
@@ -179,8 +179,18 @@ def audit_configs(configs: dict, build_stats: dict | None = None) -> AuditReport
     return report
 
 
+def empty_pair_frame() -> pd.DataFrame:
+    """A pair table without rows, in the pair schema's columns and types."""
+    return pair_features().arrow_schema.empty_table().to_pandas()
+
+
 def read_hub_folder(directory: str | Path) -> dict:
-    """``{config: {split: DataFrame}}`` from a folder's README ``configs:`` block and its parquet files."""
+    """``{config: {split: DataFrame}}`` from a folder's README ``configs:`` block and its parquet files.
+
+    The splits that ``build.json`` names as empty (``empty_splits``: not written, since ``datasets`` cannot
+    load a split without rows) come back as empty frames in the pair schema."""
+    import json
+
     directory = Path(directory)
     readme = directory / "README.md"
     if not readme.is_file():
@@ -201,6 +211,11 @@ def read_hub_folder(directory: str | Path) -> dict:
                 )
             splits[data_file["split"]] = pd.read_parquet(path)
         configs[entry["config_name"]] = splits
+    build = directory / "build.json"
+    empty = json.loads(build.read_text()).get("empty_splits", {}) if build.is_file() else {}
+    for name, split_names in empty.items():
+        for split in split_names:
+            configs.setdefault(name, {}).setdefault(split, empty_pair_frame())
     if "v1.0" not in configs:
         raise FolderFormatError(f"{readme}: `configs:` has no 'v1.0' entry (found {sorted(configs)})")
     return configs

@@ -38,6 +38,11 @@ def gold_split(data: str | os.PathLike, config: str, split: str, limit: int | No
     if split not in configs[config]:
         raise PredictionsFormatError(f"{data}: config {config!r} has no split {split!r}")
     gold = configs[config][split]
+    if gold.empty:
+        raise PredictionsFormatError(
+            f"{data}: split {split!r} of config {config!r} is empty in this build (no pair could go there; "
+            "the card says why): score another split"
+        )
     if limit is not None:
         gold = gold.iloc[:limit]
     return configs[config], gold.reset_index(drop=True)

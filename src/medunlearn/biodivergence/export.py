@@ -8,8 +8,15 @@ Layout (what ``load_dataset(DIR, "v1.0")`` reads offline and what ``upload_folde
     DIR/v1.0/{train,dev,test}.parquet
     DIR/v1.0-pairlevel/{train,dev,test}.parquet
 
+An empty split (a pool without LLM labels has empty dev and test) is neither written nor listed in
+``configs:``: ``datasets`` cannot load a parquet split without rows ("BatchSize must be greater than 0", or
+"corresponds to no data" for a file without row groups). ``build.json`` names the empty splits
+(``empty_splits``), the card says so, and :func:`~medunlearn.biodivergence.audit.read_hub_folder` gives them
+back as empty frames.
+
 Files are byte-identical for the same pool and seed: rows are sorted by pair_id, parquet is written by
-``pyarrow`` with fixed settings, and nothing time-dependent goes into the card.
+``pyarrow`` with fixed settings, and nothing time-dependent goes into the card. The folder is written in a
+staging folder beside ``DIR`` and swapped in whole, so a failed build leaves nothing half-written.
 """
 
 from __future__ import annotations
@@ -22,9 +29,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-from medunlearn.biodivergence.schema import DOMAINS, PAIR_COLUMNS, pair_features
+from medunlearn.biodivergence.schema import PAIR_COLUMNS, domain_order, pair_features
 from medunlearn.biodivergence.splits import SPLITS, SplitStats
 from medunlearn.ontology.biodivergence import CONFLICT_TYPES, DIVERGENCE_AXES
+from medunlearn.utils.files import atomic_write_text, staged_folder
 
 CONFIG_NAMES = ("v1.0", "v1.0-pairlevel")
 PARQUET_SETTINGS = {
@@ -59,13 +67,24 @@ def write_parquet(frame: pd.DataFrame, path: Path) -> Path:
     return path
 
 
-def configs_yaml() -> list[dict]:
-    """The README ``configs:`` entries (v1.0 is the default config)."""
+def empty_splits(configs: dict) -> dict[str, list[str]]:
+    """``{config: [split, ...]}`` of the splits without rows (not written; see the module docstring)."""
+    empty = {name: [split for split in SPLITS if len(configs[name][split]) == 0] for name in CONFIG_NAMES}
+    return {name: splits for name, splits in empty.items() if splits}
+
+
+def configs_yaml(empty: dict[str, list[str]] | None = None) -> list[dict]:
+    """The README ``configs:`` entries (v1.0 is the default config), without the ``empty`` splits."""
+    empty = empty or {}
     return [
         {
             "config_name": name,
             **({"default": True} if name == "v1.0" else {}),
-            "data_files": [{"split": split, "path": f"{name}/{split}.parquet"} for split in SPLITS],
+            "data_files": [
+                {"split": split, "path": f"{name}/{split}.parquet"}
+                for split in SPLITS
+                if split not in empty.get(name, [])
+            ],
         }
         for name in CONFIG_NAMES
     ]
@@ -77,15 +96,52 @@ def _markdown_table(header: list[str], rows: list[list]) -> str:
     return "\n".join(lines)
 
 
-def dataset_card(configs: dict, stats: SplitStats, audit_lines: list[str], build_params: dict) -> str:
+def _empty_splits_note(empty: dict[str, list[str]]) -> str:
+    if not empty:
+        return ""
+    listed = "; ".join(f"`{name}`: {', '.join(splits)}" for name, splits in empty.items())
+    return (
+        f"\n**Empty splits, not written** ({listed}): no pair of this pool could go there (dev and test take "
+        "only LLM-labelled pairs). `datasets` cannot load a split without rows, so these splits are left out "
+        "of the `configs:` block and `load_dataset(DIR, CONFIG)` returns only the others.\n"
+    )
+
+
+def funnel_section(funnel: dict | None) -> str:
+    """The card's construction funnel (abstracts → claims → pairs → labelled pairs), with the paper's
+    figures beside ours; empty when the pool was not mined from abstracts. ``funnel`` rows are
+    ``{"stage", "ours", "paper"}`` (see :func:`medunlearn.biodivergence.mining.pipeline.funnel_rows`)."""
+    if not funnel:
+        return ""
+    rows = [[row["stage"], row["ours"], row.get("paper", "")] for row in funnel["rows"]]
+    notes = "".join(f"\n- {note}" for note in funnel.get("notes", []))
+    return f"""
+## Construction funnel
+
+From abstracts to labelled pairs ({funnel.get("title", "medunlearn biodivergence mine")}); the paper's figures
+(arXiv 2606.11208) are beside ours for scale, not as a target:
+
+{_markdown_table(["stage", "this build", "paper"], rows)}
+{notes}
+"""
+
+
+def dataset_card(
+    configs: dict,
+    stats: SplitStats,
+    audit_lines: list[str],
+    build_params: dict,
+    funnel: dict | None = None,
+) -> str:
     """README.md text: YAML header then the card. Deterministic in its inputs."""
+    empty = empty_splits(configs)
     header = {
         "license": build_params.get("license", "other"),
         "language": ["en"],
         "pretty_name": "BioDivergence (medunlearn build)",
         "task_categories": ["text-classification"],
         "tags": ["biomedical", "contradiction", "claim-pairs", "medunlearn"],
-        "configs": configs_yaml(),
+        "configs": configs_yaml(empty),
     }
     split_columns = [
         "config",
@@ -112,7 +168,7 @@ def dataset_card(configs: dict, stats: SplitStats, audit_lines: list[str], build
             )
     domain_counts = (
         pd.concat([configs["v1.0"][split]["domain"].value_counts().rename(split) for split in SPLITS], axis=1)
-        .reindex(DOMAINS)
+        .reindex(list(domain_order(pd.concat([f["domain"] for f in configs["v1.0"].values()]))))
         .fillna(0)
         .astype(int)
     )
@@ -140,7 +196,7 @@ Source pool: {build_params.get("source", "unknown")}.
 - `v1.0-pairlevel` (legacy): de-duplicated by pair only; articles leak between its splits (see the audit).
 
 {_markdown_table(split_columns, split_rows)}
-
+{_empty_splits_note(empty)}
 v1.0 pairs per domain (each domain approaches the published proportions on its own):
 
 {_markdown_table(["domain", *SPLITS], domain_rows)}
@@ -156,6 +212,7 @@ Largest component cut (percolating pool): {"yes" if stats.percolating else "no"}
 **bridging pairs dropped: {stats.bridging_pairs_dropped}**;
 heuristic pairs dropped from dev/test components: {stats.heuristic_pairs_dropped_from_eval}.
 
+{funnel_section(funnel)}
 Build parameters (rebuild with the same pool and these to get identical files):
 
 ```json
@@ -183,17 +240,32 @@ Which four axes the paper calls provisional is not known; the flags above are th
     return "---\n" + yaml.safe_dump(header, sort_keys=False) + "---\n\n" + body
 
 
-def write_hub_folder(configs: dict, stats: SplitStats, out_dir: str | Path, build_params: dict) -> Path:
-    """Write every config/split as parquet, ``build.json`` and the README card; returns ``out_dir``."""
+def write_hub_folder(
+    configs: dict,
+    stats: SplitStats,
+    out_dir: str | Path,
+    build_params: dict,
+    funnel: dict | None = None,
+) -> Path:
+    """Write every non-empty config/split as parquet, ``build.json`` and the README card (with the
+    construction ``funnel`` when given); returns ``out_dir``. The folder is staged and swapped in whole."""
     from medunlearn.biodivergence.audit import audit_configs
 
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for name in CONFIG_NAMES:
-        for split in SPLITS:
-            write_parquet(configs[name][split], out_dir / name / f"{split}.parquet")
+    empty = empty_splits(configs)
     report = audit_configs(configs, stats.to_dict())
     build = {"parameters": build_params, "stats": stats.to_dict(), "audit": report.to_dict()}
-    (out_dir / "build.json").write_text(json.dumps(build, indent=2, sort_keys=True) + "\n")
-    (out_dir / "README.md").write_text(dataset_card(configs, stats, report.lines(), build_params))
+    if empty:
+        build["empty_splits"] = empty
+    if funnel:
+        build["funnel"] = funnel
+    with staged_folder(out_dir) as staging:
+        for name in CONFIG_NAMES:
+            for split in SPLITS:
+                if split not in empty.get(name, []):
+                    write_parquet(configs[name][split], staging / name / f"{split}.parquet")
+        atomic_write_text(staging / "build.json", json.dumps(build, indent=2, sort_keys=True) + "\n")
+        atomic_write_text(
+            staging / "README.md", dataset_card(configs, stats, report.lines(), build_params, funnel)
+        )
     return out_dir

@@ -135,6 +135,66 @@ def _domain(texts: pd.Series) -> pd.Series:
     return domain
 
 
+def rule_labels(
+    opposite: np.ndarray, hedged: np.ndarray, differ: dict[str, np.ndarray], *, subject: str = "claims"
+) -> dict[str, np.ndarray | list]:
+    """The rule labels of pairs from three facts per pair [ours], shared by the PubMedQA pool and the mined
+    pool's heuristic labeller (:mod:`medunlearn.biodivergence.mining.labels`):
+
+    - ``opposite``: the two findings point opposite ways (yes vs no; a polarity reversal);
+    - ``hedged``: one of them is too weak to tell (a ``maybe`` decision; a hedged, reversed claim);
+    - ``differ``: ``{axis id: bool per pair}``, the axes on which the two contexts differ.
+
+    Conflict type: hedged → ``insufficient_evidence``; else opposite → ``contextual_contradiction`` when
+    some axis differs, else ``direct_contradiction``; else ``no_conflict``. Axes: the differing ones, in
+    registry order. Dominant confounder of a contextual contradiction: its first axis in registry order
+    (else "none"). Reconciliation: "The {subject} differ in {confounder}; both can hold in their own
+    context." for a contextual contradiction, "The {subject} agree." for no conflict, else "".
+
+    >>> labels = rule_labels(np.array([True, True, False]), np.array([False, False, False]),
+    ...                      {"population": np.array([True, False, False])})
+    >>> list(labels["conflict_type"]), labels["axes"], list(labels["dominant_confounder"])
+    (['contextual_contradiction', 'direct_contradiction', 'no_conflict'], [['population'], [], []], \
+['population', 'none', 'none'])
+    """
+    opposite, hedged = np.asarray(opposite, bool), np.asarray(hedged, bool)
+    n = len(opposite)
+    ordered_axes = [axis for axis in AXIS_IDS if axis in differ]
+    matrix = (
+        np.stack([np.asarray(differ[axis], bool) for axis in ordered_axes], axis=1)
+        if ordered_axes
+        else np.zeros((n, 0), bool)
+    )
+    axis_names = np.array(ordered_axes, dtype=object)
+    axes = [list(axis_names[row]) for row in matrix]
+    has_axis = matrix.any(axis=1)
+    conflict = np.where(
+        hedged,
+        "insufficient_evidence",
+        np.where(
+            opposite,
+            np.where(has_axis, "contextual_contradiction", "direct_contradiction"),
+            "no_conflict",
+        ),
+    ).astype(object)
+    carries_confounder = (conflict == "contextual_contradiction") & has_axis
+    first_axis = axis_names[np.argmax(matrix, axis=1)] if ordered_axes else np.full(n, NO_CONFOUNDER)
+    confounder = np.where(carries_confounder, first_axis, NO_CONFOUNDER).astype(object)
+    reconciliation = np.where(
+        carries_confounder,
+        f"The {subject} differ in "
+        + pd.Series(confounder, dtype=object).str.replace("_", " ").to_numpy(dtype=object)
+        + "; both can hold in their own context.",
+        np.where(conflict == "no_conflict", f"The {subject} agree.", ""),
+    ).astype(object)
+    return {
+        "conflict_type": conflict,
+        "axes": axes,
+        "dominant_confounder": confounder,
+        "reconciliation": reconciliation,
+    }
+
+
 def pubmedqa_pool(path: str | Path, config: PubMedQAPoolConfig | None = None) -> pd.DataFrame:
     """A pair pool from PubMedQA ``ori_pqal.json`` (PMID → QUESTION, CONTEXTS, LONG_ANSWER, MESHES, ...).
 
@@ -149,6 +209,8 @@ def pubmedqa_pool(path: str | Path, config: PubMedQAPoolConfig | None = None) ->
       ``contextual_contradiction`` when some axis differs, else ``direct_contradiction``; equal decisions →
       ``no_conflict``;
     - dominant confounder: the first differing axis in registry order; confidence 0.6 (0.5 with a ``maybe``).
+
+    The last two rules are :func:`rule_labels`, which the mined pool's heuristic labeller shares.
     """
     config = config or PubMedQAPoolConfig()
     path = Path(path)
@@ -192,32 +254,11 @@ def pubmedqa_pool(path: str | Path, config: PubMedQAPoolConfig | None = None) ->
     year_a = pd.to_numeric(a.get("YEAR"), errors="coerce").to_numpy()
     year_b = pd.to_numeric(b.get("YEAR"), errors="coerce").to_numpy()
     differ["time_period"] = np.abs(year_a - year_b) >= 10
-    ordered_axes = [axis for axis in AXIS_IDS if axis in differ]
-    matrix = np.stack([differ[axis] for axis in ordered_axes], axis=1)
-    axis_names = np.array(ordered_axes, dtype=object)
-    axes = [list(axis_names[row]) for row in matrix]
-    has_axis = matrix.any(axis=1)
-
     decision_a, decision_b = a["final_decision"].to_numpy(), b["final_decision"].to_numpy()
     maybe = (decision_a == "maybe") | (decision_b == "maybe")
-    conflict = np.where(
-        maybe,
-        "insufficient_evidence",
-        np.where(
-            decision_a != decision_b,
-            np.where(has_axis, "contextual_contradiction", "direct_contradiction"),
-            "no_conflict",
-        ),
-    )
-    carries_confounder = (conflict == "contextual_contradiction") & has_axis
-    confounder = np.where(carries_confounder, axis_names[np.argmax(matrix, axis=1)], NO_CONFOUNDER)
-    reconciliation = np.where(
-        carries_confounder,
-        "The conclusions differ in "
-        + pd.Series(confounder).str.replace("_", " ")
-        + "; both can hold in their own context.",
-        np.where(conflict == "no_conflict", "The conclusions agree.", ""),
-    )
+    labels = rule_labels(decision_a != decision_b, maybe, differ, subject="conclusions")
+    conflict, axes = labels["conflict_type"], labels["axes"]
+    confounder, reconciliation = labels["dominant_confounder"], labels["reconciliation"]
     frame = pd.DataFrame(
         {
             "pair_id": "pqa-" + pairs["article_a"] + "-" + pairs["article_b"],

@@ -12,6 +12,8 @@ import pandas as pd
 from medunlearn.errors import MedunlearnError
 from medunlearn.ontology.biodivergence import AXIS_IDS, CONFLICT_TYPE_IDS, NO_CONFOUNDER
 
+# [paper] The five domains the paper mines: the documented defaults, listed first in reports. The label set
+# is open [ours]: a pool's `domain` may be any non-empty string (e.g. "cardiovascular"), kept as it is.
 DOMAINS: tuple[str, ...] = (
     "antimicrobial_resistance",
     "oncology",
@@ -84,6 +86,16 @@ def pair_features():
     return Features({name: features[name] for name in PAIR_COLUMNS})
 
 
+def domain_order(domains) -> tuple[str, ...]:
+    """The domains to report, in order: the paper's five (:data:`DOMAINS`), then the others found, sorted.
+
+    >>> domain_order(["oncology", "cardiovascular", "neurology", "cardiovascular"])[-2:]
+    ('cardiovascular', 'neurology')
+    """
+    extra = sorted({str(name) for name in domains} - set(DOMAINS))
+    return (*DOMAINS, *extra)
+
+
 def _first_bad(mask: np.ndarray) -> int | None:
     bad = np.flatnonzero(~mask)
     return int(bad[0]) if bad.size else None
@@ -128,12 +140,12 @@ def normalise_pool(frame: pd.DataFrame, source: str = "pool") -> pd.DataFrame:
         row = _first_bad(column.map(lambda v: isinstance(v, str)).to_numpy(bool))
         if row is not None:
             fail(row, name, "must be a string")
-        if name in ("pair_id", "claim_a", "claim_b", "article_a", "article_b"):
+        if name in ("pair_id", "domain", "claim_a", "claim_b", "article_a", "article_b"):
             row = _first_bad(column.str.strip().str.len().to_numpy() > 0)
             if row is not None:
                 fail(row, name, "must not be empty")
+    # `domain` is open (any non-empty string, checked above); these label sets are closed.
     checks = (
-        ("domain", DOMAINS),
         ("conflict_type", CONFLICT_TYPE_IDS),
         ("label_source", LABEL_SOURCES),
         ("dominant_confounder", (*AXIS_IDS, NO_CONFOUNDER)),

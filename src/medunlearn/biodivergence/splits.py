@@ -40,7 +40,7 @@ import pandas as pd
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from medunlearn.biodivergence.schema import DOMAINS, MIN_CONFIDENCE
+from medunlearn.biodivergence.schema import MIN_CONFIDENCE, domain_order
 
 SPLITS = ("train", "dev", "test")
 V1_PROPORTIONS = (10_183, 840, 842)  # [paper] v1.0 train / dev / test
@@ -387,13 +387,16 @@ def article_disjoint_split(frame: pd.DataFrame, config: SplitConfig | None = Non
     n_units = sizes.size
     kept = np.bincount(labels, weights=is_llm, minlength=n_units)
     drop_fraction = 1.0 - kept / sizes
-    domain_codes = pd.Categorical(frame["domain"], categories=DOMAINS).codes.astype(np.int64)
-    unit_domain = np.bincount(labels * len(DOMAINS) + domain_codes, minlength=n_units * len(DOMAINS))
-    unit_domain = unit_domain.reshape(n_units, len(DOMAINS)).argmax(axis=1)
+    # The label set is open: the paper's five domains first, then any other domain of the pool.
+    domains = domain_order(frame["domain"].unique())
+    n_domains = len(domains)
+    domain_codes = pd.Categorical(frame["domain"], categories=domains).codes.astype(np.int64)
+    unit_domain = np.bincount(labels * n_domains + domain_codes, minlength=n_units * n_domains)
+    unit_domain = unit_domain.reshape(n_units, n_domains).argmax(axis=1)
     candidate = (sizes <= cap) & (kept >= 1) & (drop_fraction <= config.max_drop_fraction)
 
     # Stage 1: per domain, cheapest candidates first until the dev+test target of that domain is reached.
-    domain_pairs = np.bincount(unit_domain, weights=sizes, minlength=len(DOMAINS))
+    domain_pairs = np.bincount(unit_domain, weights=sizes, minlength=n_domains)
     eval_target = domain_pairs * (dev_target + test_target) / n
     order = np.lexsort((rng.random(n_units), drop_fraction, unit_domain))
     order = order[candidate[order]]
@@ -401,7 +404,7 @@ def article_disjoint_split(frame: pd.DataFrame, config: SplitConfig | None = Non
     chosen = order[midpoint < eval_target[unit_domain[order]]]
     # Stage 2: a fresh seeded order splits the chosen units between dev and test in the published ratio.
     order = chosen[np.lexsort((rng.random(chosen.size), unit_domain[chosen]))]
-    chosen_kept = np.bincount(unit_domain[order], weights=kept[order], minlength=len(DOMAINS))
+    chosen_kept = np.bincount(unit_domain[order], weights=kept[order], minlength=n_domains)
     dev_share = dev_target / (dev_target + test_target)
     midpoint = _groupwise_cumsum(kept[order], unit_domain[order]) - kept[order] / 2
     unit_split = np.full(n_units, "train", dtype=object)
@@ -414,11 +417,11 @@ def article_disjoint_split(frame: pd.DataFrame, config: SplitConfig | None = Non
     # largest component.
     chosen_kept_by_split = {
         name: np.bincount(
-            unit_domain[chosen], weights=kept[chosen] * (unit_split[chosen] == name), minlength=len(DOMAINS)
+            unit_domain[chosen], weights=kept[chosen] * (unit_split[chosen] == name), minlength=n_domains
         )
         for name in ("dev", "test")
     }
-    for domain in range(len(DOMAINS)):
+    for domain in range(n_domains):
         share = domain_pairs[domain] / n
         dev_need = max(0.0, dev_target * share - chosen_kept_by_split["dev"][domain])
         test_need = max(0.0, test_target * share - chosen_kept_by_split["test"][domain])

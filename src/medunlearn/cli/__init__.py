@@ -28,6 +28,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "finetune": ("medunlearn.cli.finetune", "notes pretraining then QA SFT: the model to unlearn from"),
     "unlearn": ("medunlearn.cli.unlearn", "run an unlearning method on a model"),
     "evaluate": ("medunlearn.cli.evaluate", "score a model on an AMNESIA (or TOFU) forget config"),
+    "attack": ("medunlearn.cli.attack", "relearning, quantization, probing and membership attacks"),
     "report": ("medunlearn.cli.report", "table, JSON and plots from evaluation folders"),
     "metrics": ("medunlearn.cli.metrics", 'install the evaluate modules: evaluate.load("disease_leakage")'),
     "tofu": ("medunlearn.cli.tofu", "TOFU-format data and the TOFU metric set (OpenUnlearning-compatible)"),

@@ -1,6 +1,7 @@
-"""``medunlearn biodivergence build|audit|eval``: parses, calls
-:func:`medunlearn.biodivergence.build_biodivergence`, :func:`~medunlearn.biodivergence.audit_folder` or
-:func:`~medunlearn.biodivergence.evaluate_biodivergence`, prints."""
+"""``medunlearn biodivergence mine|build|audit|eval``: parses, calls
+:func:`medunlearn.biodivergence.mining.mine_pool`, :func:`medunlearn.biodivergence.build_biodivergence`,
+:func:`~medunlearn.biodivergence.audit_folder` or :func:`~medunlearn.biodivergence.evaluate_biodivergence`,
+prints."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from medunlearn.biodivergence.audit import audit_folder
 from medunlearn.biodivergence.baselines import ZeroShotConfig
-from medunlearn.biodivergence.build import PoolSource, build_biodivergence
+from medunlearn.biodivergence.build import PoolSource, build_biodivergence, mine_dir_for
 from medunlearn.biodivergence.evaluate import evaluate_biodivergence
 
 EPILOG = """examples:
@@ -22,6 +23,15 @@ EPILOG = """examples:
 
   medunlearn biodivergence build --pool my_pool.jsonl --out my_build
   medunlearn biodivergence build --pubmedqa ../shared/data/pubmedqa/ori_pqal.json --out bd_pubmedqa
+
+  medunlearn biodivergence mine --abstracts my_abstracts.jsonl --out my_pool_dir --cap-per-domain 100
+  medunlearn biodivergence build --abstracts pubmed24n0001.xml.gz --out my_build \
+      --labeller openai:smollm2-135m@http://127.0.0.1:8000/v1 --cap-per-domain 100
+
+Abstracts files: PubMed XML (PubmedArticleSet, .xml or .xml.gz), JSON Lines or CSV (pmid, title, abstract,
+optional domain and year), PubMedQA's ori_pqal.json, the NCBI Disease corpus. `mine` writes each stage's
+file into its folder (abstracts, claims, domains, pairs, labels, pool.jsonl, funnel.md) and a rerun
+resumes; `build --abstracts` mines into OUT-mining (or --mine-dir) and then builds OUT from the pool.
 
 A pool file has one claim pair per row (JSON Lines, JSON or Parquet) with pair_id, domain, claim_a, claim_b,
 article_a, article_b, conflict_type, axes (list), label_source (llm|heuristic), confidence, and optionally
@@ -38,7 +48,21 @@ def build_parser(prog: str = "medunlearn biodivergence") -> argparse.ArgumentPar
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    commands = parser.add_subparsers(dest="action", required=True, metavar="{build,audit,eval}")
+    commands = parser.add_subparsers(dest="action", required=True, metavar="{mine,build,audit,eval}")
+
+    mine = commands.add_parser(
+        "mine",
+        help="abstracts -> claims -> candidate pairs -> silver labels: a pair pool",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run the construction pipeline (read, de-duplicate, extract claims, assign domains, mine "
+        "pairs, label) on abstracts files; every stage writes a file into --out and a rerun resumes.",
+    )
+    mine.add_argument(
+        "--abstracts", type=Path, nargs="+", required=True, metavar="FILE", help="abstracts files"
+    )
+    mine.add_argument("--out", type=Path, required=True, metavar="POOL_DIR", help="folder of the stage files")
+    add_mining_arguments(mine)
 
     build = commands.add_parser(
         "build",
@@ -53,6 +77,13 @@ def build_parser(prog: str = "medunlearn biodivergence") -> argparse.ArgumentPar
     source.add_argument(
         "--pubmedqa", type=Path, help="PubMedQA ori_pqal.json: pair conclusions within MeSH terms"
     )
+    source.add_argument(
+        "--abstracts",
+        type=Path,
+        nargs="+",
+        metavar="FILE",
+        help="abstracts files: mine a pool from them (as `mine`), then build",
+    )
     build.add_argument("--out", type=Path, required=True, help="output folder")
     build.add_argument("--pairs", type=int, default=2000, help="pairs of the synthetic pool (default 2000)")
     build.add_argument("--seed", type=int, default=0, help="seed of the pool generator and the splits")
@@ -63,6 +94,10 @@ def build_parser(prog: str = "medunlearn biodivergence") -> argparse.ArgumentPar
         help="what the PubMedQA rule labels are recorded as (llm only to exercise dev/test)",
     )
     build.add_argument("--save-pool", type=Path, help="also write the pool used as JSON Lines")
+    build.add_argument(
+        "--mine-dir", type=Path, default=None, help="with --abstracts: the stage files (default OUT-mining)"
+    )
+    add_mining_arguments(build, with_seed=False)
 
     audit = commands.add_parser(
         "audit",
@@ -105,6 +140,91 @@ def build_parser(prog: str = "medunlearn biodivergence") -> argparse.ArgumentPar
     return parser
 
 
+def add_mining_arguments(parser: argparse.ArgumentParser, with_seed: bool = True) -> None:
+    """The construction pipeline's options, shared by `mine` and `build --abstracts`."""
+    group = parser.add_argument_group("mining (with --abstracts)")
+    group.add_argument(
+        "--labeller",
+        metavar="BACKEND:MODEL",
+        default=None,
+        help="the LLM silver labeller, e.g. openai:smollm2-135m@http://127.0.0.1:8000/v1 or "
+        "transformers:smollm2-135m (default: heuristic labels only; dev/test of v1.0 are then empty)",
+    )
+    group.add_argument(
+        "--cap-per-domain", type=int, default=10_000, help="most pairs kept per domain (paper: 10000)"
+    )
+    group.add_argument(
+        "--llm-pairs-per-domain",
+        type=int,
+        default=None,
+        help="LLM-label only the best-ranked N pairs of each domain (default: all kept pairs)",
+    )
+    group.add_argument(
+        "--label-prompt", type=Path, default=None, help="a prompt file replacing silver_label.yaml"
+    )
+    group.add_argument(
+        "--llm-cache",
+        type=Path,
+        default=None,
+        help="SQLite cache of LLM answers (default POOL_DIR/llm-cache.sqlite)",
+    )
+    group.add_argument("--neighbours", type=int, default=10, help="neighbours retrieved per claim (10)")
+    group.add_argument(
+        "--format", default=None, help="abstracts format for every file (default: detected per file)"
+    )
+    group.add_argument("--concurrency", type=int, default=8, help="LLM requests in flight on a server (8)")
+    if with_seed:
+        group.add_argument("--seed", type=int, default=0, help="seed of MinHash and the ANN index (0)")
+
+
+def mine_config(args):
+    from medunlearn.biodivergence.mining import LabelConfig, MineConfig
+    from medunlearn.biodivergence.mining.pairs import MiningConfig
+
+    return MineConfig(
+        mining=MiningConfig(k=args.neighbours, cap_per_domain=args.cap_per_domain, seed=args.seed),
+        labels=LabelConfig(
+            labeller=args.labeller,
+            cache=args.llm_cache,
+            prompt=args.label_prompt,
+            llm_pairs_per_domain=args.llm_pairs_per_domain,
+            seed=args.seed,
+            concurrency=args.concurrency,
+        ),
+        format=args.format,
+        seed=args.seed,
+    )
+
+
+def _print_stage(stage: str, what: str, seconds: float) -> None:
+    print(
+        f"stage {stage}: "
+        + ("current, skipped (resumed)" if what == "skipped" else f"done in {seconds:.1f} s")
+    )
+
+
+def _llm_calls_line(calls: dict) -> str:
+    return (
+        f"LLM labeller this run: {calls['requests']} requests, {calls['cache_hits']} from the cache, "
+        f"{calls['calls']} calls sent, {calls['failed']} failed"
+    )
+
+
+def run_mine(args) -> int:
+    from medunlearn.biodivergence.mining import format_funnel, mine_pool
+
+    result = mine_pool(args.abstracts, args.out, mine_config(args), on_stage=_print_stage)
+    print(format_funnel(result.funnel, result.seconds))
+    if result.llm_calls:
+        print(_llm_calls_line(result.llm_calls))
+    llm = result.label_report.get("llm")
+    if llm and llm["failed"]:
+        print(f"note: {llm['failed']} of {llm['requests']} LLM label requests failed: {llm['failures']}")
+    out = result.out_dir
+    print(f"wrote {out / 'pool.jsonl'} ({len(result.pool)} pool rows) and {out / 'funnel.md'}")
+    return 0
+
+
 def format_table(scores: dict) -> str:
     lines = [f"{'metric':<52}value"]
     for key, value in scores.items():
@@ -124,8 +244,23 @@ def run_build(args) -> int:
         synthetic=args.synthetic,
         pairs=args.pairs,
         pubmedqa_label_source=args.pubmedqa_label_source,
+        abstracts=args.abstracts,
+        mine=mine_config(args) if args.abstracts else None,
+        mine_dir=args.mine_dir,
     )
-    folder, stats = build_biodivergence(args.out, source, seed=args.seed, save_pool=args.save_pool)
+    folder, stats = build_biodivergence(
+        args.out, source, seed=args.seed, save_pool=args.save_pool, on_stage=_print_stage
+    )
+    if args.abstracts:
+        import json
+
+        funnel = json.loads((folder / "build.json").read_text())["funnel"]
+        from medunlearn.biodivergence.mining import format_funnel
+
+        timings = json.loads((mine_dir_for(args.out, source) / "timings.json").read_text())
+        print(format_funnel(funnel, timings["seconds"]))
+        if timings.get("llm_calls"):
+            print(_llm_calls_line(timings["llm_calls"]))
     print(
         f"wrote {folder}: v1.0 {stats.split_sizes}, v1.0-pairlevel {stats.pairlevel_split_sizes}; "
         f"bridging pairs dropped: {stats.bridging_pairs_dropped}"
@@ -133,7 +268,8 @@ def run_build(args) -> int:
     if stats.split_sizes["dev"] + stats.split_sizes["test"] == 0:
         print(
             "note: no LLM-labelled pair survived cleaning, so dev and test are empty "
-            "(v1.0 admits heuristic labels to train only)"
+            "(v1.0 admits heuristic labels to train only); empty splits are not written, and "
+            "load_dataset(folder, 'v1.0') returns train only (the card says so)"
         )
     return 0
 
@@ -177,4 +313,4 @@ def run_eval(args) -> int:
 
 
 def run(args) -> int:
-    return {"build": run_build, "audit": run_audit, "eval": run_eval}[args.action](args)
+    return {"mine": run_mine, "build": run_build, "audit": run_audit, "eval": run_eval}[args.action](args)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from medunlearn.cli.options import missing_options
+from medunlearn.cli.options import add_engine_arguments, batch_size_type, engine_settings, missing_options
 from medunlearn.cli.tofu import print_tofu_summary, tofu_conventions
 from medunlearn.errors import InputError
 from medunlearn.evaluation.pipeline import evaluate_unlearning, score_evaluation
@@ -37,6 +37,11 @@ are given:
   medunlearn tofu build --out tofu --authors 10
   medunlearn evaluate --benchmark tofu --preset open-unlearning --model ckpt/finetuned --data tofu \\
       --forget forget10 --out evals/tofu --max-new-tokens 4
+
+--engine vllm sends the greedy generations to a vLLM server (the same prompt token ids; started from
+.venv-vllm for the model, or --vllm-url for a running one); a LoRA adapter folder is served as base + adapter:
+  medunlearn evaluate --model ckpt/grad_diff --data amnesia --forget forget_10 --out evals/grad_diff \\
+      --engine vllm
 
 The folder holds per-example outputs (parquet), summary.json and run.json. An interrupted run resumes
 when rerun with the same arguments; \
@@ -77,13 +82,25 @@ def build_parser(prog: str = "medunlearn evaluate") -> argparse.ArgumentParser:
         "evaluations with the same --before, data and settings so the before model runs once",
     )
     parser.add_argument(
+        "--retain-outputs",
+        metavar="DIR",
+        help="folder for the --retain-model's outputs (default inside EVALDIR); share it between evaluations "
+        "with the same --retain-model, data and settings so the retain model is scored once",
+    )
+    parser.add_argument(
         "--embedding-similarity",
         action="store_true",
         help="answer similarity = mean of ROUGE-L F1 and the offline MiniLM embedding cosine "
         "(default: ROUGE-L F1)",
     )
     parser.add_argument("--name", help="method name shown in reports (default: the model folder's name)")
-    parser.add_argument("--batch-size", type=int, default=16, help="sequences per batch (default 16)")
+    parser.add_argument(
+        "--batch-size",
+        type=batch_size_type,
+        default=16,
+        help="sequences per batch (default 16), or auto: the largest that fits the GPU, from "
+        "--max-batch-size down by halving on out-of-memory (16 without CUDA); recorded in the manifest",
+    )
     parser.add_argument(
         "--max-new-tokens",
         type=int,
@@ -100,7 +117,7 @@ def build_parser(prog: str = "medunlearn evaluate") -> argparse.ArgumentParser:
     parser.add_argument(
         "--overwrite",
         action="store_true",
-        help="discard outputs already in --out (a --before-outputs folder only if stale)",
+        help="discard outputs already in --out (a --before-outputs / --retain-outputs folder only if stale)",
     )
     parser.add_argument(
         "--rescore", action="store_true", help="only recompute summary.json from --out's outputs"
@@ -125,6 +142,7 @@ def build_parser(prog: str = "medunlearn evaluate") -> argparse.ArgumentParser:
     )
     tofu.add_argument("--system-prompt", help="override the preset's system prompt")
     tofu.add_argument("--stop", action="append", help="stop string cutting generations (repeatable)")
+    add_engine_arguments(parser)
     return parser
 
 
@@ -143,10 +161,11 @@ def run(args) -> int:
 
 
 def _runner_config(args, **values) -> RunnerConfig:
-    if args.batch_size < 1 or (args.max_new_tokens is not None and args.max_new_tokens < 1):
-        raise InputError("--batch-size and --max-new-tokens must be at least 1")
+    if args.max_new_tokens is not None and args.max_new_tokens < 1:
+        raise InputError("--max-new-tokens must be at least 1")
     if args.max_new_tokens is not None:
         values["max_new_tokens"] = args.max_new_tokens
+    values.update(engine_settings(args))
     return RunnerConfig(batch_size=args.batch_size, progress=not args.no_progress, **values)
 
 
@@ -163,6 +182,7 @@ def _evaluate_amnesia(args) -> dict | None:
         before=args.before,
         retain_model=args.retain_model,
         before_outputs=args.before_outputs,
+        retain_outputs=args.retain_outputs,
         embedding_similarity=args.embedding_similarity,
         name=args.name,
         runner_config=_runner_config(args),
@@ -188,6 +208,7 @@ def _run_tofu(args) -> int:
         args.forget or "forget10",
         Path(args.out),
         retain_model=args.retain_model,
+        retain_outputs=args.retain_outputs,
         conventions=tofu_conventions(args),
         runner_config=_runner_config(args),
         overwrite=args.overwrite,

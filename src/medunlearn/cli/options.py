@@ -81,3 +81,91 @@ def conventions_from_args(args: argparse.Namespace, model=None):
     else:
         conventions = read_model_conventions(model) or preset("medunlearn")
     return conventions.with_options(system_prompt=args.system_prompt)
+
+
+def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--engine hf|vllm`` and where the vLLM server is: the runner's generation engine
+    (:mod:`medunlearn.evaluation.engines`)."""
+    group = parser.add_argument_group("generation engine (docs/evaluation.md, Generation engines)")
+    group.add_argument(
+        "--engine",
+        choices=("hf", "vllm"),
+        default=None,
+        help="the greedy generation pass: hf (transformers' generate, the default) or vllm (a vLLM server: "
+        "started for the model unless --vllm-url is given); the teacher-forced pass always runs on "
+        "transformers",
+    )
+    group.add_argument(
+        "--vllm-url", metavar="URL", help="a running vLLM server serving the model (http://HOST:PORT/v1)"
+    )
+    group.add_argument(
+        "--vllm-model", metavar="NAME", help="the model name to request at --vllm-url (default: the only one)"
+    )
+    group.add_argument(
+        "--vllm-python",
+        metavar="PYTHON",
+        help="the Python that runs a started vLLM server (default $MEDUNLEARN_VLLM_PYTHON, else "
+        ".venv-vllm/bin/python)",
+    )
+    group.add_argument(
+        "--vllm-arg",
+        dest="vllm_args",
+        action="append",
+        default=None,
+        metavar="ARG",
+        help="one more argument of a started vLLM server (repeatable, e.g. --vllm-arg=--max-num-seqs=64)",
+    )
+    gpu = parser.add_argument_group("transformers engine on GPU (docs/evaluation.md, Decoding on GPU)")
+    gpu.add_argument(
+        "--decoding",
+        choices=("dynamic", "static", "compiled", "auto"),
+        default=None,
+        help="the hf engine's KV cache: dynamic (the default), static (preallocated), compiled (static + "
+        "torch.compile, mode reduce-overhead; CUDA only) or auto (compiled when the model is on CUDA, else "
+        "dynamic); greedy tokens equal the dynamic cache's",
+    )
+    gpu.add_argument(
+        "--max-batch-size",
+        type=int,
+        default=None,
+        metavar="N",
+        help="where --batch-size auto starts its out-of-memory search on CUDA (default 256)",
+    )
+
+
+def batch_size_type(value: str) -> int | str:
+    """``--batch-size``: a positive number or ``auto`` (the largest that fits; see ``RunnerConfig``)."""
+    if value == "auto":
+        return value
+    try:
+        size = int(value)
+    except ValueError:
+        size = 0
+    if size < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive number or 'auto', got {value!r}")
+    return size
+
+
+def engine_settings(args: argparse.Namespace) -> dict:
+    """The ``RunnerConfig`` fields the engine options set (only those given, so a study file's stay)."""
+    from medunlearn.errors import InputError
+
+    given = {
+        "engine": args.engine,
+        "vllm_url": args.vllm_url,
+        "vllm_model": args.vllm_model,
+        "vllm_python": args.vllm_python,
+        "vllm_args": tuple(args.vllm_args) if args.vllm_args else None,
+    }
+    given = {name: value for name, value in given.items() if value is not None}
+    if given and given.get("engine", "vllm") != "vllm" and len(given) > 1:
+        raise InputError("--vllm-url, --vllm-model, --vllm-python and --vllm-arg need --engine vllm")
+    if "engine" not in given and given:
+        given["engine"] = "vllm"  # a vLLM option given alone means the vLLM engine
+    gpu = {
+        "decoding": getattr(args, "decoding", None),
+        "max_batch_size": getattr(args, "max_batch_size", None),
+    }
+    if gpu["max_batch_size"] is not None and gpu["max_batch_size"] < 1:
+        raise InputError("--max-batch-size must be at least 1")
+    return given | {name: value for name, value in gpu.items() if value is not None}

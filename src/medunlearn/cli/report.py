@@ -1,17 +1,31 @@
-"""``medunlearn report EVALDIR...``: table, JSON and PNG plots comparing evaluation folders."""
+"""``medunlearn report EVALDIR...``: table, JSON and PNG plots comparing evaluation folders; given a study
+folder (``medunlearn study``'s ``--out``), its figures against forget size and its Table 2 (docs/study.md)."""
 
 from __future__ import annotations
 
 import argparse
 
-from medunlearn.evaluation.report import write_report
+from medunlearn.evaluation.report import write_report, write_study_report
+from medunlearn.metrics.bootstrap import BootstrapConfig
 
 EPILOG = """example (two evaluations of the same forget config, e.g. from `medunlearn evaluate`):
   medunlearn report evals/grad_diff evals/simnpo --out evals/report
 
 writes evals/report/report.json and the plots mu_afe_tradeoff.png, mu_same_vs_out_of_disease.png and
 leakage_vs_degeneration.png, and prints one row per method × population × QA type
-(MU, AFE, LS next to DS, ROUGE-L, Prob)."""
+(MU, AFE, LS next to DS, ROUGE-L, Prob).
+
+Attack results (`medunlearn attack`, docs/attacks.md) are picked up: an evaluation folder with an
+attacks.json in it, in EVALDIR/attacks/ or in ../attacks/ (a study cell), or an attack folder named with
+--attacks, adds the worst-case recovery and worst attack beside AFE and MU, and the plot
+afe_vs_worst_case_recovery.png (AFE against worst-case recovery).
+
+Given a study folder instead (it holds study.json), e.g. `medunlearn report /tmp/tiny --out /tmp/tiny/report`
+after the `medunlearn study` example, it writes table2.md and table2.tex (methods x forget sizes: AFE seen /
+holdout, MU same / out of disease, LS, DS), study_report.json (every value with its 95% patient-bootstrap
+interval) and the figures study_mu_vs_forget_size.png, study_afe_vs_forget_size.png, study_ls_ds.png,
+study_factual_vs_reasoning.png and study_holdout.png; with the study's `attacks:` stage, a worst-case
+recovery column and study_afe_vs_worst_case_recovery.png."""
 
 
 def build_parser(prog: str = "medunlearn report") -> argparse.ArgumentParser:
@@ -28,7 +42,26 @@ def build_parser(prog: str = "medunlearn report") -> argparse.ArgumentParser:
     parser.add_argument(
         "--out", default="report", help="where report.json and the PNGs go (default: ./report)"
     )
+    parser.add_argument(
+        "--resamples", type=int, default=2000, help="patient-bootstrap resamples of every interval (2000)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
+    parser.add_argument(
+        "--attacks",
+        nargs="+",
+        default=(),
+        metavar="ATTACKDIR",
+        help="attack folders (`medunlearn attack --out`) whose results join the evaluations by method name "
+        "(found by themselves next to each EVALDIR)",
+    )
     return parser
+
+
+def is_study_folder(path) -> bool:
+    """A ``medunlearn study`` folder: it holds the study's state file (``study.json``)."""
+    from pathlib import Path
+
+    return (Path(path) / "study.json").is_file()
 
 
 def run(args) -> int:
@@ -37,6 +70,28 @@ def run(args) -> int:
     console = Console()
     if not console.is_terminal:  # piped or logged: rich would assume 80 columns and squeeze the numbers away
         console = Console(width=160)
-    payload = write_report(args.eval_dirs, args.out, console=console)
+    from medunlearn.attacks.summary import write_robustness_plot
+
+    bootstrap = BootstrapConfig(n_resamples=args.resamples, seed=args.seed)
+    if len(args.eval_dirs) == 1 and is_study_folder(args.eval_dirs[0]):
+        from medunlearn.study.collect import collect_results
+
+        results = collect_results(args.eval_dirs[0])
+        payload = write_study_report(
+            results, args.out, console=console, bootstrap=bootstrap, robustness_plot=write_robustness_plot
+        )
+        files = ", ".join(payload["tables"] + payload["figures"])
+        console.print(f"wrote {args.out}/study_report.json, {files}", highlight=False)
+        if payload["missing"]:
+            console.print(f"not finished yet (left out): {', '.join(payload['missing'])}", highlight=False)
+        return 0
+    payload = write_report(
+        args.eval_dirs,
+        args.out,
+        console=console,
+        bootstrap=bootstrap,
+        attack_dirs=tuple(getattr(args, "attacks", ()) or ()),
+        robustness_plot=write_robustness_plot,
+    )
     console.print(f"wrote {args.out}/report.json and {', '.join(payload['plots'])}")
     return 0

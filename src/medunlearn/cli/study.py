@@ -5,14 +5,17 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from medunlearn.cli.options import add_engine_arguments, engine_settings
 from medunlearn.study.config import load_study
 from medunlearn.study.run import EXECUTORS, run_study
 
 EPILOG = """examples:
   medunlearn study recipes/studies/paper.yaml --validate        # check the paper-scale file, run nothing
   medunlearn study recipes/studies/tiny.yaml --out /tmp/tiny --methods grad_diff --forget forget_10
+  medunlearn report /tmp/tiny --out /tmp/tiny/report   # the study's figures and Table 2 (Markdown, LaTeX)
   medunlearn study recipes/studies/mini.yaml --out runs/mini --jobs 2   # 18 cells, CPU (see docs/study.md)
   medunlearn study recipes/studies/paper.yaml --executor slurm --jobs 16   # one Slurm job per stage
+  medunlearn study recipes/studies/mini.yaml --out runs/mini --engine vllm  # generations on vLLM servers
 
 Rerunning the same command resumes: finished stages (fingerprint matches) are skipped, a changed method
 setting reruns that method's cells only. The folder holds study.json (grid, fingerprints, status),
@@ -45,6 +48,7 @@ def build_parser(prog: str = "medunlearn study") -> argparse.ArgumentParser:
     parser.add_argument(
         "--validate", action="store_true", help="check the file (methods, fields, forget configs) and stop"
     )
+    add_engine_arguments(parser)
     return parser
 
 
@@ -61,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     study = load_study(args.study)
+    study.evaluation.runner.update(engine_settings(args))  # over the file's evaluation.runner
     console = Console(width=160)
     if args.validate:
         from medunlearn.study.grid import validate_study

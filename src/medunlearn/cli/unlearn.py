@@ -38,7 +38,12 @@ Retain config: derived from the forget config (forget_10 -> retain_90) unless --
 examples as fine-tuning and evaluation do, and selects the loss averaging (open-unlearning: the reference's
 per method); --loss_averaging token (one token mean over the batch) or sequence (the default) overrides it:
   medunlearn unlearn --method GradDiff --model /tmp/ft --data /tmp/amnesia --forget forget_10 \
-      --out /tmp/gd-token --loss_averaging token --max_steps 2"""
+      --out /tmp/gd-token --loss_averaging token --max_steps 2
+Evaluation during unlearning: --eval-probe-steps N scores a small probe (forget AFE, retain MU) every N steps,
+logs it, and keeps in OUT/best/ the step with the highest probe AFE whose retain-MU drop from step 0 is at
+most --max-retain-mu-drop (default 0.05); the model card names the rule and the step:
+  medunlearn unlearn --method GradDiff --model /tmp/ft --data /tmp/amnesia --forget forget_10 \\
+      --out /tmp/gd-probe --eval-probe-steps 2 --max-retain-mu-drop 0.05 --max_steps 6"""
 
 
 def build_parser(prog: str = "medunlearn unlearn") -> argparse.ArgumentParser:

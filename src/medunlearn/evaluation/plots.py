@@ -102,3 +102,135 @@ def write_plots(methods: list[dict], out_dir: str | Path) -> list[Path]:
             out_dir / "leakage_vs_degeneration.png",
         ),
     ]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Study figures: values against forget size, one panel per method, one line per split series (random forget
+# sets and each disease's), 95% patient-bootstrap bands where an interval exists.
+
+SERIES_STYLES = ("-", "--", ":", "-.")
+
+
+def _series_lines(axes, points: list[dict], key: str, color: str, label: str, series_names: list[str]):
+    for index, series in enumerate(series_names):
+        rows = sorted(
+            (p for p in points if p["series"] == series and p["forget_size"] is not None),
+            key=lambda p: p["forget_size"],
+        )
+        if not rows:
+            continue
+        x = np.array([p["forget_size"] for p in rows], dtype=float)
+        y = np.array([_value(p.get(key)) for p in rows])
+        if np.isnan(y).all():
+            continue
+        style = SERIES_STYLES[index % len(SERIES_STYLES)]
+        axes.plot(x, y, style, color=color, marker="o", markersize=3, label=f"{label} ({series})")
+        intervals = [p.get(f"{key}_ci") for p in rows]
+        if any(i is not None for i in intervals):
+            low = np.array([_value(i[0]) if i else np.nan for i in intervals])
+            high = np.array([_value(i[1]) if i else np.nan for i in intervals])
+            axes.fill_between(x, low, high, color=color, alpha=0.15, linewidth=0)
+
+
+def plot_against_forget_size(
+    points: list[dict], lines: list[tuple[str, str]], ylabel: str, title: str, caption: str, path: Path
+) -> Path:
+    """One panel per method label; in each, every ``(key, legend label)`` of ``lines`` per split series."""
+    plt = _pyplot()
+    labels = list(dict.fromkeys(p["label"] for p in points))
+    series_names = list(dict.fromkeys(p["series"] for p in points))
+    columns = min(4, len(labels))
+    rows = -(-len(labels) // columns)
+    figure, axes = plt.subplots(
+        rows, columns, figsize=(3.6 * columns, 3.0 * rows + 0.9), squeeze=False, sharey=True
+    )
+    for index, label in enumerate(labels):
+        panel = axes[index // columns][index % columns]
+        mine = [p for p in points if p["label"] == label]
+        for line_index, (key, legend) in enumerate(lines):
+            _series_lines(panel, mine, key, f"C{line_index}", legend, series_names)
+        panel.set_title(label)
+        panel.set_xlabel("forget size (% of patients)")
+        panel.set_ylim(-0.05, 1.05)
+        panel.grid(alpha=0.3)
+        if index % columns == 0:
+            panel.set_ylabel(ylabel)
+    for index in range(len(labels), rows * columns):
+        axes[index // columns][index % columns].axis("off")
+    handles, names = axes[0][0].get_legend_handles_labels()
+    for panel in axes.flat:
+        for handle, name in zip(*panel.get_legend_handles_labels()):
+            if name not in names:
+                handles.append(handle)
+                names.append(name)
+    figure.suptitle(title)
+    legend_rows = -(-len(names) // 4)
+    bottom = (0.35 + 0.25 * legend_rows) / figure.get_figheight()  # inches → figure fraction
+    figure.legend(
+        handles,
+        names,
+        loc="lower center",
+        bbox_to_anchor=(0.5, 0.3 / figure.get_figheight()),
+        ncol=min(4, max(1, len(names))),
+        fontsize="small",
+    )
+    figure.text(0.5, 0.02 / figure.get_figheight(), caption, ha="center", va="bottom", fontsize="x-small")
+    figure.tight_layout(rect=(0, bottom, 1, 0.95))
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+def write_study_figures(points: list[dict], out_dir: str | Path, bootstrap) -> list[Path]:
+    """The study report's five figures (PNG) for ``medunlearn.evaluation.report.study_points``."""
+    out_dir = Path(out_dir)
+    bands = (
+        f"Bands: {bootstrap.level:.0%} patient-cluster bootstrap ({bootstrap.n_resamples} resamples, seed "
+        f"{bootstrap.seed}); line style = split series."
+    )
+    figures = (
+        (
+            "study_mu_vs_forget_size.png",
+            [("mu_same", "MU same disease"), ("mu_out", "MU out of disease")],
+            "MU of retained patients",
+            "Collateral damage: retained patients' MU against forget size",
+            bands,
+        ),
+        (
+            "study_afe_vs_forget_size.png",
+            [("afe", "AFE")],
+            "AFE (forget patients, seen QA)",
+            "Forgetting against forget size",
+            bands,
+        ),
+        (
+            "study_ls_ds.png",
+            [("ls", "LS (leakage)"), ("ds", "DS (degeneration)")],
+            "share (forget patients)",
+            "Leakage beside degeneration",
+            "No bands (summary values); line style = split series.",
+        ),
+        (
+            "study_factual_vs_reasoning.png",
+            [
+                ("afe_factual", "AFE factual"),
+                ("afe_reasoning", "AFE reasoning"),
+                ("mu_same_factual", "MU same, factual"),
+                ("mu_same_reasoning", "MU same, reasoning"),
+            ],
+            "AFE / MU",
+            "Factual vs reasoning QA",
+            bands,
+        ),
+        (
+            "study_holdout.png",
+            [("afe", "AFE seen QA"), ("afe_holdout", "AFE unseen (holdout) QA")],
+            "AFE (forget patients)",
+            "The forget patients' unseen questions",
+            bands,
+        ),
+    )
+    return [
+        plot_against_forget_size(points, lines, ylabel, title, caption, out_dir / name)
+        for name, lines, ylabel, title, caption in figures
+    ]

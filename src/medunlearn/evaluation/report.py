@@ -2,6 +2,11 @@
 
 LS is always shown next to DS: a near-zero leakage score means little when the answers are degenerate
 (docs/benchmarks/amnesia.md, "Findings").
+
+Attack results (``attacks.json`` of ``medunlearn attack``, docs/attacks.md) are read here as plain JSON
+(this layer does not import ``medunlearn.attacks``): a method with one gets its worst-case recovery and worst
+attack beside AFE and MU. The AFE-vs-worst-case plot is drawn by the caller's ``robustness_plot`` (the CLI
+passes ``medunlearn.attacks.summary.write_robustness_plot``).
 """
 
 from __future__ import annotations
@@ -10,11 +15,12 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from medunlearn.errors import MedunlearnError
 from medunlearn.evaluation.populations import FORGET_POPULATIONS, POPULATIONS
-from medunlearn.evaluation.uncertainty import PER_EXAMPLE, mu_interval
+from medunlearn.evaluation.uncertainty import PER_EXAMPLE, afe_interval, mu_interval
 from medunlearn.metrics.bootstrap import BootstrapConfig
 
 # (column header, summary key). Cells where a metric does not apply (MU on forget rows) stay empty.
@@ -60,6 +66,55 @@ def method_names(summaries: list[dict], eval_dirs: list[Path]) -> list[str]:
     ]
 
 
+ATTACKS_FILE = "attacks.json"
+ROBUSTNESS_PLOT = "afe_vs_worst_case_recovery.png"
+STUDY_ROBUSTNESS_PLOT = "study_afe_vs_worst_case_recovery.png"
+
+
+def attack_candidates(eval_dir: str | Path) -> list[tuple[Path, str | None, bool]]:
+    """Where an evaluation folder's attack results may be: ``(path, method name it implies or None, whether
+    a file with one method is this model's)``. ``EVALDIR/attacks.json`` and ``EVALDIR/attacks/attacks.json``
+    are the model's own; the sibling ``../attacks/`` is too for a study cell (``cells/<cell>/eval`` beside
+    ``cells/<cell>/attacks``) and otherwise joins by method name; for the ``unlearned`` evaluation inside an
+    attack folder (``<attacks>/<method>/evaluations/unlearned``) that folder's ``attacks.json``."""
+    folder = Path(eval_dir)
+    candidates = [
+        (folder / ATTACKS_FILE, None, True),
+        (folder / "attacks" / ATTACKS_FILE, None, True),
+        (folder.parent / "attacks" / ATTACKS_FILE, None, folder.name == "eval"),
+    ]
+    if folder.parent.name == "evaluations" and len(folder.parents) >= 3:
+        candidates.append((folder.parents[2] / ATTACKS_FILE, folder.parents[1].name, False))
+    return candidates
+
+
+def read_attack_summary(
+    eval_dir: str | Path, method: str, attack_dirs: tuple[str | Path, ...] = ()
+) -> dict | None:
+    """The robustness summary (``attacks.json``'s ``summaries`` entry: ``worst_case_recovery``,
+    ``worst_case_attack``, ``afe``, ``mu``, ...) of the model evaluated in ``eval_dir``, or ``None``.
+
+    Looks in ``attack_dirs`` first (``medunlearn report --attacks DIR``: joined by method name), then next to
+    the evaluation folder (:func:`attack_candidates`). The summary named ``method`` (or named by the folder
+    layout) is taken; a file of the model's own with one method is that model's."""
+    given = [(Path(d) / ATTACKS_FILE if Path(d).is_dir() else Path(d), None, False) for d in attack_dirs]
+    for path, hint, own in given + attack_candidates(eval_dir):
+        if not path.is_file():
+            continue
+        try:
+            payload = json.loads(path.read_text())
+        except json.JSONDecodeError as error:
+            raise ReportError(f"{path}: not valid JSON ({error})") from None
+        summaries = [s for s in payload.get("summaries") or [] if isinstance(s, dict)]
+        for wanted in (hint, method):
+            match = [s for s in summaries if wanted is not None and s.get("method") == wanted]
+            if match:
+                return {**match[0], "attacks_file": str(path)}
+        if len(summaries) == 1 and own:
+            return {**summaries[0], "attacks_file": str(path)}
+    return None
+
+
 def _per_example(folder: Path) -> pd.DataFrame | None:
     path = folder / PER_EXAMPLE
     if not path.is_file():
@@ -67,11 +122,15 @@ def _per_example(folder: Path) -> pd.DataFrame | None:
     return pd.read_parquet(path, columns=["population", "patient_id", "qa_type", "similarity"])
 
 
-def report_rows(eval_dirs, bootstrap: BootstrapConfig | None = None) -> list[dict]:
+def report_rows(
+    eval_dirs, bootstrap: BootstrapConfig | None = None, attack_dirs: tuple[str | Path, ...] = ()
+) -> list[dict]:
     """One row per method × population × QA type with the table's metrics (None where not applicable).
 
     Retained populations also get ``model_utility_ci`` = [low, high], the patient-bootstrap interval of MU
-    (:mod:`medunlearn.evaluation.uncertainty`), when the folder holds its per-example scores.
+    (:mod:`medunlearn.evaluation.uncertainty`), when the folder holds its per-example scores. The forget
+    seen "all" row of a method with attack results (:func:`read_attack_summary`) gets
+    ``worst_case_recovery`` and ``worst_case_attack``.
     """
     bootstrap = bootstrap or BootstrapConfig()
     eval_dirs = [Path(d) for d in eval_dirs]
@@ -79,6 +138,7 @@ def report_rows(eval_dirs, bootstrap: BootstrapConfig | None = None) -> list[dic
     rows = []
     for name, summary, folder in zip(method_names(summaries, eval_dirs), summaries, eval_dirs):
         per_example = _per_example(folder)
+        robustness = read_attack_summary(folder, summary.get("name") or name, attack_dirs)
         for population in POPULATIONS:
             cells = summary["populations"].get(population, {})
             for qa_type in QA_TYPE_ORDER:
@@ -98,6 +158,10 @@ def report_rows(eval_dirs, bootstrap: BootstrapConfig | None = None) -> list[dic
                 if per_example is not None and population not in FORGET_POPULATIONS:
                     interval = mu_interval(per_example, population, qa_type, bootstrap)
                 row["model_utility_ci"] = None if interval is None else [interval.low, interval.high]
+                if robustness is not None and (population, qa_type) == ("forget_seen", "all"):
+                    row["worst_case_recovery"] = robustness.get("worst_case_recovery")
+                    row["worst_case_attack"] = robustness.get("worst_case_attack")
+                    row["attacks_file"] = robustness["attacks_file"]
                 rows.append(row)
     return rows
 
@@ -115,17 +179,28 @@ def render_table(rows: list[dict]):
     from rich.table import Table
 
     table = Table(title="medunlearn evaluation", show_lines=False)
+    attacked = any("worst_case_recovery" in row for row in rows)
     for header in ("method", "population", "QA type", "n"):
         table.add_column(header, no_wrap=True)
     for header, _ in TABLE_COLUMNS:
         table.add_column(header, justify="right", no_wrap=True, min_width=5)
         if header == "MU":
             table.add_column("MU 95% CI", justify="right", no_wrap=True)
+        if header == "AFE" and attacked:  # beside AFE and MU: a method that recovers shows at once
+            table.add_column("worst-case recovery", justify="right", no_wrap=True)
+            table.add_column("worst attack", no_wrap=True)
     previous = None
     for row in rows:
         if previous is not None and row["method"] != previous:
             table.add_section()
         previous = row["method"]
+        robustness = []
+        if attacked:
+            worst = row.get("worst_case_recovery")
+            robustness = [
+                "" if "worst_case_recovery" not in row else ("–" if worst is None else f"{worst:+.3f}"),
+                row.get("worst_case_attack") or ("–" if "worst_case_recovery" in row else ""),
+            ]
         table.add_row(
             row["method"],
             row["population"],
@@ -133,7 +208,9 @@ def render_table(rows: list[dict]):
             str(row["n"]),
             _format(row["model_utility"]),
             _format_interval(row.get("model_utility_ci")),
-            *(_format(row[key]) for _, key in TABLE_COLUMNS[1:]),
+            _format(row["answer_forgetting"]),
+            *robustness,
+            *(_format(row[key]) for _, key in TABLE_COLUMNS[2:]),
         )
     return table
 
@@ -154,23 +231,40 @@ def headline(rows: list[dict]) -> list[dict]:
                 "model_utility"
             ),
         }
+        if "worst_case_recovery" in forget:
+            by_method[method]["worst_case_recovery"] = forget["worst_case_recovery"]
+            by_method[method]["worst_case_attack"] = forget.get("worst_case_attack")
     return list(by_method.values())
 
 
 def write_report(
-    eval_dirs, out_dir: str | Path, *, console=None, bootstrap: BootstrapConfig | None = None
+    eval_dirs,
+    out_dir: str | Path,
+    *,
+    console=None,
+    bootstrap: BootstrapConfig | None = None,
+    attack_dirs: tuple[str | Path, ...] = (),
+    robustness_plot=None,
 ) -> dict:
-    """Print the table, write ``report.json`` and the PNG plots into ``out_dir``; returns the JSON payload."""
+    """Print the table, write ``report.json`` and the PNG plots into ``out_dir``; returns the JSON payload.
+
+    ``attack_dirs``: attack folders to read besides those found next to each evaluation folder;
+    ``robustness_plot(summaries, path)``: draws AFE against worst-case recovery (``ROBUSTNESS_PLOT``) when a
+    method has attack results."""
     from medunlearn.evaluation.plots import write_plots
 
     bootstrap = bootstrap or BootstrapConfig()
-    rows = report_rows(eval_dirs, bootstrap)
+    rows = report_rows(eval_dirs, bootstrap, tuple(attack_dirs))
     if not rows:
         raise ReportError("the evaluation folders hold no population results")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     summary = headline(rows)
     plots = write_plots(summary, out_dir)
+    attacked = [m for m in summary if "worst_case_recovery" in m]
+    if attacked and robustness_plot is not None:
+        plot = robustness_plot(attacked, out_dir / ROBUSTNESS_PLOT)
+        plots += [plot] if plot is not None else []
     payload = {
         "columns": {header: key for header, key in TABLE_COLUMNS},
         "rows": rows,
@@ -187,4 +281,237 @@ def write_report(
     (out_dir / "report.json").write_text(json.dumps(payload, indent=2))
     if console is not None:
         console.print(render_table(rows))
+    return payload
+
+
+# ---------------------------------------------------------------------------------------------------------
+# A study folder (docs/study.md, "Figures and tables"): the grid's results against forget size.
+
+STUDY_TABLE_COLUMNS = (
+    ("AFE", "afe"),
+    ("AFE holdout", "afe_holdout"),
+    ("MU same", "mu_same"),
+    ("MU out", "mu_out"),
+    ("LS", "ls"),
+    ("DS", "ds"),
+)
+# (point key, population, QA type, summary key) of every value the study report shows.
+STUDY_VALUES = (
+    ("afe", "forget_seen", "all", "answer_forgetting"),
+    ("afe_factual", "forget_seen", "factual", "answer_forgetting"),
+    ("afe_reasoning", "forget_seen", "reasoning", "answer_forgetting"),
+    ("afe_holdout", "forget_holdout", "all", "answer_forgetting"),
+    ("mu_same", "retain_same_disease", "all", "model_utility"),
+    ("mu_same_factual", "retain_same_disease", "factual", "model_utility"),
+    ("mu_same_reasoning", "retain_same_disease", "reasoning", "model_utility"),
+    ("mu_out", "retain_out_of_disease", "all", "model_utility"),
+    ("ls", "forget_seen", "all", "leakage_score"),
+    ("ds", "forget_seen", "all", "degeneration_score"),
+)
+
+
+def split_series(row: dict) -> str:
+    """The x-axis series of a forget config: ``random`` (forget_N) or ``disease <name>``."""
+    return "random" if row.get("split") == "random" else f"disease {row.get('disease')}"
+
+
+def _mean(values: list) -> float | None:
+    values = [v for v in values if v is not None]
+    return float(np.mean(values)) if values else None
+
+
+def study_points(results: dict, bootstrap: BootstrapConfig | None = None) -> list[dict]:
+    """One point per (method label, series, forget size): every value of ``STUDY_VALUES`` from the summaries
+    (mean over seeds) and, for AFE and MU, ``<key>_ci`` = [low, high], the patient-cluster bootstrap of the
+    per-example scores (seeds pooled; AFE paired with the fine-tuned model's scores of the same examples)."""
+    bootstrap = bootstrap or BootstrapConfig()
+    groups: dict[tuple, list[dict]] = {}
+    for row in results["rows"]:
+        groups.setdefault((row["label"], row["forget_config"]), []).append(row)
+    baseline_dirs = {r["forget_config"]: r["eval_dir"] for r in results["rows"] if r["kind"] == "baseline"}
+    points = []
+    for (label, forget_config), rows in groups.items():
+        first = rows[0]
+        point = {
+            "label": label,
+            "kind": first["kind"],
+            "forget_config": forget_config,
+            "series": split_series(first),
+            "forget_size": first["forget_size"],
+            "seeds": sorted({r["seed"] for r in rows if r["seed"] is not None}),
+        }
+        for key, population, qa_type, summary_key in STUDY_VALUES:
+            point[key] = _mean(
+                [
+                    r.get(summary_key)
+                    for r in rows
+                    if r["population"] == population and r["qa_type"] == qa_type
+                ]
+            )
+        if any("worst_case_recovery" in r for r in rows):  # a study with an attack stage (one per seed)
+            seen = [r for r in rows if r["population"] == "forget_seen" and r["qa_type"] == "all"]
+            point["worst_case_recovery"] = _mean([r.get("worst_case_recovery") for r in seen])
+            worst = [r for r in seen if r.get("worst_case_recovery") is not None]
+            point["worst_case_attack"] = (
+                max(worst, key=lambda r: r["worst_case_recovery"])["worst_case_attack"] if worst else None
+            )
+        eval_dirs = list(dict.fromkeys(r["eval_dir"] for r in rows))
+        tables = [
+            pd.read_parquet(Path(d) / PER_EXAMPLE) for d in eval_dirs if (Path(d) / PER_EXAMPLE).is_file()
+        ]
+        per_example = pd.concat(tables, ignore_index=True) if tables else None
+        before_dir = baseline_dirs.get(forget_config)
+        before = None
+        if before_dir is not None and (Path(before_dir) / PER_EXAMPLE).is_file():
+            before = pd.read_parquet(Path(before_dir) / PER_EXAMPLE)
+        for key, population, qa_type, summary_key in STUDY_VALUES:
+            interval = None
+            if per_example is not None and summary_key == "model_utility":
+                interval = mu_interval(per_example, population, qa_type, bootstrap)
+            elif per_example is not None and before is not None and summary_key == "answer_forgetting":
+                interval = afe_interval(per_example, before, population, qa_type, bootstrap)
+            if summary_key in ("model_utility", "answer_forgetting"):
+                point[f"{key}_ci"] = None if interval is None else [interval.low, interval.high]
+        points.append(point)
+    order = {"baseline": 0, "cell": 1}
+    return sorted(points, key=lambda p: (p["series"], order[p["kind"]], p["label"], p["forget_size"] or 0))
+
+
+def _cell_text(value, latex: bool = False) -> str:
+    if value is None or (isinstance(value, float) and not np.isfinite(value)):
+        return "--" if latex else "–"
+    return f"{value:.3f}"
+
+
+def study_columns(points: list[dict]) -> tuple[tuple[str, str], ...]:
+    """``STUDY_TABLE_COLUMNS``, and the worst-case recovery when the study ran its attack stage."""
+    if any("worst_case_recovery" in p for p in points):
+        return (*STUDY_TABLE_COLUMNS, ("Worst-case recovery", "worst_case_recovery"))
+    return STUDY_TABLE_COLUMNS
+
+
+def study_table_markdown(points: list[dict]) -> str:
+    """The paper's Table 2 layout, one table per series: methods × forget sizes, AFE (seen and holdout), MU of
+    same- and out-of-disease retained patients, LS beside DS (and the worst-case recovery under attack)."""
+    lines = []
+    columns = study_columns(points)
+    for series in dict.fromkeys(p["series"] for p in points):
+        lines += [f"**{series}**", ""]
+        lines.append("| Method | Forget % | " + " | ".join(h for h, _ in columns) + " |")
+        lines.append("|---|---:|" + "---:|" * len(columns))
+        for p in points:
+            if p["series"] == series:
+                values = " | ".join(_cell_text(p.get(key)) for _, key in columns)
+                lines.append(f"| {p['label']} | {p['forget_size']} | {values} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _latex_escape(text: str) -> str:
+    return (
+        str(text)
+        .replace("\\", r"\textbackslash{}")
+        .replace("_", r"\_")
+        .replace("%", r"\%")
+        .replace("&", r"\&")
+    )
+
+
+def study_table_latex(points: list[dict], caption: str) -> str:
+    """The same table in LaTeX (booktabs): one block per series, a rule between methods."""
+    columns = study_columns(points)
+    headers = " & ".join(_latex_escape(h) for h, _ in columns)
+    lines = [
+        r"\begin{table}[t]",
+        r"\centering",
+        r"\small",
+        r"\begin{tabular}{ll" + "r" * (1 + len(columns)) + "}",
+        r"\toprule",
+        rf"Split & Method & Forget \% & {headers} \\",
+    ]
+    for series in dict.fromkeys(p["series"] for p in points):
+        lines.append(r"\midrule")
+        previous = None
+        for p in (p for p in points if p["series"] == series):
+            if previous is not None and p["label"] != previous:
+                lines.append(r"\cmidrule(l){2-" + str(3 + len(columns)) + "}")
+            split = _latex_escape(series) if previous is None else ""
+            previous = p["label"]
+            values = " & ".join(_cell_text(p.get(key), latex=True) for _, key in columns)
+            lines.append(rf"{split} & {_latex_escape(p['label'])} & {p['forget_size']} & {values} \\")
+    lines += [
+        r"\bottomrule",
+        r"\end{tabular}",
+        rf"\caption{{{_latex_escape(caption)}}}",
+        r"\end{table}",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_study_report(
+    results: dict,
+    out_dir: str | Path,
+    *,
+    console=None,
+    bootstrap: BootstrapConfig | None = None,
+    robustness_plot=None,
+) -> dict:
+    """Figures and tables of a study's results (``medunlearn.study.collect.collect_results``'s payload):
+    ``study_report.json``, ``table2.md``, ``table2.tex`` and the ``study_*.png`` figures in ``out_dir``.
+
+    With an attack stage (cells with ``worst_case_recovery``) the tables get its column and
+    ``robustness_plot(summaries, path)`` draws ``STUDY_ROBUSTNESS_PLOT``: AFE against worst-case recovery, one
+    point per method and forget config."""
+    from medunlearn.evaluation.plots import write_study_figures
+
+    bootstrap = bootstrap or BootstrapConfig()
+    if not results.get("rows"):
+        raise ReportError(f"{results.get('study_dir', 'the study')}: no finished stage has results yet")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    points = study_points(results, bootstrap)
+    caption = (
+        f"Study {results.get('study')}: AFE (forget patients' seen and holdout QA), MU of retained same- and "
+        "out-of-disease patients, LS beside DS, per method and forget size ('finetuned': the model before "
+        f"unlearning). Intervals: 95% patient-cluster bootstrap, {bootstrap.n_resamples} resamples, seed "
+        f"{bootstrap.seed}."
+    )
+    caption = caption.replace("95%", f"{bootstrap.level:.0%}")
+    (out_dir / "table2.md").write_text(f"{caption}\n\n{study_table_markdown(points)}")
+    (out_dir / "table2.tex").write_text(study_table_latex(points, caption))
+    figures = write_study_figures(points, out_dir, bootstrap)
+    attacked = [p for p in points if p["kind"] == "cell" and "worst_case_recovery" in p]
+    if attacked and robustness_plot is not None:
+        summaries = [
+            {
+                "method": f"{p['label']} {p['forget_config']}",
+                "afe": p["afe"],
+                "mu": p["mu_same"],
+                "worst_case_recovery": p["worst_case_recovery"],
+                "worst_case_attack": p.get("worst_case_attack"),
+            }
+            for p in attacked
+        ]
+        plot = robustness_plot(summaries, out_dir / STUDY_ROBUSTNESS_PLOT)
+        figures = [*figures, *([plot] if plot is not None else [])]
+    payload = {
+        "study": results.get("study"),
+        "study_dir": results.get("study_dir"),
+        "points": points,
+        "missing": results.get("missing", []),
+        "tables": ["table2.md", "table2.tex"],
+        "figures": [p.name for p in figures],
+        "caption": caption,
+        "bootstrap": {
+            "n_resamples": bootstrap.n_resamples,
+            "level": bootstrap.level,
+            "seed": bootstrap.seed,
+            "clusters": "patients",
+            "applies_to": "every *_ci (AFE and MU)",
+        },
+    }
+    (out_dir / "study_report.json").write_text(json.dumps(payload, indent=2, default=str))
+    if console is not None:
+        console.print(study_table_markdown(points), markup=False, highlight=False)
     return payload

@@ -25,6 +25,7 @@ from medunlearn.metrics.bootstrap import (
     ClusteredValues,
     Difference,
     Interval,
+    afe_cluster_bootstrap,
     bootstrap_difference,
     cluster_bootstrap,
 )
@@ -134,4 +135,27 @@ def mu_interval(
         return None
     return cluster_bootstrap(
         rows["similarity"].to_numpy(), rows["qa_type"].tolist(), rows["patient_id"].tolist(), config
+    )
+
+
+def afe_interval(
+    after: pd.DataFrame,
+    before: pd.DataFrame,
+    population: str = "forget_seen",
+    qa_type: str = "all",
+    config: BootstrapConfig | None = None,
+) -> Interval | None:
+    """AFE of one forget population (one QA type or ``"all"``) with its patient-bootstrap interval
+    (:func:`medunlearn.metrics.bootstrap.afe_cluster_bootstrap`): ``after`` and ``before`` are per-example
+    tables of the unlearned model and of the model before unlearning, paired by ``example_id``. ``None`` when
+    the population has no scored rows."""
+    rows = after[(after["population"] == population) & after["similarity"].notna()]
+    if qa_type != "all":
+        rows = rows[rows["qa_type"] == qa_type]
+    if rows.empty:
+        return None
+    changes = paired_changes(rows, before, population)
+    before_values = rows["similarity"].to_numpy() - changes["change"].to_numpy()
+    return afe_cluster_bootstrap(
+        rows["similarity"].to_numpy(), before_values, rows["patient_id"].tolist(), config
     )

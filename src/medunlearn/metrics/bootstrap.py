@@ -148,3 +148,38 @@ def bootstrap_difference(
     return Difference(
         estimate, *_percentiles(draws, config.level), a.n_clusters + b.n_clusters, p_value=float(p_value)
     )
+
+
+def afe_cluster_bootstrap(
+    after, before, clusters: Sequence, config: BootstrapConfig | None = None
+) -> Interval:
+    """AFE = clip(1 − mean(after) / mean(before), 0, 1) (:mod:`medunlearn.metrics.answer_forgetting`) of
+    paired per-QA similarities, with its cluster-bootstrap interval: each resample draws patients with
+    replacement and recomputes the ratio of the drawn patients' summed similarities (paired values: the QA
+    counts cancel).
+
+    The estimate is NaN when the before similarities sum to 0 (nothing to forget); resamples whose before sum
+    is 0 drop out of the percentiles.
+
+    >>> interval = afe_cluster_bootstrap([0.2, 0.4, 0.0, 0.1], [0.8, 0.8, 0.5, 0.5], ["a", "a", "b", "b"])
+    >>> round(interval.estimate, 4), interval.n_clusters
+    (0.7308, 2)
+    """
+    config = config or BootstrapConfig()
+    after, before = as_float_array("after", after), as_float_array("before", before)
+    check_same_length(after=after, before=before, clusters=list(clusters))
+    _, cluster_index = np.unique(np.asarray(clusters, dtype=object).astype(str), return_inverse=True)
+    n_clusters = int(cluster_index.max()) + 1
+    sums_after = np.bincount(cluster_index, weights=after, minlength=n_clusters)
+    sums_before = np.bincount(cluster_index, weights=before, minlength=n_clusters)
+
+    def statistic(weights: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ratio = (weights @ sums_after) / (weights @ sums_before)
+        return np.where(np.isfinite(ratio), np.clip(1.0 - ratio, 0.0, 1.0), np.nan)
+
+    estimate = float(statistic(np.ones((1, n_clusters)))[0])
+    draws = statistic(resample_weights(n_clusters, config, np.random.default_rng(config.seed)))
+    if not np.isfinite(draws).any():
+        return Interval(estimate, float("nan"), float("nan"), n_clusters)
+    return Interval(estimate, *_percentiles(draws, config.level), n_clusters)

@@ -16,7 +16,10 @@ Definitions (ours; the paper names the scores without formulas; docs/benchmarks/
 
 A prediction may be a record (dict) or a model's raw text. Text is parsed strictly by
 :func:`parse_prediction`; text that does not parse counts as wrong on every output (no class, no axes, no
-confounder, empty texts), never dropped. Dict predictions and references with an unknown label raise.
+confounder, empty texts), never dropped. Dict predictions and references with an unknown label, a missing
+``conflict_type`` or ``axes``, ``axes=None`` or empty inputs raise :class:`ContradictionInputError` (a
+``ValueError``) naming the argument, index and field. Records and strings may be mixed here (a predictions
+file can hold both); the ``evaluate`` module, whose features are typed, takes one kind per call.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import re
 
 import numpy as np
 
+from medunlearn.errors import InputError
 from medunlearn.metrics.rouge import rouge_l
 from medunlearn.metrics.validation import check_same_length, check_sequence
 from medunlearn.ontology.biodivergence import (
@@ -84,39 +88,116 @@ def parse_prediction(text: str) -> dict | None:
     }
 
 
+class ContradictionInputError(InputError):
+    """Input the contextual_contradiction scores cannot take: the message names the argument, the index and
+    the field (``references[3].axes``). A ``ValueError``, as the other metrics' input errors."""
+
+
+REQUIRED_RECORD_KEYS = ("conflict_type", "axes")
+OPTIONAL_RECORD_KEYS = ("dominant_confounder", "reconciliation", *SPAN_KEYS)  # "none" / "" when left out
+
+
 def check_record(name: str, index: int, record) -> dict:
-    """A dict input with valid labels (missing spans/reconciliation become "")."""
+    """A dict input with valid labels, as a record with exactly the six keys.
+
+    ``conflict_type`` and ``axes`` (a list, ``[]`` for none) are required; ``dominant_confounder`` (missing,
+    None or "" mean "none"), ``reconciliation``, ``evidence_a`` and ``evidence_b`` (missing or None mean "")
+    are optional. Anything else raises :class:`ContradictionInputError` naming ``name[index].field``.
+
+    >>> check_record("references", 0, {"conflict_type": "no_conflict", "axes": []})["dominant_confounder"]
+    'none'
+    >>> check_record("references", 2, {"conflict_type": "no_conflict", "axes": None})
+    Traceback (most recent call last):
+    ...
+    medunlearn.metrics.contextual_contradiction.ContradictionInputError: `references`[2].axes is None; \
+give a list of axis ids ([] for none)
+    """
+    where = f"`{name}`[{index}]"
     if not isinstance(record, dict):
-        raise ValueError(
-            f"`{name}`[{index}] must be a dict or, for predictions, a JSON string; "
-            f"got {type(record).__name__}"
+        raise ContradictionInputError(
+            f"{where} must be a dict or, for predictions, a JSON string; got {type(record).__name__}"
         )
-    for key in ("conflict_type", "axes"):
+    for key in REQUIRED_RECORD_KEYS:
         if key not in record:
-            raise ValueError(f"`{name}`[{index}] has no `{key}`")
+            raise ContradictionInputError(
+                f"{where} has no `{key}` (required: {', '.join(REQUIRED_RECORD_KEYS)}; optional: "
+                f"{', '.join(OPTIONAL_RECORD_KEYS)})"
+            )
     if record["conflict_type"] not in CONFLICT_TYPE_IDS:
-        raise ValueError(
-            f"`{name}`[{index}].conflict_type {record['conflict_type']!r} is unknown; "
+        raise ContradictionInputError(
+            f"{where}.conflict_type {record['conflict_type']!r} is unknown; "
             f"allowed: {', '.join(CONFLICT_TYPE_IDS)}"
         )
-    axes = list(record["axes"] if record["axes"] is not None else [])
+    axes = record["axes"]
+    if axes is None:
+        raise ContradictionInputError(f"{where}.axes is None; give a list of axis ids ([] for none)")
+    if isinstance(axes, (str, bytes, dict)) or not hasattr(axes, "__iter__"):
+        raise ContradictionInputError(
+            f"{where}.axes must be a list of axis ids, got {type(axes).__name__} {axes!r}"[:300]
+        )
+    axes = list(axes)
     unknown = [axis for axis in axes if axis not in AXIS_IDS]
     if unknown:
-        raise ValueError(f"`{name}`[{index}].axes has unknown {unknown[0]!r}; allowed: {', '.join(AXIS_IDS)}")
+        raise ContradictionInputError(
+            f"{where}.axes has unknown {unknown[0]!r}; allowed: {', '.join(AXIS_IDS)}"
+        )
     confounder = record.get("dominant_confounder")
     confounder = NO_CONFOUNDER if confounder in (None, "") else confounder
     if confounder not in (*AXIS_IDS, NO_CONFOUNDER):
-        raise ValueError(
-            f"`{name}`[{index}].dominant_confounder {confounder!r} is unknown; "
+        raise ContradictionInputError(
+            f"{where}.dominant_confounder {confounder!r} is unknown; "
             f"allowed: {', '.join(AXIS_IDS)}, {NO_CONFOUNDER}"
         )
     out = {"conflict_type": record["conflict_type"], "axes": axes, "dominant_confounder": confounder}
     for key in ("reconciliation", *SPAN_KEYS):
-        value = record.get(key) or ""
+        value = record.get(key)
+        value = "" if value is None else value
         if not isinstance(value, str):
-            raise ValueError(f"`{name}`[{index}].{key} must be a string")
+            raise ContradictionInputError(f"{where}.{key} must be a string, got {type(value).__name__}")
         out[key] = value
     return out
+
+
+def check_inputs(predictions, references, *, allow_mixed: bool = True) -> tuple[list, list[dict]]:
+    """``(predictions, references)`` checked and completed, before anything is scored.
+
+    Both must be non-empty lists of one length; references are records; predictions are records or strings
+    (raw model text, parsed later). With ``allow_mixed=False`` (the ``evaluate`` module, whose typed features
+    take all records or all strings) they must be of one kind. Records come back with their optional keys
+    filled (:func:`check_record`), so the module can encode them. Raises :class:`ContradictionInputError`.
+
+    >>> check_inputs([], [])
+    Traceback (most recent call last):
+    ...
+    medunlearn.metrics.contextual_contradiction.ContradictionInputError: `predictions` is empty: there is \
+nothing to score
+    """
+    for name, values in (("predictions", predictions), ("references", references)):
+        try:
+            check_sequence(name, values, allow_empty=True)
+        except ValueError as error:
+            raise ContradictionInputError(str(error)) from None
+        if len(values) == 0:
+            raise ContradictionInputError(f"`{name}` is empty: there is nothing to score")
+    try:
+        check_same_length(predictions=predictions, references=references)
+    except ValueError as error:
+        raise ContradictionInputError(str(error)) from None
+    predictions, references = list(predictions), list(references)
+    strings = [isinstance(p, str) for p in predictions]
+    if not allow_mixed and any(strings) and not all(strings):
+        first_string, first_other = strings.index(True), strings.index(False)
+        raise ContradictionInputError(
+            f"`predictions` mixes raw strings (e.g. [{first_string}]) and "
+            f"{type(predictions[first_other]).__name__}s (e.g. [{first_other}]); give all records or all "
+            "strings"
+        )
+    gold = [check_record("references", i, record) for i, record in enumerate(references)]
+    predictions = [
+        p if is_string else check_record("predictions", i, p)
+        for i, (p, is_string) in enumerate(zip(predictions, strings))
+    ]
+    return predictions, gold
 
 
 _UNPARSEABLE = {
@@ -167,14 +248,9 @@ def contextual_contradiction(predictions, references) -> dict:
     >>> scores["accuracy"], scores["contextual_contradiction_f1"], round(scores["axis_micro_f1"], 4)
     (0.5, 1.0, 0.6667)
     """
-    check_sequence("predictions", predictions)
-    check_sequence("references", references)
-    n = check_same_length(predictions=predictions, references=references)
-    gold = [check_record("references", i, record) for i, record in enumerate(references)]
-    pred = [
-        (parse_prediction(p) or _UNPARSEABLE) if isinstance(p, str) else check_record("predictions", i, p)
-        for i, p in enumerate(predictions)
-    ]
+    predictions, gold = check_inputs(predictions, references)
+    n = len(gold)
+    pred = [(parse_prediction(p) or _UNPARSEABLE) if isinstance(p, str) else p for p in predictions]
     parsed = np.array([p is not _UNPARSEABLE for p in pred])
 
     class_index = {name: i for i, name in enumerate(CONFLICT_TYPE_IDS)}

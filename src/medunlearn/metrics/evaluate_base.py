@@ -39,4 +39,12 @@ class CheckedMetric(evaluate.Metric):
         if (nothing_added and not given) or (given and len(given) < len(names)):
             missing = next(name for name in names if inputs.get(name) is None)
             raise ValueError(f"`{missing}` must be a list, got None")
+        if given:
+            predictions, references = self._check_inputs(predictions, references)
         return super().compute(predictions=predictions, references=references, **kwargs)
+
+    def _check_inputs(self, predictions, references):
+        """Check and complete the inputs before evaluate infers and encodes their features; a module whose
+        inputs evaluate cannot encode as given (optional keys, mixed kinds) overrides it and raises a
+        named error. The default returns them unchanged."""
+        return predictions, references

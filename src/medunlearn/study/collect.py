@@ -4,6 +4,10 @@ Rows come from ``baseline/<forget>/eval/summary.json`` (method ``finetuned``: th
 and ``cells/<cell>/eval/summary.json``. Each row keeps its stage's ``eval_dir`` and ``model_dir`` (absolute
 paths), so per-example tables can be read later (bootstrap intervals, figures). Values that are not per
 population (MIA, privleak, forget quality) go in ``results.json``'s ``stages`` list.
+
+A cell whose attack stage is finished (``cells/<cell>/attacks/``, a study with ``attacks:``) adds its
+robustness summary to its stage and rows: ``worst_case_recovery`` and ``worst_case_attack``
+(docs/attacks.md); an unfinished attack stage is listed in ``missing``.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ def _stages(study_dir: Path, state: dict) -> list[dict]:
                 "fingerprint": cell["fingerprint"],
                 "folder": f"cells/{cell['name']}",
                 "model_dir": str(study_dir / "cells" / cell["name"] / "model"),
+                "attack_fingerprint": cell.get("attack_fingerprint"),
             }
         )
     return stages
@@ -56,6 +61,18 @@ def _scalar(value):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def attack_summary(stage_folder: Path, fingerprint: str | None) -> dict | None:
+    """The robustness summary of a cell's finished attack stage (``attacks.json``), or ``None``."""
+    folder = stage_folder / "attacks"
+    done, payload = folder / "done.json", folder / "attacks.json"
+    if fingerprint is None or not (done.is_file() and payload.is_file()):
+        return None
+    if json.loads(done.read_text()).get("fingerprint") != fingerprint:
+        return None
+    summaries = json.loads(payload.read_text()).get("summaries") or [None]
+    return summaries[0]
 
 
 def collect_results(study_dir: str | Path) -> dict:
@@ -69,6 +86,7 @@ def collect_results(study_dir: str | Path) -> dict:
     state = json.loads((study_dir / "study.json").read_text())
     rows, stages, missing = [], [], []
     for stage in _stages(study_dir, state):
+        attack_fp = stage.pop("attack_fingerprint", None)
         eval_dir = study_dir / stage.pop("folder") / "eval"
         done = eval_dir.parent / "done.json"
         summary_path = eval_dir / "summary.json"
@@ -86,6 +104,13 @@ def collect_results(study_dir: str | Path) -> dict:
             **forget_parts(stage["forget_config"]),
             "eval_dir": str(eval_dir),
         }
+        if attack_fp is not None:
+            robustness = attack_summary(eval_dir.parent, attack_fp)
+            if robustness is None:
+                missing.append(f"attacks-{stage['stage']}")
+            common["worst_case_recovery"] = None if robustness is None else robustness["worst_case_recovery"]
+            common["worst_case_attack"] = None if robustness is None else robustness["worst_case_attack"]
+            common["attack_dir"] = str(eval_dir.parent / "attacks") if robustness is not None else None
         extras = {
             k: v for k, v in summary.items() if k not in ("populations", "models", "name", "forget_config")
         }

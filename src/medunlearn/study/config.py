@@ -23,6 +23,9 @@ A study file::
       populations: {max_retain_patients: 10, seed: 0}       # PopulationConfig fields
       embedding_similarity: false
     slurm: {timeout_min: 240, gpus_per_node: 1}             # submitit parameters (--executor slurm)
+    attacks:                                    # optional: an attack stage per cell (docs/attacks.md)
+      attacks: [relearn, quantize, holdout, membership]
+      relearn_steps: [5, 10]
 
 Only the shape is checked here (no torch import): :func:`medunlearn.study.grid.validate_study` also resolves
 every method config and checks the forget configs against the data.
@@ -42,7 +45,18 @@ from medunlearn.errors import MedunlearnError, MissingInputError
 
 FORGET_PATTERN = re.compile(r"^(disease_[a-z0-9_]+_)?forget_\d+$")
 TOP = "<top level>"
-TOP_LEVEL = ("name", "model", "data", "finetune", "methods", "forget", "seeds", "evaluation", "slurm")
+TOP_LEVEL = (
+    "name",
+    "model",
+    "data",
+    "finetune",
+    "methods",
+    "forget",
+    "seeds",
+    "evaluation",
+    "slurm",
+    "attacks",
+)
 
 
 class StudyConfigError(MedunlearnError, ValueError):
@@ -86,6 +100,39 @@ class EvaluationSpec:
 
 
 @dataclass
+class AttackSpec:
+    """The attack stage of every cell (``medunlearn.attacks.run_attacks`` on the cell's unlearned model, the
+    fine-tuned model as the before model); the evaluation's runner settings are reused.
+
+    Parameters:
+        attacks (`list[str]`, *optional*, defaults to every attack of `medunlearn.attacks.ATTACKS`):
+            Which attacks to run.
+        relearn_steps, relearn_data, relearn_share, relearn_learning_rate, relearn_batch_size (*optional*):
+            The `RelearnConfig` fields (its defaults when absent; the seed is `seed`).
+        quantizations (`list[str]`, *optional*, defaults to `["8bit", "nf4"]`):
+            The quantization schemes.
+        seed (`int`, *optional*, defaults to `0`):
+            Seeds the attacks (`AttackArguments.seed` and `RelearnConfig.seed`).
+        max_retain_patients (`int` or `None`, *optional*, defaults to the evaluation's
+            `populations.max_retain_patients`):
+            Seeded sample of retained patients per population.
+    """
+
+    attacks: list[str] | None = None
+    relearn_steps: list[int] | None = None
+    relearn_data: str | None = None
+    relearn_share: float | None = None
+    relearn_learning_rate: float | None = None
+    relearn_batch_size: int | None = None
+    quantizations: list[str] | None = None
+    seed: int = 0
+    max_retain_patients: int | None = None
+
+
+ATTACK_KEYS = tuple(f.name for f in dataclasses.fields(AttackSpec))
+
+
+@dataclass
 class StudyConfig:
     """A parsed study file (see the module docstring for the format)."""
 
@@ -99,6 +146,7 @@ class StudyConfig:
     seeds: list[int]
     evaluation: EvaluationSpec
     slurm: dict[str, Any] = field(default_factory=dict)
+    attacks: AttackSpec | None = None  # None: no attack stage (and no change to any fingerprint)
 
     def error(self, key: str, message: str) -> StudyConfigError:
         return StudyConfigError(f"{self.source}: key '{key}': {message}")
@@ -246,6 +294,8 @@ def parse_study(raw: dict, source: str = "<study>") -> StudyConfig:
         raise _fail(source, "evaluation.embedding_similarity", "must be true or false")
     evaluation = EvaluationSpec(runner, populations, embedding)
 
+    attacks = _attack_spec(source, raw["attacks"]) if raw.get("attacks") is not None else None
+
     name = raw.get("name") or Path(source).stem
     if not isinstance(name, str):
         raise _fail(source, "name", "must be a string")
@@ -260,7 +310,39 @@ def parse_study(raw: dict, source: str = "<study>") -> StudyConfig:
         seeds=list(seeds),
         evaluation=evaluation,
         slurm=_mapping(source, "slurm", raw.get("slurm")),
+        attacks=attacks,
     )
+
+
+def _attack_spec(source: str, value) -> AttackSpec:
+    """The ``attacks:`` mapping's shape (the attack and scheme names are checked by ``validate_study``)."""
+    raw = _mapping(source, "attacks", value, ATTACK_KEYS)
+    for key in ("attacks", "quantizations", "relearn_steps"):
+        if key in raw:
+            items = (
+                [raw[key]]
+                if isinstance(raw[key], (str, int)) and not isinstance(raw[key], bool)
+                else raw[key]
+            )
+            kind = int if key == "relearn_steps" else str
+            if (
+                not isinstance(items, list)
+                or not items
+                or not all(isinstance(i, kind) and not isinstance(i, bool) for i in items)
+            ):
+                raise _fail(source, f"attacks.{key}", f"must be a non-empty list of {kind.__name__}s")
+            raw[key] = list(items)
+    for key, kinds in (
+        ("relearn_share", (int, float)),
+        ("relearn_learning_rate", (int, float)),
+        ("relearn_batch_size", (int,)),
+        ("seed", (int,)),
+        ("max_retain_patients", (int,)),
+        ("relearn_data", (str,)),
+    ):
+        if raw.get(key) is not None and (isinstance(raw[key], bool) or not isinstance(raw[key], kinds)):
+            raise _fail(source, f"attacks.{key}", f"must be a {' or '.join(k.__name__ for k in kinds)}")
+    return AttackSpec(**raw)
 
 
 def load_study(path: str | Path) -> StudyConfig:

@@ -4,7 +4,9 @@
 Fingerprints chain: data → fine-tune (model arguments, fine-tune settings) → baseline (forget config,
 evaluation settings) and cell (method and its *resolved* config — paper defaults included, so a changed
 default reruns the cells it affects — forget config, seed, evaluation settings). A stage whose stored
-fingerprint matches is skipped; any other is run again from scratch.
+fingerprint matches is skipped; any other is run again from scratch. With an ``attacks:`` mapping each cell
+also has an attack stage: cell fingerprint → attack settings (changing them reruns only the attack stages;
+without the mapping there is no attack stage and no fingerprint changes).
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ PRESENTATION_FIELDS = re.compile(
     r"^(output_dir|logging_dir|logging_.*|log_.*|disable_tqdm|run_name|report_to|push_to_hub|hub_.*|"
     r"save_.*|overwrite_output_dir|dataloader_num_workers|dataloader_persistent_workers|project|trackio_.*)$"
 )
+
+# Evaluation during unlearning (medunlearn.unlearn.probe): results only when eval_probe_steps is set.
+PROBE_FIELDS = re.compile(r"^(eval_probe_steps|probe_.*|max_retain_mu_drop)$")
 
 
 def fingerprint(value: Any) -> str:
@@ -55,8 +60,18 @@ def finetune_fingerprint(study: StudyConfig, data_fp: str) -> str:
     return fingerprint({"data": data_fp, "model": study.model, "finetune": asdict(study.finetune)})
 
 
+# Runner fields that say where a vLLM server runs, not what it computes (the engine itself is fingerprinted):
+# a study resumed against another server or interpreter keeps its finished stages.
+SERVER_LOCATION = ("vllm_url", "vllm_model", "vllm_python", "vllm_args")
+
+
 def evaluation_settings(study: StudyConfig) -> dict:
-    return asdict(study.evaluation)
+    """The evaluation settings a stage's fingerprint covers."""
+    settings = asdict(study.evaluation)
+    settings["runner"] = {k: v for k, v in settings["runner"].items() if k not in SERVER_LOCATION}
+    if settings["runner"].get("engine") == "hf":
+        del settings["runner"]["engine"]  # the default, named or not: the fingerprints of earlier studies
+    return settings
 
 
 def resolved_method_config(method: str, fields: dict, seed: int) -> dict:
@@ -65,7 +80,10 @@ def resolved_method_config(method: str, fields: dict, seed: int) -> dict:
     from medunlearn.unlearn.run import make_method_config
 
     config = make_method_config(method, "unused", **cell_fields(fields, seed))
-    return {k: v for k, v in config.to_dict().items() if not PRESENTATION_FIELDS.match(k)}
+    resolved = {k: v for k, v in config.to_dict().items() if not PRESENTATION_FIELDS.match(k)}
+    if resolved.get("eval_probe_steps") is None:  # probing off: its settings change nothing
+        resolved = {k: v for k, v in resolved.items() if not PROBE_FIELDS.match(k)}
+    return resolved
 
 
 def cell_fields(fields: dict, seed: int) -> dict:
@@ -116,6 +134,7 @@ class Cell:
     fields: dict = field(default_factory=dict)  # the study's fields (the seed is added at run time)
     config: dict = field(default_factory=dict)  # the resolved method config (fingerprinted)
     fingerprint: str = ""
+    attack_fingerprint: str | None = None  # the attack stage's (None: the study runs no attacks)
 
     @property
     def name(self) -> str:
@@ -124,6 +143,14 @@ class Cell:
     @property
     def folder(self) -> str:
         return f"cells/{self.name}"
+
+    @property
+    def attack_name(self) -> str:
+        return f"attacks-{self.name}"
+
+    @property
+    def attack_folder(self) -> str:
+        return f"{self.folder}/attacks"
 
 
 @dataclass
@@ -149,6 +176,7 @@ class Grid:
                     "seed": c.seed,
                     "fields": c.fields,
                     "fingerprint": c.fingerprint,
+                    **({"attack_fingerprint": c.attack_fingerprint} if c.attack_fingerprint else {}),
                 }
                 for c in self.cells
             ],
@@ -161,6 +189,7 @@ def build_grid(study: StudyConfig, data_fp: str) -> Grid:
 
     finetune_fp = finetune_fingerprint(study, data_fp)
     evaluation = evaluation_settings(study)
+    attacks = attack_settings(study) if study.attacks is not None else None
     baselines = [
         Baseline(forget, fingerprint({"finetune": finetune_fp, "forget": forget, "evaluation": evaluation}))
         for forget in study.forget
@@ -182,8 +211,50 @@ def build_grid(study: StudyConfig, data_fp: str) -> Grid:
                         "evaluation": evaluation,
                     }
                 )
+                if study.attacks is not None:
+                    cell.attack_fingerprint = fingerprint({"cell": cell.fingerprint, "attacks": attacks})
                 cells.append(cell)
     return Grid(data_fp, finetune_fp, baselines, cells)
+
+
+def attack_settings(study: StudyConfig) -> dict:
+    """The resolved settings of the attack stage (``AttackArguments`` and ``RelearnConfig`` values, defaults
+    filled in), what its fingerprint covers; checks the attack and quantization names."""
+    from medunlearn.attacks.quantization import QUANTIZATIONS
+    from medunlearn.attacks.relearning import RelearnConfig
+    from medunlearn.attacks.run import ATTACKS
+    from medunlearn.errors import MedunlearnError
+
+    spec = study.attacks
+    attacks = list(spec.attacks or ATTACKS)
+    unknown = [a for a in attacks if a not in ATTACKS]
+    if unknown:
+        raise study.error("attacks.attacks", f"unknown attack(s) {', '.join(unknown)}; choose from {ATTACKS}")
+    schemes = list(spec.quantizations or QUANTIZATIONS)
+    bad = [q for q in schemes if q not in QUANTIZATIONS]
+    if bad:
+        raise study.error(
+            "attacks.quantizations", f"unknown scheme(s) {', '.join(bad)}; choose from {list(QUANTIZATIONS)}"
+        )
+    relearn = {
+        name: getattr(spec, f"relearn_{name}")
+        for name in ("steps", "data", "share", "learning_rate", "batch_size")
+        if getattr(spec, f"relearn_{name}") is not None
+    }
+    try:
+        relearn = asdict(RelearnConfig(**relearn, seed=spec.seed))
+    except MedunlearnError as error:
+        raise study.error("attacks", str(error)) from None
+    relearn["steps"] = list(relearn["steps"])
+    max_retain = spec.max_retain_patients
+    if max_retain is None:
+        max_retain = study.evaluation.populations.get("max_retain_patients", 100)
+    settings = {"attacks": attacks, "seed": spec.seed, "max_retain_patients": max_retain}
+    if "relearn" in attacks:
+        settings["relearn"] = relearn
+    if "quantize" in attacks:
+        settings["quantizations"] = schemes
+    return settings
 
 
 def _resolve(study: StudyConfig, entry, seed: int) -> dict:

@@ -9,6 +9,8 @@ A study folder::
     finetune/model/            the fine-tuned model; finetune/done.json
     baseline/<forget>/eval/    the fine-tuned model's evaluation ("no unlearning"); before_outputs/ next to it
     cells/<cell>/model/        the unlearned model; cells/<cell>/eval/ its evaluation; cells/<cell>/done.json
+    cells/<cell>/attacks/      with an ``attacks:`` mapping: the cell's attack folder (docs/attacks.md) and
+                               its own done.json; the robustness section goes in cells/<cell>/model/README.md
     results.parquet / .json    one row per (stage × population × QA type), see medunlearn.study.collect
 
 A stage is finished when its ``done.json`` holds its fingerprint; anything else found in its folder (a killed
@@ -32,7 +34,7 @@ from typing import Any
 from medunlearn.errors import InputError, OutputExistsError
 from medunlearn.study.collect import collect_results
 from medunlearn.study.config import StudyConfig, load_study
-from medunlearn.study.grid import Grid, data_fingerprint, validate_study
+from medunlearn.study.grid import Grid, attack_settings, data_fingerprint, validate_study
 
 EXECUTORS = ("processes", "local", "slurm")
 DONE = "done.json"
@@ -43,7 +45,7 @@ FINETUNED = "finetune/model"
 class Job:
     """Everything one stage needs, picklable (sent to a process, a submitit job or a Slurm node)."""
 
-    kind: str  # "finetune", "baseline" or "cell"
+    kind: str  # "finetune", "baseline", "cell" or "attack"
     name: str
     folder: str  # inside the study folder
     study_dir: str
@@ -57,6 +59,9 @@ class Job:
     fields: dict[str, Any] = field(default_factory=dict)
     finetune: dict[str, Any] = field(default_factory=dict)
     evaluation: dict[str, Any] = field(default_factory=dict)
+    attacks: dict[str, Any] = field(default_factory=dict)  # grid.attack_settings (an attack stage)
+    model_dir: str = ""  # the attacked model (an attack stage)
+    label: str = ""  # the method's display name in the attack folder (an attack stage)
 
 
 def write_json(path: Path, value: Any) -> None:
@@ -90,6 +95,8 @@ def run_job(job: Job) -> dict:
     folder.mkdir(parents=True)
     if job.kind == "finetune":
         _finetune(job, folder)
+    elif job.kind == "attack":
+        _attack(job, folder)
     else:
         _evaluate(job, folder, _unlearn(job, folder) if job.kind == "cell" else FINETUNED)
     record = {
@@ -158,6 +165,38 @@ def _evaluate(job: Job, folder: Path, model: str) -> None:
     )
     if not summary:
         raise RuntimeError(f"{job.name}: the evaluation did not complete")  # a bug: every batch is asked for
+
+
+def _attack(job: Job, folder: Path) -> None:
+    """``run_attacks`` on the cell's unlearned model (the fine-tuned model as the before model), into the
+    stage folder, writing the robustness section into the model's card."""
+    from medunlearn.attacks.relearning import RelearnConfig
+    from medunlearn.attacks.run import AttackArguments, run_attacks
+    from medunlearn.evaluation.runner import RunnerConfig
+
+    settings = job.attacks
+    extra = {}
+    if "relearn" in settings:
+        extra["relearn"] = RelearnConfig(**settings["relearn"])
+    if "quantizations" in settings:
+        extra["quantizations"] = tuple(settings["quantizations"])
+    run_attacks(
+        AttackArguments(
+            models=[job.model_dir],
+            before=FINETUNED,
+            data=job.data_dir,
+            forget_config=job.forget,
+            out_dir=str(folder),
+            attacks=tuple(settings["attacks"]),
+            names=[job.label],
+            seed=settings["seed"],
+            max_retain_patients=settings["max_retain_patients"],
+            runner=RunnerConfig(**job.evaluation["runner"], progress=False),
+            overwrite=True,  # the stage folder, just emptied by run_job
+            write_card=True,
+            **extra,
+        )
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -360,6 +399,13 @@ def _run_grid(
     book = StudyLog(study_dir, study, grid, run)
     base = {"study_dir": str(study_dir), "data_dir": str(data_dir), "model": study.model, "threads": threads}
     evaluation = asdict(study.evaluation)
+    if evaluation["runner"].get("engine") == "vllm":
+        # Stages run inside the study folder: the vLLM Python is found from here, once.
+        from medunlearn.llm.server import default_vllm_python, default_vllm_venv
+
+        python = evaluation["runner"].get("vllm_python") or default_vllm_python()
+        python = Path(python) if python else default_vllm_venv() / "bin" / "python"
+        evaluation["runner"]["vllm_python"] = str(python.resolve())
     started = time.perf_counter()
 
     def on_done(job: Job, record: dict) -> None:
@@ -453,6 +499,27 @@ def _run_grid(
         ],
         jobs,
     )
+    if study.attacks is not None:
+        settings = attack_settings(study)
+        phase(
+            "attacks (one attack stage per cell)",
+            [
+                Job(
+                    "attack",
+                    c.attack_name,
+                    c.attack_folder,
+                    fingerprint=c.attack_fingerprint,
+                    forget=c.forget,
+                    evaluation=evaluation,
+                    attacks=settings,
+                    model_dir=f"{c.folder}/model",
+                    label=c.name,
+                    **base,
+                )
+                for c in grid.cells
+            ],
+            jobs,
+        )
     run["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     run["seconds"] = round(time.perf_counter() - started, 1)
     book.save()

@@ -27,7 +27,16 @@ import pandas as pd
 
 from medunlearn.chat import warn_if_conventions_differ
 from medunlearn.errors import MissingInputError
-from medunlearn.evaluation.runner import GENERATION, TEACHER_FORCED, RunnerConfig, read_outputs, run_model
+from medunlearn.evaluation.engines import make_engine
+from medunlearn.evaluation.runner import (
+    GENERATION,
+    TEACHER_FORCED,
+    RunnerConfig,
+    outputs_current,
+    outputs_fingerprint,
+    read_outputs,
+    run_model,
+)
 from medunlearn.models import check_model_name, load_model, resolve_model
 from medunlearn.tofu.conventions import ConventionTokenizer, TofuConventions
 from medunlearn.tofu.data import TofuInputError, load_tofu, tofu_splits
@@ -38,6 +47,7 @@ from medunlearn.tofu.scoring import (
     summarise_tofu,
     token_statistics,
 )
+from medunlearn.utils.digest import folder_weights_digest, start_folder_digest
 
 GENERATED_SETS = ("forget", "retain", "real_authors", "world_facts")
 RETAIN_MODEL_SETS = ("forget", "holdout")
@@ -136,6 +146,18 @@ def rendering_key(conventions: TofuConventions) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
 
+def _tofu_settings(model, model_id: str | None, conventions: TofuConventions, runner_config):
+    """The model id and runner settings of a TOFU run: the generation length is the convention's, and the
+    rendering goes into the model id (the runner's fingerprint covers the model, the examples and its
+    settings but not how prompts are rendered, so outputs of another rendering are never reused)."""
+    runner_config = runner_config or RunnerConfig()
+    runner_config = RunnerConfig(**{**runner_config.__dict__, "max_new_tokens": conventions.max_new_tokens})
+    model_id = model_id or str(
+        getattr(getattr(model, "config", None), "name_or_path", "") or "in-memory model"
+    )
+    return f"{model_id} | rendering {rendering_key(conventions)}", runner_config
+
+
 def run_tofu_model(
     model,
     tokenizer,
@@ -147,51 +169,62 @@ def run_tofu_model(
     *,
     generate: bool = True,
     model_id: str | None = None,
-    overwrite: bool = False,
+    overwrite: bool | str = False,
+    weights: str | None = None,
+    answers_dir=None,
+    checkpoint: str | None = None,
 ) -> bool:
     """The runner's passes for one model (``role``): teacher-forced over every example into
-    ``outputs_dir/<role>-answers``, greedy over the questions into ``outputs_dir/<role>-questions``."""
-    runner_config = runner_config or RunnerConfig()
-    runner_config = RunnerConfig(**{**runner_config.__dict__, "max_new_tokens": conventions.max_new_tokens})
+    ``outputs_dir/<role>-answers`` (or ``answers_dir``), greedy over the questions into
+    ``outputs_dir/<role>-questions``. ``weights``: the digest of the folder the model was loaded from
+    (``run_model``'s; ``None`` hashes the tensors). ``checkpoint``: that folder, which a vLLM generation
+    engine (``runner_config.engine``) serves; ``None`` serves the in-memory model from a temporary copy."""
+    model_id, runner_config = _tofu_settings(model, model_id, conventions, runner_config)
     rendering = ConventionTokenizer(tokenizer, conventions)
-    # The runner's fingerprint covers the model, the examples and its settings but not how prompts are
-    # rendered: the rendering goes into the model id, so outputs of another rendering are never reused.
-    model_id = model_id or str(
-        getattr(getattr(model, "config", None), "name_or_path", "") or "in-memory model"
-    )
-    model_id = f"{model_id} | rendering {rendering_key(conventions)}"
     outputs_dir = Path(outputs_dir)
     finished = run_model(
         model,
         rendering,
         examples,
-        outputs_dir / f"{role}-answers",
+        Path(answers_dir) if answers_dir is not None else outputs_dir / f"{role}-answers",
         runner_config,
         model_id=model_id,
         passes=(TEACHER_FORCED,),
         overwrite=overwrite,
+        weights=weights,
     )
     if generate:
         questions = examples[(examples["variant"] == "answer") & examples["set"].isin(GENERATED_SETS)]
-        finished &= run_model(
-            model,
-            rendering,
-            questions.reset_index(drop=True),
-            outputs_dir / f"{role}-questions",
-            runner_config,
-            model_id=model_id,
-            passes=(GENERATION,),
-            overwrite=overwrite,
-        )
+        with make_engine(runner_config, model, checkpoint) as engine:  # a vLLM server stops here
+            finished &= run_model(
+                model,
+                rendering,
+                questions.reset_index(drop=True),
+                outputs_dir / f"{role}-questions",
+                runner_config,
+                model_id=model_id,
+                passes=(GENERATION,),
+                overwrite=overwrite,
+                weights=weights,
+                engine=engine,
+            )
     return finished
 
 
 def per_example_table(
-    examples: pd.DataFrame, outputs_dir, role: str, conventions: TofuConventions, *, generated: bool
+    examples: pd.DataFrame,
+    outputs_dir,
+    role: str,
+    conventions: TofuConventions,
+    *,
+    generated: bool,
+    answers_dir=None,
 ) -> pd.DataFrame:
-    """Per-example statistics from a role's stored outputs (no model)."""
+    """Per-example statistics from a role's stored outputs (no model); the teacher-forced ones from
+    ``answers_dir`` when given (a shared ``retain_outputs`` folder), else ``outputs_dir/<role>-answers``."""
     outputs_dir = Path(outputs_dir)
-    outputs = read_outputs(outputs_dir / f"{role}-answers", examples["example_id"])
+    answers_dir = Path(answers_dir) if answers_dir is not None else outputs_dir / f"{role}-answers"
+    outputs = read_outputs(answers_dir, examples["example_id"])
     table = examples.merge(
         token_statistics(outputs, conventions, examples["answer"]), on="example_id", how="left"
     )
@@ -230,13 +263,19 @@ def evaluate_tofu(
     conventions: TofuConventions | None = None,
     runner_config: RunnerConfig | None = None,
     overwrite: bool = False,
+    retain_outputs=None,
 ) -> dict:
     """Evaluate ``model`` (a path or name, or an object with ``tokenizer=``) on a TOFU-format ``source``.
 
     ``tiny-llama`` builds a fresh tiny model on a tokenizer of the benchmark's text (smoke runs only).
 
     ``retain_model`` (a path or a ``(model, tokenizer)`` pair) is a model fine-tuned without the forget set;
-    it enables forget quality and privleak. Returns the summary (also written to ``out_dir/summary.json``).
+    it enables forget quality and privleak. ``retain_outputs`` is where its teacher-forced outputs live
+    (default ``out_dir/outputs/retain-answers``): evaluations of several models against one retain model,
+    data, forget config and conventions given the same folder score the retain model once, as the reference
+    reads its saved retain logs (a retain model folder whose outputs are all there is not even loaded;
+    ``overwrite`` leaves that folder alone unless it is stale). Returns the summary (also written to
+    ``out_dir/summary.json``).
     """
     conventions = conventions or TofuConventions()
     for flag, value in (("--model", model), ("--retain-model", retain_model)):
@@ -246,6 +285,8 @@ def evaluate_tofu(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     examples.to_parquet(out_dir / "examples.parquet", index=False)
+    # A folder's weights are hashed from its files, once (cached beside it), while the model loads.
+    digest = start_folder_digest(model) if isinstance(model, (str, Path)) else None
     loaded, loaded_tokenizer, path = _resolve(model, tokenizer, examples, "--model")
     if path is not None:
         warn_if_conventions_differ(path, conventions, "--model")
@@ -260,35 +301,62 @@ def evaluate_tofu(
         runner_config,
         model_id=path,
         overwrite=overwrite,
+        weights=digest.result() if digest is not None and path is not None else None,
+        checkpoint=path,
     )
+    outputs = {}
     if retain_model is not None:
-        retain, retain_tokenizer, retain_path = _resolve(retain_model, None, examples, "--retain-model")
-        if retain_path is not None:
-            warn_if_conventions_differ(retain_path, conventions, "--retain-model")
-        models["retain"] = retain_path or "in-memory model"
-        finished &= run_tofu_model(
-            retain,
-            retain_tokenizer,
-            examples[examples["set"].isin(RETAIN_MODEL_SETS)],
-            out_dir / "outputs",
-            "retain",
-            conventions,
-            runner_config,
-            generate=False,
-            model_id=retain_path,
-            overwrite=overwrite,
-        )
+        retain_answers = Path(retain_outputs or out_dir / "outputs" / "retain-answers")
+        outputs["retain"] = str(retain_answers)
+        retain_examples = examples[examples["set"].isin(RETAIN_MODEL_SETS)]
+        shared = retain_outputs is not None
+        if _retain_outputs_current(retain_model, retain_examples, retain_answers, conventions, runner_config):
+            models["retain"] = str(retain_model)
+        else:
+            digest = start_folder_digest(retain_model) if isinstance(retain_model, (str, Path)) else None
+            retain, retain_tokenizer, retain_path = _resolve(retain_model, None, examples, "--retain-model")
+            if retain_path is not None:
+                warn_if_conventions_differ(retain_path, conventions, "--retain-model")
+            models["retain"] = retain_path or "in-memory model"
+            finished &= run_tofu_model(
+                retain,
+                retain_tokenizer,
+                retain_examples,
+                out_dir / "outputs",
+                "retain",
+                conventions,
+                runner_config,
+                generate=False,
+                model_id=retain_path,
+                overwrite="stale" if overwrite and shared else overwrite,
+                weights=digest.result() if digest is not None and retain_path is not None else None,
+                answers_dir=retain_answers,
+            )
     run_info = {
         "source": str(source),
         "forget": forget,
         "conventions": conventions.to_dict(),
         "models": models,
+        "outputs": outputs,
         "complete": bool(finished),
     }
     (out_dir / "run.json").write_text(json.dumps(run_info, indent=2))
     if not finished:
         return {}
     return score_tofu(out_dir)
+
+
+def _retain_outputs_current(retain_model, examples, folder: Path, conventions, runner_config) -> bool:
+    """Whether ``folder`` holds every teacher-forced output of a retain model named by its folder (its
+    weights digest gives the fingerprint without loading it)."""
+    if not isinstance(retain_model, (str, Path)) or str(retain_model) == "tiny-llama":
+        return False
+    weights = folder_weights_digest(retain_model, cached_only=True)  # never hashed: no complete outputs
+    if weights is None:
+        return False
+    model_id, config = _tofu_settings(None, str(retain_model), conventions, runner_config)
+    fingerprint = outputs_fingerprint(model_id, examples, config, weights, passes=(TEACHER_FORCED,))
+    return outputs_current(folder, fingerprint, (TEACHER_FORCED,))
 
 
 def score_tofu(eval_dir) -> dict:
@@ -302,10 +370,16 @@ def score_tofu(eval_dir) -> dict:
     examples = pd.read_parquet(eval_dir / "examples.parquet")
     table = per_example_table(examples, eval_dir / "outputs", "model", conventions, generated=True)
     retain_table = None
-    if (eval_dir / "outputs" / "retain-answers").is_dir():
+    retain_answers = Path(run_info.get("outputs", {}).get("retain", eval_dir / "outputs" / "retain-answers"))
+    if retain_answers.is_dir():
         retain_examples = examples[examples["set"].isin(RETAIN_MODEL_SETS)].reset_index(drop=True)
         retain_table = per_example_table(
-            retain_examples, eval_dir / "outputs", "retain", conventions, generated=False
+            retain_examples,
+            eval_dir / "outputs",
+            "retain",
+            conventions,
+            generated=False,
+            answers_dir=retain_answers,
         )
     table.to_parquet(eval_dir / "per_example.parquet", index=False)
     metrics = summarise_tofu(table, conventions, retain_table)

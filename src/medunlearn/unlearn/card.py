@@ -45,8 +45,10 @@ def write_model_card(
     forget_rows,
     peft: bool,
     conventions=None,
+    probe: dict | None = None,
 ) -> Path:
-    """README.md: base model, method (a method-table entry), hyperparameters, forget config, data version."""
+    """README.md: base model, method (a method-table entry), hyperparameters, forget config, data version;
+    with ``probe`` (``medunlearn.unlearn.probe.ProbeCallback.record``): the rule, the probe, the step kept."""
     benchmark = BENCHMARK_NAMES[data_args.benchmark]
     conventions = conventions if conventions is not None else getattr(data_args, "conventions", None)
     conventions_json = json.dumps(conventions.to_dict() if conventions is not None else None, indent=2)
@@ -102,6 +104,83 @@ The model was trained to forget the {"patients" if data_args.benchmark == "amnes
         " --benchmark tofu" if data_args.benchmark == "tofu" else ""
     }{preset_option}`.
 """
+    if probe is not None:
+        body += probe_section(probe)
     path = out / "README.md"
     path.write_text("\n".join(line for line in front if line) + "\n" + body)
+    return path
+
+
+def probe_section(probe: dict) -> str:
+    """The card's "Evaluation during unlearning" section: the rule, the probe's size, the step kept."""
+    choice, size = probe.get("choice") or {}, probe["probe"]
+    if choice.get("rule_met"):
+        kept = (
+            f"**step {choice['step']}** (probe AFE {choice['probe_afe']:.3f}, retain-MU drop "
+            f"{choice['probe_retain_mu_drop']:.3f}); its weights are in `best/` (safetensors), the final "
+            "step's in this folder"
+        )
+    else:
+        kept = "none: no probed step stayed within the bound, so `best/` was not written (final step here)"
+    lines = [
+        "",
+        "## Evaluation during unlearning",
+        "",
+        f"Rule: {probe['rule']}, with max_retain_mu_drop = {probe['max_retain_mu_drop']}.",
+        "",
+        f"Probe: {size['forget_patients']} forget patients ({size['forget_questions']} QA) and "
+        f"{size['retain_patients']} retained patients ({size['retain_questions']} QA), scored at step 0 and "
+        f"every {probe['eval_probe_steps']} steps by {probe['scoring']}, at most "
+        f"{probe['probe_max_new_tokens']} new tokens.",
+        "",
+        f"Step kept: {kept}.",
+        "",
+        "| step | probe AFE | probe retain MU | retain-MU drop |",
+        "|---|---|---|---|",
+        *(
+            f"| {r['step']} | {r['probe_afe']:.3f} | {r['probe_retain_mu']:.3f} "
+            f"| {r['probe_retain_mu_drop']:.3f} |"
+            for r in probe["history"]
+        ),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+# A section another command adds to the card (``medunlearn attack --write-card``): between these markers, so a
+# later run replaces it instead of appending a second copy.
+SECTION_START = "<!-- medunlearn:{name} -->"
+SECTION_END = "<!-- /medunlearn:{name} -->"
+
+
+def replace_card_section(model_dir: str | Path, name: str, section: str) -> Path:
+    """Put ``section`` (Markdown) into the model card ``model_dir/README.md`` between the markers of ``name``,
+    replacing a previous copy, or appended when there is none (a card is started when the folder has none).
+
+    Written atomically (a temporary file in the folder, then ``os.replace``): a killed run leaves the
+    old card.
+
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> _ = (folder / "README.md").write_text("# Card\\n")
+    >>> _ = replace_card_section(folder, "robustness", "## Robustness\\n\\nold\\n")
+    >>> _ = replace_card_section(folder, "robustness", "## Robustness\\n\\nnew\\n")
+    >>> text = (folder / "README.md").read_text()
+    >>> text.count("## Robustness"), "new" in text, "old" in text, text.startswith("# Card")
+    (1, True, False, True)
+    """
+    import os
+
+    path = Path(model_dir) / "README.md"
+    start, end = SECTION_START.format(name=name), SECTION_END.format(name=name)
+    block = f"{start}\n{section.strip()}\n{end}\n"
+    text = path.read_text(encoding="utf-8") if path.is_file() else ""
+    head, found, rest = text.partition(start)
+    if found and end in rest:
+        text = head + block + rest.split(end, 1)[1].lstrip("\n")
+    else:
+        text = text.rstrip("\n") + ("\n\n" if text.strip() else "") + block
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
     return path

@@ -76,6 +76,17 @@ class UnlearningConfig(TrainingArguments):
             not token averages and do not change. ``reference_loss_averaging`` (a class attribute of each
             method's config) is the reference implementation's choice, which the ``open-unlearning``
             conventions select.
+        eval_probe_steps (`int | None`, *optional*, defaults to `None`):
+            Evaluation during unlearning [ours] (``medunlearn.unlearn.probe``): score a small probe set at
+            step 0, every N steps and at the last step, log ``probe_afe``, ``probe_retain_mu`` and
+            ``probe_retain_mu_drop``, and save the rule's best step in ``OUTPUT_DIR/best/``. `None`: off.
+        probe_patients (`int`, *optional*, defaults to `4`):
+            Forget patients and retained patients in the probe (each; all their QA), a draw seeded by `seed`.
+        probe_max_new_tokens (`int`, *optional*, defaults to `16`):
+            Greedy tokens generated per probe question (scored with ROUGE-L F1 against the gold answer).
+        max_retain_mu_drop (`float`, *optional*, defaults to `0.05`):
+            The rule's bound [ours]: the kept step has the highest probe AFE among the probed steps whose
+            retain MU is at most this far below step 0's.
 
     > [!NOTE]
     > These parameters have default values different from [`~transformers.TrainingArguments`]:
@@ -105,6 +116,14 @@ class UnlearningConfig(TrainingArguments):
         default="sequence",
         metadata={"help": "sequence: mean per answer, then over answers; token: one mean over all tokens"},
     )
+    eval_probe_steps: int | None = field(
+        default=None, metadata={"help": "score a probe set every N steps and keep the best step (off: None)"}
+    )
+    probe_patients: int = field(default=4, metadata={"help": "forget and retained patients in the probe"})
+    probe_max_new_tokens: int = field(default=16, metadata={"help": "greedy tokens per probe question"})
+    max_retain_mu_drop: float = field(
+        default=0.05, metadata={"help": "the kept step's largest allowed probe retain-MU drop from step 0"}
+    )
     # OpenUnlearning (d3d7cf9) takes one token mean over the batch in its forget terms and retain NLL (HF
     # ``outputs.loss``); a method whose reference averages per sequence overrides this.
     reference_loss_averaging = "token"
@@ -122,6 +141,12 @@ class UnlearningConfig(TrainingArguments):
 
     def __post_init__(self):
         check_literal_fields(self)
+        if self.eval_probe_steps is not None and self.eval_probe_steps < 1:
+            raise UnlearningInputError(
+                f"eval_probe_steps must be at least 1 (or None), got {self.eval_probe_steps}"
+            )
+        if self.probe_patients < 1:
+            raise UnlearningInputError(f"probe_patients must be at least 1, got {self.probe_patients}")
         self.remove_unused_columns = False
         super().__post_init__()
 

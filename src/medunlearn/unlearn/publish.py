@@ -6,8 +6,12 @@ from pathlib import Path
 
 from medunlearn.errors import MedunlearnError, MissingInputError
 from medunlearn.unlearn.errors import UnlearningInputError
+from medunlearn.utils.digest import DIGEST_FILE
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl")
+# Never uploaded: the weights-digest cache the evaluation writes beside a model folder (a local cache keyed by
+# file modification times, meaningless on the Hub).
+UPLOAD_IGNORE_PATTERNS = (DIGEST_FILE,)
 
 
 class PublishError(MedunlearnError, RuntimeError):
@@ -48,7 +52,12 @@ def publish_model(
     api = HfApi()
     try:
         api.create_repo(repo_id, private=private, exist_ok=True)
-        api.upload_folder(folder_path=str(folder), repo_id=repo_id, commit_message="medunlearn publish")
+        api.upload_folder(
+            folder_path=str(folder),
+            repo_id=repo_id,
+            commit_message="medunlearn publish",
+            ignore_patterns=list(UPLOAD_IGNORE_PATTERNS),
+        )
     except (HfHubHTTPError, OSError) as error:  # network / auth / permission: a clear line, not a traceback
         raise PublishError(f"upload to {repo_id} failed: {error}") from error
     return files

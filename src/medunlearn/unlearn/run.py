@@ -18,6 +18,7 @@ wrote it and ``None`` on the others.
 from __future__ import annotations
 
 import copy
+import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -216,7 +217,7 @@ def run_unlearning(config, model_args: ModelArguments, data_args: UnlearningData
     out = Path(config.output_dir)
     forget = load_split(data_args.data, data_args.forget)
     retain_name = retain = None
-    if trainer_class.uses_retain:
+    if trainer_class.uses_retain or config.eval_probe_steps is not None:  # the probe scores retained patients
         retain_name = data_args.retain_config()
         retain = load_split(data_args.data, retain_name)
     # A LoRA checkpoint is merged, so that the reference (adapter disabled) is the starting model.
@@ -240,6 +241,9 @@ def run_unlearning(config, model_args: ModelArguments, data_args: UnlearningData
         # replaces it).
         (out / "training_args.bin").unlink(missing_ok=True)
         (out / "unlearning_config.json").write_text(config.to_json_string())
+        probe = trainer.probe_callback.record() if trainer.probe_callback is not None else None
+        if probe is not None:
+            (out / "probe.json").write_text(json.dumps(probe, indent=2))
         write_model_conventions(out, conventions)
         write_model_card(
             out,
@@ -251,6 +255,7 @@ def run_unlearning(config, model_args: ModelArguments, data_args: UnlearningData
             forget_rows=forget,
             peft=peft_config is not None,
             conventions=conventions,
+            probe=probe,
         )
     leave_process_group(trainer.accelerator)
     return out if writer else None

@@ -176,6 +176,14 @@ class UnlearningTrainer(Trainer):
             self.pairs.forget = self.pairs.forget.add_column(
                 "reference_logps", self.compute_sequence_logps(self.pairs.forget).tolist()
             )
+        # Evaluation during unlearning (medunlearn.unlearn.probe): the retain probe is drawn from
+        # `retain_dataset` even for a method that does not train on it.
+        self.probe_callback = None
+        if args.eval_probe_steps is not None:
+            from medunlearn.unlearn.probe import make_probe_callback
+
+            self.probe_callback = make_probe_callback(self, forget_dataset, retain_dataset)
+            self.add_callback(self.probe_callback)
 
     # ----- hooks for subclasses -----------------------------------------------------------------------------
 

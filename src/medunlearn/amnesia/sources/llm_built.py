@@ -4,7 +4,7 @@ The paper's construction [paper], as a pipeline of :mod:`medunlearn.llm` request
 
 1. **Disease label.** One schema-constrained request per note (title + opening lines), the label set an
    ``enum`` of the 11 categories of :mod:`medunlearn.ontology.amnesia`. The rule-based classifier of
-   :mod:`medunlearn.amnesia.vocabulary` is the fallback (the request failed) and a second opinion
+   :mod:`medunlearn.ontology.vocabulary` is the fallback (the request failed) and a second opinion
    (disagreements are reported).
 2. **QA generation.** One request per patient for all of its QA (4 factual + 4 reasoning), then cheap checks
    per QA: nothing empty, no duplicate question, the answer not verbatim in the question, a groundedness score
@@ -23,29 +23,24 @@ Every stage is one :meth:`BulkChat.complete` over a deterministic list of reques
 everything from the cache (zero new calls) and a killed run resumes with the same results. Prompts are
 versioned YAML files (``prompts/*.yaml``) that a caller can replace.
 
->>> groundedness("Metformin 500 mg twice daily", "She was started on metformin 500 mg.")
-0.75
+>>> groundedness("Metformin 500 mg twice daily", "She was started on metformin 500 mg.")  # "mg" is too short
+0.5
 >>> check_qa({"question": "What was started?", "answer": "metformin"}, "factual", "Started metformin.", set())
 []
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from medunlearn.amnesia.pmc_patients import read_note_records
 from medunlearn.amnesia.schema import NOTES_SCHEMA, QA_SCHEMA
-from medunlearn.amnesia.vocabulary import default_vocabulary, words
 from medunlearn.errors import MedunlearnError
 from medunlearn.llm import (
     BulkChat,
@@ -56,7 +51,10 @@ from medunlearn.llm import (
     parse_spec,
     summarize_usage,
 )
+from medunlearn.llm.prompts import PromptTemplate
+from medunlearn.llm.prompts import load_prompt as load_versioned_prompt
 from medunlearn.ontology.amnesia import DISEASES, QA_TYPES
+from medunlearn.ontology.vocabulary import default_vocabulary, words
 
 PROMPT_NAMES = ("disease_label", "qa_generation", "judge")
 CRITERIA = ("clarity", "correctness", "derivability", "clinical_significance")
@@ -90,58 +88,12 @@ class IncompleteRunError(MedunlearnError, ConnectionError):
 # Prompts: versioned data files
 
 
-@dataclass(frozen=True)
-class PromptTemplate:
-    """One prompt: a ``version`` (part of the cache key, named in the card), a system and a user template."""
-
-    name: str
-    version: str
-    system: str
-    user: str
-    source: str  # "builtin" or the override file's path
-    sha256: str
-
-    def messages(self, **fields: Any) -> list[dict[str, str]]:
-        try:
-            user = self.user.format(**fields)
-        except (KeyError, IndexError, ValueError) as error:
-            raise ConstructionError(
-                f"{self.source}, field 'user': cannot fill the template ({error!r}); "
-                f"available fields: {', '.join(sorted(fields))}; write literal braces as {{{{ and }}}}"
-            ) from None
-        return [{"role": "system", "content": self.system.strip()}, {"role": "user", "content": user.strip()}]
-
-
 def load_prompt(name: str, path: str | os.PathLike | None = None) -> PromptTemplate:
-    """The built-in prompt ``name`` (``prompts/NAME.yaml``), or the YAML file at ``path`` that replaces it."""
+    """The built-in prompt ``name`` (``prompts/NAME.yaml``), or the YAML file at ``path`` that replaces it
+    (:func:`medunlearn.llm.prompts.load_prompt`; its problems raise :class:`ConstructionError`)."""
     if name not in PROMPT_NAMES:
         raise ConstructionError(f"unknown prompt {name!r}; choose one of {', '.join(PROMPT_NAMES)}")
-    if path is None:
-        text = resources.files("medunlearn.amnesia.sources").joinpath("prompts", f"{name}.yaml").read_text()
-        source = "builtin"
-    else:
-        if not Path(path).is_file():
-            raise ConstructionError(f"{path}: no such prompt file (for prompt {name!r})")
-        text, source = Path(path).read_text(encoding="utf-8"), str(path)
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        raise ConstructionError(f"{source}: not valid YAML: {error}") from None
-    if not isinstance(data, dict):
-        raise ConstructionError(f"{source}: expected a mapping with version, system and user")
-    for key in ("version", "system", "user"):
-        if not isinstance(data.get(key), str) or not data[key].strip():
-            raise ConstructionError(
-                f"{source}, field {key!r}: missing or empty (a non-empty string is needed)"
-            )
-    return PromptTemplate(
-        name=name,
-        version=data["version"].strip(),
-        system=data["system"],
-        user=data["user"],
-        source=source,
-        sha256=hashlib.sha256(text.encode()).hexdigest()[:16],
-    )
+    return load_versioned_prompt(name, "medunlearn.amnesia.sources", path, error=ConstructionError)
 
 
 # ----------------------------------------------------------------------------------------------------------

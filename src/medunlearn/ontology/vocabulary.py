@@ -126,7 +126,7 @@ class RecordAnalysis:
 
 
 def _data_text(name: str) -> str:
-    return resources.files("medunlearn.amnesia").joinpath("data").joinpath(name).read_text()
+    return resources.files("medunlearn.ontology").joinpath("data").joinpath(name).read_text()
 
 
 @lru_cache(maxsize=1)
@@ -419,7 +419,7 @@ class DiseaseVocabulary:
 
 
 def _load_yaml(name: str):
-    return yaml.safe_load(resources.files("medunlearn.amnesia").joinpath("data").joinpath(name).read_text())
+    return yaml.safe_load(resources.files("medunlearn.ontology").joinpath("data").joinpath(name).read_text())
 
 
 def curated_terms() -> dict[str, str]:
@@ -441,7 +441,7 @@ def derive_icd10cm_terms(chapter_categories: Mapping[str, str] = ICD_CHAPTER_CAT
     """Short ICD-10-CM category descriptions and inclusion terms, mapped to our categories.
 
     This walks all of ICD-10-CM (seconds), so its result ships as ``data/icd10cm_terms.tsv``; regenerate it
-    with ``python -m medunlearn.amnesia.vocabulary`` (a test checks the shipped file is current).
+    with ``python -m medunlearn.ontology.vocabulary`` (a test checks the shipped file is current).
     """
     import simple_icd_10_cm as cm
 
@@ -480,7 +480,7 @@ def render_icd_terms_file(terms: Mapping[str, str]) -> str:
 
 def icd10cm_terms() -> dict[str, str]:
     """The shipped ICD-10-CM derived terms (see :func:`derive_icd10cm_terms`)."""
-    text = resources.files("medunlearn.amnesia").joinpath("data").joinpath(ICD_TERMS_FILE).read_text()
+    text = resources.files("medunlearn.ontology").joinpath("data").joinpath(ICD_TERMS_FILE).read_text()
     return dict(line.split("\t") for line in text.splitlines()[1:])
 
 

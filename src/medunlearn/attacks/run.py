@@ -1,0 +1,645 @@
+"""``run_attacks``: every attack on one or more unlearned models, into one attack folder (docs/attacks.md).
+
+``medunlearn attack`` only parses its options into :class:`AttackArguments` and calls :func:`run_attacks`; the
+study runner and notebooks call it the same way::
+
+    from medunlearn.attacks import AttackArguments, run_attacks
+
+    run_attacks(AttackArguments(["ckpt/grad_diff"], "ckpt/finetuned", "amnesia", "forget_10", "attacks/gd"))
+
+An attack folder::
+
+    attacks.json               every attack row, the probe and membership sections, one summary per method
+    attacks.md                 the Markdown table: attack rows, then AFE / MU / worst-case recovery per method
+    attacks.png                AFE against worst-case recovery, one point per method
+    <method>/model_card.md     the model-card section of each method
+    <method>/evaluations/      evaluation folders (docs/evaluation.md): ``unlearned`` (the full-precision
+                               model, with the before and retain models), ``relearn-k{k}``,
+                               ``quantize-{scheme}``, ``paraphrase``, ``membership`` (retained patients'
+                               holdout QA, teacher-forced)
+    shared/                    outputs of the models every method shares (the before and retain models),
+                               run once and reused by the next method
+
+Everything is checked before anything is written: a missing model, before model, data folder or forget config
+is an error naming it, and the folder is not created.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from medunlearn.attacks.quantization import QUANTIZATIONS, quantization_attack
+from medunlearn.attacks.relearning import AttackInputError, RelearnConfig, relearning_attack, relearning_sets
+from medunlearn.attacks.summary import (
+    markdown_table,
+    model_card_section,
+    normalised_recovered_share,
+    recovered_share,
+    robustness_summary,
+    write_robustness_plot,
+)
+from medunlearn.errors import MissingInputError, OutputExistsError
+from medunlearn.evaluation.pipeline import evaluate_unlearning
+from medunlearn.evaluation.populations import (
+    FORGET_HOLDOUT,
+    FORGET_POPULATIONS,
+    FORGET_SEEN,
+    RETAIN_POPULATIONS,
+    PopulationConfig,
+    load_populations,
+)
+from medunlearn.evaluation.runner import (
+    TEACHER_FORCED,
+    RunnerConfig,
+    read_answer_variants,
+    read_outputs,
+    run_model,
+)
+from medunlearn.evaluation.scoring import per_example_metrics
+from medunlearn.models import check_model_name
+from medunlearn.utils.files import finite_or_none
+
+ATTACKS = ("relearn", "quantize", "paraphrase", "holdout", "probe", "membership")
+ATTACK_DESCRIPTIONS = {
+    "relearn": "fine-tune k steps on related data, re-ask the forget questions not trained on",
+    "quantize": "load the weights in 8-bit / 4-bit NF4 and re-ask the forget questions",
+    "paraphrase": "ask the forget patients' seen questions reworded (template paraphrases)",
+    "holdout": "the forget patients' unseen questions, scored as a probe",
+    "probe": "a linear probe of the disease category on hidden states, before vs after unlearning",
+    "membership": "AUC of telling forget seen QA from retained patients' holdout QA (loss, zlib, min-k%, ++)",
+}
+SIMILARITY_ATTACKS = ("relearn", "quantize", "paraphrase", "holdout")
+
+
+@dataclass
+class AttackArguments:
+    """What to attack and how.
+
+    Parameters:
+        models (`list[str]`):
+            Unlearned model folders (full weights or a LoRA adapter); each is one method of the summary.
+        before (`str`):
+            The model before unlearning (the fine-tuned model): the reference of every recovered share.
+        data (`str`):
+            The AMNESIA folder the models were unlearned on.
+        forget_config (`str`):
+            The forget config that was unlearned (`forget_10`, `disease_cancer_forget_10`).
+        out_dir (`str`):
+            The attack folder to write (must not exist unless `overwrite`).
+        retain_model (`str` or `None`, *optional*, defaults to `None`):
+            A model never trained on the forget patients: privleak and the reference membership attack.
+        attacks (`tuple[str, ...]`, *optional*, defaults to every attack of `ATTACKS`):
+            Which attacks to run.
+        relearn (`RelearnConfig`, *optional*):
+            Steps, data, share and learning rate of the relearning attack.
+        quantizations (`tuple[str, ...]`, *optional*, defaults to `("8bit", "nf4")`):
+            The quantization schemes.
+        names (`list[str]` or `None`, *optional*, defaults to `None`):
+            One display name per model (default: the folder names).
+        seed (`int`, *optional*, defaults to `0`):
+            Seeds the retained-patient samples, the paraphrases and the probe; the relearning attack has
+            its own `relearn.seed` (`medunlearn attack --seed` sets both).
+        max_retain_patients (`int` or `None`, *optional*, defaults to `100`):
+            Seeded sample of retained patients per population (and of non-members for membership).
+        runner (`RunnerConfig`, *optional*):
+            Batch size, generation length, progress bars of every evaluation.
+        overwrite (`bool`, *optional*, defaults to `False`):
+            Replace an existing `out_dir`.
+        write_card (`bool`, *optional*, defaults to `False`):
+            Also put each method's robustness section into its model's own card (`README.md` in the model
+            folder), replacing the section an earlier run wrote (`medunlearn attack --write-card`; the study's
+            attack stage sets it). Off by default: an attack never changes its input unless asked.
+    """
+
+    models: list[str]
+    before: str | None
+    data: str
+    forget_config: str
+    out_dir: str
+    retain_model: str | None = None
+    attacks: tuple[str, ...] = ATTACKS
+    relearn: RelearnConfig = field(default_factory=RelearnConfig)
+    quantizations: tuple[str, ...] = tuple(QUANTIZATIONS)
+    names: list[str] | None = None
+    seed: int = 0
+    max_retain_patients: int | None = 100
+    runner: RunnerConfig = field(default_factory=RunnerConfig)
+    overwrite: bool = False
+    write_card: bool = False
+
+    def __post_init__(self):
+        if isinstance(self.models, (str, Path)):
+            self.models = [str(self.models)]
+        self.attacks = tuple(self.attacks)
+
+
+def _require_model(path: str | None, flag: str, purpose: str) -> None:
+    if not path:
+        raise AttackInputError(f"{flag} is required: {purpose}")
+    check_model_name(str(path), flag)
+    if not Path(path).exists():  # online a Hub id passes check_model_name; attacks need the folder
+        raise MissingInputError(f"{flag} {path}: no such model folder")
+
+
+def method_names(args: AttackArguments) -> list[str]:
+    """The display name of each model: ``args.names`` or the folder names, made unique."""
+    names = list(args.names) if args.names else [Path(m).name for m in args.models]
+    if len(names) != len(args.models):
+        raise AttackInputError(f"{len(names)} --name value(s) for {len(args.models)} --model value(s)")
+    seen: dict[str, int] = {}
+    unique = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        unique.append(name if seen[name] == 1 else f"{name}-{seen[name]}")
+    return unique
+
+
+def folder_configs(data: str | Path) -> list[str]:
+    """The config names of a dataset folder's README (its YAML ``configs:`` block); empty without one."""
+    readme = Path(data) / "README.md"
+    if not readme.is_file():
+        return []
+    lines = readme.read_text(encoding="utf-8").splitlines()
+    return [line.split(":", 1)[1].strip() for line in lines if line.strip().startswith("- config_name:")]
+
+
+def validate_attack_arguments(args: AttackArguments) -> pd.DataFrame:
+    """Check everything an attack run needs, writing nothing; returns the populations table.
+
+    Raises an error naming the option at fault: no ``--model``, no or a missing ``--before`` model, a missing
+    ``--retain-model``, an unknown attack or quantization, a missing data folder or forget config, an
+    existing ``--out`` without ``--overwrite``.
+    """
+    unknown = [a for a in args.attacks if a not in ATTACKS]
+    if unknown or not args.attacks:
+        raise AttackInputError(
+            f"unknown attack(s) {', '.join(unknown) or '(none given)'} in --attacks; choose from "
+            f"{', '.join(ATTACKS)}"
+        )
+    bad_schemes = [s for s in args.quantizations if s not in QUANTIZATIONS]
+    if bad_schemes:
+        raise AttackInputError(
+            f"unknown quantization(s) {', '.join(bad_schemes)}; choose from {', '.join(QUANTIZATIONS)}"
+        )
+    if not args.models:
+        raise AttackInputError("--model is required: the unlearned model(s) to attack")
+    for model in args.models:
+        _require_model(model, "--model", "the unlearned model to attack")
+    _require_model(
+        args.before,
+        "--before",
+        "every recovered share compares against the model before unlearning (the fine-tuned model)",
+    )
+    if args.retain_model:
+        _require_model(args.retain_model, "--retain-model", "")
+    method_names(args)
+    if Path(args.out_dir).exists() and not args.overwrite:
+        raise OutputExistsError(f"--out {args.out_dir} already exists (pass --overwrite to replace it)")
+    if not Path(args.data).is_dir():
+        raise MissingInputError(f"--data {args.data}: no such AMNESIA folder")
+    configs = folder_configs(args.data)
+    if configs and args.forget_config not in configs:
+        forget_configs = [c for c in configs if "forget_" in c]
+        raise AttackInputError(
+            f"--forget-config {args.forget_config}: {args.data} has no such config (its forget configs: "
+            f"{', '.join(forget_configs) or 'none'})"
+        )
+    # Reads the forget config, its retain config and the notes: a missing config fails here, named.
+    examples = load_populations(
+        args.data,
+        args.forget_config,
+        PopulationConfig(max_retain_patients=args.max_retain_patients, seed=args.seed),
+    )
+    # The attacks' own data (read only): too few forget QA to relearn a share of, no retained patient of the
+    # forget diseases, no member or non-member example fail here, before the folder exists.
+    if "relearn" in args.attacks:
+        relearning_sets(examples, args.relearn, args.data, args.forget_config)
+    if "membership" in args.attacks:
+        from medunlearn.attacks.membership import member_examples, retained_holdout_examples
+        from medunlearn.data_loading import load_split, retain_config_for
+
+        member_examples(examples)
+        holdout = load_split(args.data, retain_config_for(args.forget_config), "holdout")
+        retained_holdout_examples(holdout, args.max_retain_patients, args.seed)
+    return examples
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Per-example similarities of the evaluation folders
+
+
+def per_example(eval_dir: str | Path) -> pd.DataFrame:
+    """The evaluated model's ``per_example.parquet`` of an evaluation folder."""
+    return pd.read_parquet(Path(eval_dir) / "per_example.parquet")
+
+
+def role_per_example(eval_dir: str | Path, role: str = "before") -> pd.DataFrame:
+    """The per-example metrics of another role of an evaluation folder (``before``: forget populations), from
+    its stored outputs, exactly as ``score_evaluation`` computes them (it stores only the model's)."""
+    eval_dir = Path(eval_dir)
+    run_info = json.loads((eval_dir / "run.json").read_text())
+    folder = Path(run_info.get("outputs", {}).get(role, eval_dir / "outputs" / role))
+    examples = pd.read_parquet(eval_dir / "examples.parquet")
+    examples = examples[examples["population"].isin(FORGET_POPULATIONS)].reset_index(drop=True)
+    outputs = read_outputs(folder, examples["example_id"])
+    use_embedding = bool(run_info.get("similarity", {}).get("embedding", False))
+    return per_example_metrics(examples, outputs, read_answer_variants(folder), use_embedding=use_embedding)
+
+
+def _mean(values) -> float | None:
+    value = float(pd.Series(values, dtype="float64").mean()) if len(values) else math.nan
+    return value if math.isfinite(value) else None
+
+
+@dataclass
+class Reference:
+    """Per-example similarity of the before model and of the full-precision unlearned model, by example id."""
+
+    before: pd.Series
+    unlearned: pd.Series
+
+    def rows(self, attack: str, variant: str, attacked: pd.DataFrame, eval_dir=None, id_column="example_id"):
+        """One row per forget population of ``attacked`` (a per-example table): before, unlearned and attacked
+        similarity on the same questions, and the recovered share."""
+        rows = []
+        for population in FORGET_POPULATIONS:
+            part = attacked[attacked["population"] == population]
+            if part.empty:
+                continue
+            ids = part[id_column].astype(str)
+            before, unlearned = _mean(self.before.loc[ids]), _mean(self.unlearned.loc[ids])
+            value = _mean(part["similarity"])
+            rows.append(
+                {
+                    "attack": attack,
+                    "variant": variant,
+                    "population": population,
+                    "n": len(part),
+                    "before": before,
+                    "unlearned": unlearned,
+                    "attacked": value,
+                    "recovered_share": recovered_share(before, unlearned, value),
+                    "eval_dir": None if eval_dir is None else str(eval_dir),
+                }
+            )
+        return rows
+
+
+def holdout_probe_row(reference: Reference, examples: pd.DataFrame, eval_dir) -> dict | None:
+    """The forget patients' holdout QA as a probe: their level of forgetting against the seen QA's, each
+    normalised by the before model (:func:`~medunlearn.attacks.summary.normalised_recovered_share`).
+
+    ``unlearned`` is the seen QA's similarity ratio (after / before) put on the holdout scale, so that the row
+    reads like the others: recovered share = (attacked − unlearned) / (before − unlearned)."""
+    ids = {p: examples.loc[examples["population"] == p, "example_id"].astype(str) for p in FORGET_POPULATIONS}
+    if ids[FORGET_HOLDOUT].empty or ids[FORGET_SEEN].empty:
+        return None
+    seen_before, seen_after = (
+        _mean(reference.before.loc[ids[FORGET_SEEN]]),
+        _mean(reference.unlearned.loc[ids[FORGET_SEEN]]),
+    )
+    holdout_before, holdout_after = (
+        _mean(reference.before.loc[ids[FORGET_HOLDOUT]]),
+        _mean(reference.unlearned.loc[ids[FORGET_HOLDOUT]]),
+    )
+    share = normalised_recovered_share(holdout_after, holdout_before, seen_after, seen_before)
+    mapped = None
+    if None not in (seen_before, seen_after, holdout_before) and seen_before:
+        mapped = seen_after / seen_before * holdout_before
+    return {
+        "attack": "holdout",
+        "variant": "unseen questions",
+        "population": FORGET_HOLDOUT,
+        "n": len(ids[FORGET_HOLDOUT]),
+        "before": holdout_before,
+        "unlearned": mapped,
+        "attacked": holdout_after,
+        "recovered_share": share,
+        "eval_dir": str(eval_dir),
+        "seen_before": seen_before,
+        "seen_unlearned": seen_after,
+    }
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The attacks of one model
+
+
+def _forget_afe_and_mu(summary: dict, table: pd.DataFrame) -> tuple[float | None, float | None]:
+    from medunlearn.metrics.model_utility import model_utility
+
+    afe = summary.get("populations", {}).get(FORGET_SEEN, {}).get("all", {}).get("answer_forgetting")
+    retained = table[table["population"].isin(RETAIN_POPULATIONS)]
+    mu = None
+    if not retained.empty:
+        mu = model_utility(retained["similarity"].to_numpy(), retained["qa_type"].tolist())["model_utility"]
+    return afe, mu
+
+
+def _paraphrase_rows(model, examples, reference, eval_root, args, name):
+    from medunlearn.attacks.probing import paraphrased_examples, template_paraphrases
+
+    seen = examples[examples["population"] == FORGET_SEEN]
+    paraphrased = paraphrased_examples(
+        examples, template_paraphrases(seen["question"].tolist(), seed=args.seed)
+    )
+    eval_dir = eval_root / "paraphrase"
+    evaluate_unlearning(
+        model,
+        "",
+        "",
+        eval_dir,
+        examples=paraphrased,
+        name=f"{name} paraphrase",
+        runner_config=args.runner,
+        overwrite=True,
+    )
+    return reference.rows("paraphrase", "template", per_example(eval_dir), eval_dir, "original_example_id")
+
+
+def probe_texts(examples: pd.DataFrame) -> tuple[list[str], list[str], list[str], str]:
+    """Texts, disease labels and patient groups of the hidden-state probe, and what they cover.
+
+    The forget patients' QA (question and answer) of the diseases with at least two forget patients, when
+    there are two such diseases; otherwise (a disease-level or a small forget set) the retained patients' QA
+    are added, so the probe tells the forget disease from the others. A disease with one patient is left out
+    (patient-grouped cross-validation cannot test it)."""
+
+    def probeable(rows):  # cross-validation by patient needs two patients per class, and two classes
+        patients = rows.groupby("disease")["patient_id"].nunique()
+        return rows[rows["disease"].isin(patients[patients >= 2].index)]
+
+    rows, scope = probeable(examples[examples["population"].isin(FORGET_POPULATIONS)]), "forget patients"
+    if rows["disease"].nunique() < 2:
+        rows, scope = probeable(examples), "forget and retained patients"
+    texts = (rows["question"].astype(str) + "\n" + rows["answer"].astype(str)).tolist()
+    return texts, rows["disease"].astype(str).tolist(), rows["patient_id"].astype(str).tolist(), scope
+
+
+def _probe_section(model_path, before_path, examples, seed, cache: dict) -> dict:
+    from medunlearn.attacks.probing import hidden_state_probe
+    from medunlearn.errors import InputError
+    from medunlearn.models import load_model
+
+    texts, labels, groups, scope = probe_texts(examples)
+    section: dict = {"scope": scope, "n": len(texts)}
+    for role, path in (("before", before_path), ("unlearned", model_path)):
+        if role == "before" and "probe-before" in cache:  # the same before model for every method
+            section[role] = cache["probe-before"]
+            continue
+        model, tokenizer = load_model(str(path), merge_adapter=True)
+        try:
+            result = hidden_state_probe(model, tokenizer, texts, labels, seed=seed, groups=groups)
+        except InputError as error:  # too few patients per disease for cross-validation
+            return {**section, "skipped": str(error)}
+        section[role] = {k: result[k] for k in ("accuracy", "chance", "above_chance", "folds", "layer")}
+        if role == "before":
+            cache["probe-before"] = section[role]
+        del model
+    before, after = section["before"]["above_chance"], section["unlearned"]["above_chance"]
+    # [ours] the share of the before model's above-chance accuracy that unlearning left in the hidden states
+    section["retained_above_chance_share"] = after / before if before > 0 else None
+    return section
+
+
+def _membership_section(model_path, reference_dir, examples, args, eval_root, shared_dir) -> dict:
+    from medunlearn.attacks.membership import member_examples, membership_report, retained_holdout_examples
+    from medunlearn.data_loading import load_split, retain_config_for
+    from medunlearn.models import load_model
+
+    retain_config = retain_config_for(args.forget_config)
+    nonmembers = retained_holdout_examples(
+        load_split(args.data, retain_config, "holdout"), args.max_retain_patients, args.seed
+    )
+    members = member_examples(examples)
+    folder = eval_root / "membership"
+    roles = {"unlearned": model_path, "before": args.before}
+    if args.retain_model:
+        roles["retain"] = args.retain_model
+    runner = RunnerConfig(**{**asdict(args.runner), "stop_after_batches": None})
+    nonmember_scores = {}
+    for role, path in roles.items():
+        # The before and retain models are the same for every method: their outputs are shared, and reused
+        # when they match (same model, weights, examples and settings: the runner's fingerprint).
+        shared = role != "unlearned"
+        out = shared_dir / f"membership-{role}" if shared else folder / "outputs" / role
+        model, tokenizer = load_model(str(path), merge_adapter=True)
+        run_model(
+            model,
+            tokenizer,
+            nonmembers,
+            out,
+            runner,
+            model_id=str(path),
+            passes=(TEACHER_FORCED,),
+            overwrite="stale" if shared else True,
+        )
+        nonmember_scores[role] = nonmembers.merge(
+            read_outputs(out, nonmembers["example_id"]), on="example_id"
+        )
+        del model
+    member_scores = {"unlearned": per_example(reference_dir)}
+    member_scores["unlearned"] = member_scores["unlearned"][
+        member_scores["unlearned"]["population"] == FORGET_SEEN
+    ]
+    for role in ("before", "retain"):
+        if role in roles:
+            recorded = json.loads((reference_dir / "run.json").read_text())["outputs"][role]
+            role_outputs = read_outputs(recorded, members["example_id"])
+            member_scores[role] = members.merge(role_outputs, on="example_id")
+    section = {"nonmember_population": "retained patients' holdout QA", "retain_config": retain_config}
+    section["unlearned"] = membership_report(
+        member_scores["unlearned"],
+        nonmember_scores["unlearned"],
+        member_scores.get("retain"),
+        nonmember_scores.get("retain"),
+    )
+    section["before"] = membership_report(member_scores["before"], nonmember_scores["before"])
+    return section
+
+
+def attack_model(
+    model_path: str,
+    name: str,
+    examples: pd.DataFrame,
+    args: AttackArguments,
+    method_dir: Path,
+    log: Callable[[str], None] = lambda line: None,
+    shared_dir: Path | None = None,
+    cache: dict | None = None,
+) -> dict:
+    """Every attack of ``args.attacks`` on one unlearned model; returns its rows, sections and summary.
+
+    ``shared_dir`` holds the outputs of the models every method shares (before, retain), run once;
+    ``cache`` keeps results about them between methods."""
+    shared_dir = shared_dir or method_dir / "shared"
+    cache = {} if cache is None else cache
+    eval_root = method_dir / "evaluations"
+    reference_dir = eval_root / "unlearned"
+    log(f"{name}: evaluating the full-precision unlearned model (and the before model)")
+    summary = evaluate_unlearning(
+        model_path,
+        args.data,
+        args.forget_config,
+        reference_dir,
+        before=args.before,
+        retain_model=args.retain_model,
+        before_outputs=shared_dir / "before",
+        examples=examples,
+        name=name,
+        runner_config=args.runner,
+        overwrite=True,
+    )
+    unlearned_table = per_example(reference_dir)
+    reference = Reference(
+        before=role_per_example(reference_dir, "before").set_index("example_id")["similarity"],
+        unlearned=unlearned_table.set_index("example_id")["similarity"],
+    )
+    afe, mu = _forget_afe_and_mu(summary, unlearned_table)
+    rows: list[dict] = []
+    sections: dict = {}
+    if "relearn" in args.attacks:
+        config = args.relearn
+        train_rows, scored = relearning_sets(examples, config, args.data, args.forget_config)
+        log(f"{name}: relearning on {config.data} ({len(train_rows)} QA), steps {list(config.steps)}")
+        results = relearning_attack(
+            model_path,
+            train_rows,
+            scored,
+            eval_root,
+            config,
+            runner_config=args.runner,
+            name=name,
+            progress=args.runner.progress,
+        )
+        for result in results:
+            variant = f"k={result['steps']}"
+            rows += reference.rows("relearn", variant, per_example(result["eval_dir"]), result["eval_dir"])
+        sections["relearn"] = {
+            **asdict(config),
+            "relearned_qa": len(train_rows),
+            "relearned_qa_ids": train_rows["qa_id"].astype(str).tolist(),
+            "scored_examples": len(scored),
+        }
+    if "quantize" in args.attacks:
+        log(f"{name}: quantized evaluation ({', '.join(args.quantizations)})")
+        for result in quantization_attack(
+            model_path, examples, eval_root, args.quantizations, runner_config=args.runner, name=name
+        ):
+            table = per_example(result["eval_dir"])
+            rows += reference.rows("quantize", result["scheme"], table, result["eval_dir"])
+            sections.setdefault("quantize", {})[result["scheme"]] = {"mu": _forget_afe_and_mu({}, table)[1]}
+    if "paraphrase" in args.attacks:
+        log(f"{name}: paraphrased forget questions")
+        rows += _paraphrase_rows(model_path, examples, reference, eval_root, args, name)
+    if "holdout" in args.attacks:
+        row = holdout_probe_row(reference, examples, reference_dir)
+        if row is not None:
+            rows.append(row)
+    if "probe" in args.attacks:
+        log(f"{name}: hidden-state probe of the disease category")
+        sections["probe"] = _probe_section(model_path, args.before, examples, args.seed, cache)
+    if "membership" in args.attacks:
+        log(f"{name}: membership attacks")
+        sections["membership"] = _membership_section(
+            model_path, reference_dir, examples, args, eval_root, shared_dir
+        )
+    for row in rows:
+        row["method"] = name
+    robustness = robustness_summary(name, rows, afe, mu)
+    card = model_card_section(robustness, rows)
+    (method_dir / "model_card.md").write_text(card)
+    return {"method": name, "model": model_path, "rows": rows, "sections": sections, "summary": robustness}
+
+
+def run_attacks(args: AttackArguments, log: Callable[[str], None] = lambda line: None) -> dict:
+    """Every attack on every model of ``args``; writes the attack folder (module docstring) and returns
+    the content of ``attacks.json``."""
+    examples = validate_attack_arguments(args)
+    if args.write_card:
+        for model in args.models:
+            if not os.access(model, os.W_OK):
+                raise AttackInputError(f"--write-card: {model} is not writable (its README.md is the card)")
+    out = Path(args.out_dir)
+    if out.exists():  # validated: --overwrite was given
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    methods, cache = [], {}
+    for model_path, name in zip(args.models, method_names(args)):
+        methods.append(attack_model(model_path, name, examples, args, out / name, log, out / "shared", cache))
+    rows = [row for method in methods for row in method["rows"]]
+    summaries = [method["summary"] for method in methods]
+    (out / "attacks.md").write_text(
+        f"# Attacks on {args.forget_config}\n\nBefore model: {args.before}\n\n"
+        + markdown_table(rows, summaries)
+        + "".join(f"\n{line}" for line in section_lines(methods))
+        + "\n"
+    )
+    plot = write_robustness_plot(summaries, out / "attacks.png")
+    payload = {
+        "forget_config": args.forget_config,
+        "data": str(args.data),
+        "before": args.before,
+        "retain_model": args.retain_model,
+        "attacks": list(args.attacks),
+        "descriptions": {a: ATTACK_DESCRIPTIONS[a] for a in args.attacks},
+        "seed": args.seed,
+        "rows": rows,
+        "summaries": summaries,
+        "methods": [{k: m[k] for k in ("method", "model", "sections")} for m in methods],
+        "plot": None if plot is None else plot.name,
+        "formula": "recovered share = (s_attacked - s_unlearned) / (s_before - s_unlearned); null when "
+        "s_before == s_unlearned (docs/attacks.md)",
+    }
+    (out / "attacks.json").write_text(json.dumps(finite_or_none(payload), indent=2, default=str))
+    if args.write_card:  # last: a failed run leaves every card as it was
+        from medunlearn.unlearn.card import replace_card_section
+
+        for method in methods:
+            card = (out / method["method"] / "model_card.md").read_text()
+            payload.setdefault("cards", []).append(
+                str(replace_card_section(method["model"], "robustness", card))
+            )
+    return payload
+
+
+def section_lines(methods: Sequence[dict]) -> list[str]:
+    """One Markdown bullet per probe and membership section of each method."""
+    lines = []
+    for method in methods:
+        probe = method["sections"].get("probe")
+        if probe and "skipped" not in probe:
+            lines.append(
+                f"- {method['method']}: disease probe accuracy before {probe['before']['accuracy']:.3f}, "
+                f"after {probe['unlearned']['accuracy']:.3f} (chance {probe['unlearned']['chance']:.3f}; "
+                f"{probe['scope']}, n={probe['n']})"
+            )
+        elif probe:
+            lines.append(f"- {method['method']}: disease probe skipped ({probe['skipped']})")
+        membership = method["sections"].get("membership")
+        if membership:
+            after, before = membership["unlearned"]["auc"], membership["before"]["auc"]
+            text = ", ".join(f"{k} {before[k]:.3f}→{after[k]:.3f}" for k in after)
+            reference = membership["unlearned"].get("reference_auc")
+            if reference is not None:
+                text += f"; reference attack (retain model) {reference:.3f}"
+            lines.append(f"- {method['method']}: membership AUC before→after unlearning: {text}")
+    return lines
+
+
+__all__ = [
+    "ATTACKS",
+    "AttackArguments",
+    "Reference",
+    "run_attacks",
+    "section_lines",
+    "validate_attack_arguments",
+]

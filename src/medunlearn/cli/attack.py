@@ -1,0 +1,226 @@
+"""``medunlearn attack``: relearning, quantization, probing and membership attacks on unlearned models.
+
+The work is :func:`medunlearn.attacks.run_attacks` (docs/attacks.md); this module parses, calls it and prints
+the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from medunlearn.attacks.quantization import QUANTIZATIONS
+from medunlearn.attacks.relearning import DEFAULT_STEPS, RELEARN_DATA, AttackInputError, RelearnConfig
+from medunlearn.attacks.run import ATTACK_DESCRIPTIONS, ATTACKS, AttackArguments, run_attacks, section_lines
+from medunlearn.evaluation.runner import RunnerConfig
+
+EPILOG = (
+    """example (the models of `medunlearn demo --quick --out runs/demo-quick`):
+  medunlearn attack --model runs/demo-quick/models/grad_diff-forget_10 \\
+      --before runs/demo-quick/models/finetuned --data runs/demo-quick/amnesia --forget-config forget_10 \\
+      --relearn-learning-rate 3e-4 --max-new-tokens 8 --out runs/demo-quick/attacks
+
+several --model values are attacked one after the other and compared in one table and plot.
+
+attacks (--attacks, comma-separated; default all):
+"""
+    + "\n".join(f"  {name:<11}{text}" for name, text in ATTACK_DESCRIPTIONS.items())
+    + """
+
+recovered share = (s after the attack − s after unlearning) / (s before − s after unlearning), s the mean
+answer similarity on the forget patients' questions; empty (null) when unlearning removed nothing.
+The folder holds attacks.json, attacks.md (the table), attacks.png (AFE against worst-case recovery) and
+one evaluation folder per attack."""
+)
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def _name_list(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def build_parser(prog: str = "medunlearn attack") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Attack unlearned models: relearning, 8-bit / 4-bit quantization, paraphrased and "
+        "holdout questions, a hidden-state probe and membership inference; report the recovered share of "
+        "what unlearning removed, beside AFE and MU.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--model", nargs="+", metavar="CKPT", help="unlearned model folder(s) (full weights or LoRA adapter)"
+    )
+    parser.add_argument("--before", metavar="CKPT", help="the model before unlearning (required)")
+    parser.add_argument("--data", metavar="DIR", help="AMNESIA folder the models were unlearned on")
+    parser.add_argument(
+        "--forget-config",
+        "--forget",
+        dest="forget_config",
+        metavar="CONFIG",
+        help="the forget config unlearned",
+    )
+    parser.add_argument("--out", metavar="DIR", required=True, help="attack folder to write")
+    parser.add_argument(
+        "--retain-model", metavar="CKPT", help="a model never trained on the forget patients (reference MIA)"
+    )
+    parser.add_argument(
+        "--attacks",
+        type=_name_list,
+        default=ATTACKS,
+        help=f"comma-separated, default {','.join(ATTACKS)}",
+    )
+    parser.add_argument(
+        "--relearn-steps",
+        type=_int_list,
+        default=DEFAULT_STEPS,
+        help=f"steps at which the relearned model is evaluated (default {','.join(map(str, DEFAULT_STEPS))})",
+    )
+    parser.add_argument(
+        "--relearn-data",
+        choices=RELEARN_DATA,
+        default="forget-share",
+        help="relearning data (default forget-share)",
+    )
+    defaults = RelearnConfig()
+    parser.add_argument(
+        "--relearn-share",
+        type=float,
+        default=defaults.share,
+        help=f"share of the forget patients relearned (all their seen QA; default {defaults.share})",
+    )
+    parser.add_argument(
+        "--relearn-learning-rate",
+        type=float,
+        default=defaults.learning_rate,
+        help=f"constant relearning learning rate (default {defaults.learning_rate}; a tiny demo model: 1e-3)",
+    )
+    parser.add_argument(
+        "--relearn-batch-size", type=int, default=defaults.batch_size, help="QA per relearning step"
+    )
+    parser.add_argument(
+        "--quantize",
+        type=_name_list,
+        default=tuple(QUANTIZATIONS),
+        help=f"quantization schemes (default {','.join(QUANTIZATIONS)})",
+    )
+    parser.add_argument("--name", nargs="+", help="display name per --model (default: folder names)")
+    parser.add_argument("--batch-size", type=int, default=16, help="evaluation batch size (default 16)")
+    parser.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=RunnerConfig.max_new_tokens,
+        help=f"generation length limit (default {RunnerConfig.max_new_tokens})",
+    )
+    parser.add_argument(
+        "--max-retain-patients",
+        type=int,
+        default=100,
+        help="seeded sample of retained patients per population (default 100; 0 keeps all)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seeds samples, paraphrases, probe, relearning")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
+    parser.add_argument(
+        "--write-card",
+        action="store_true",
+        help="also write each method's robustness section into its model's README.md (replacing an earlier "
+        "one)",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    return parser
+
+
+def arguments_from(args: argparse.Namespace) -> AttackArguments:
+    """The :class:`AttackArguments` of the parsed options."""
+    for flag in ("data", "forget_config"):
+        if not getattr(args, flag):
+            raise AttackInputError(f"--{flag.replace('_', '-')} is required")
+    if args.batch_size < 1 or args.max_new_tokens < 1:
+        raise AttackInputError("--batch-size and --max-new-tokens must be at least 1")
+    relearn = RelearnConfig(
+        steps=args.relearn_steps,
+        data=args.relearn_data,
+        share=args.relearn_share,
+        learning_rate=args.relearn_learning_rate,
+        batch_size=args.relearn_batch_size,
+        seed=args.seed,
+    )
+    return AttackArguments(
+        models=list(args.model or []),
+        before=args.before,
+        data=args.data,
+        forget_config=args.forget_config,
+        out_dir=args.out,
+        retain_model=args.retain_model,
+        attacks=args.attacks,
+        relearn=relearn,
+        quantizations=args.quantize,
+        names=args.name,
+        seed=args.seed,
+        max_retain_patients=args.max_retain_patients or None,
+        runner=RunnerConfig(
+            batch_size=args.batch_size, max_new_tokens=args.max_new_tokens, progress=not args.no_progress
+        ),
+        overwrite=args.overwrite,
+        write_card=args.write_card,
+    )
+
+
+def render_table(payload: dict):
+    """A ``rich`` table of the attack rows, then the per-method summary."""
+    from rich.table import Table
+
+    from medunlearn.attacks.summary import RESULT_HEADERS, result_cells
+
+    table = Table(title=f"medunlearn attack: {payload['forget_config']}")
+    table.add_column("method", no_wrap=True)
+    for index, header in enumerate(RESULT_HEADERS):
+        table.add_column(header, no_wrap=True, justify="left" if index < 3 else "right")
+    previous = None
+    for row in payload["rows"]:
+        if previous is not None and row["method"] != previous:
+            table.add_section()
+        previous = row["method"]
+        table.add_row(row["method"], *result_cells(row))
+    summary = Table(title="robustness summary (worst case over attacks)")
+    for header in ("method", "AFE", "MU", "worst-case recovery", "worst attack"):
+        summary.add_column(
+            header, no_wrap=True, justify="left" if header in ("method", "worst attack") else "right"
+        )
+
+    def cell(value, signed=False):
+        return "–" if value is None else (f"{value:+.3f}" if signed else f"{value:.3f}")
+
+    for entry in payload["summaries"]:
+        summary.add_row(
+            entry["method"],
+            cell(entry["afe"]),
+            cell(entry["mu"]),
+            cell(entry["worst_case_recovery"], signed=True),
+            entry["worst_case_attack"] or "–",
+        )
+    return table, summary
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    console = Console()
+    if not console.is_terminal:  # piped or logged: rich would assume 80 columns and squeeze the numbers away
+        console = Console(width=160)
+    arguments = arguments_from(args)
+    payload = run_attacks(arguments, log=lambda line: console.print(line, highlight=False))
+    for table in render_table(payload):
+        console.print(table)
+    for line in section_lines(payload["methods"]):
+        console.print(line, highlight=False)
+    files = ["attacks.json", "attacks.md"] + ([payload["plot"]] if payload["plot"] else [])
+    console.print(f"wrote {arguments.out_dir}/: {', '.join(files)}", highlight=False)
+    for card in payload.get("cards", []):
+        console.print(f"wrote the robustness section into {card}", highlight=False)
+    return 0

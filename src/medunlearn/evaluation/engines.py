@@ -1,0 +1,524 @@
+"""Generation engines of the runner's greedy pass: transformers (``hf``) or a vLLM server (``vllm``).
+
+Both take the same prompt token ids (the chat template is rendered and tokenised once, by the runner) and give
+back the greedy continuation of each, cut before its first end-of-turn token, so the runner decodes and stores
+them the same way. The teacher-forced pass always runs on transformers: it needs every answer token's
+log-probability and the moments of the next-token distribution, which a server does not return.
+
+``vllm`` sends the token ids to a vLLM OpenAI-compatible server's *completions* endpoint (``prompt`` as a list
+of token ids, so nothing is rendered or tokenised again), with temperature 0, ``max_tokens`` and the runner's
+end-of-turn ids as ``stop_token_ids``, through the maintained ``openai`` async client. The server is either
+one the engine starts for the checkpoint under evaluation (from the vLLM Python, on a free loopback port,
+stopped at the end, also on error) or one given by URL. A PEFT adapter folder is served as base + adapter
+(vLLM's LoRA support), never merged. Requests of every batch are in flight together (up to
+``max_in_flight``), so the server batches them continuously; batches come back in order, so the runner writes
+its shards as each one completes. See docs/evaluation.md, "Generation engines".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from medunlearn.errors import InputError, MedunlearnError
+from medunlearn.generation import Decoding, greedy_generate, model_device, resolve_decoding
+
+ENGINES = ("hf", "vllm")
+Engine = Literal["hf", "vllm"]
+# vLLM accepts these LoRA ranks only (vllm.config.lora.MaxLoRARanks in 0.32).
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+# Generation-config options under which transformers' greedy decoding is no longer a plain argmax; the vLLM
+# engine does not reproduce them and refuses a model that sets them.
+ARGMAX_CHANGING_OPTIONS = {
+    "repetition_penalty": 1.0,
+    "encoder_repetition_penalty": 1.0,
+    "no_repeat_ngram_size": 0,
+    "bad_words_ids": None,
+    "suppress_tokens": None,
+    "begin_suppress_tokens": None,
+    "sequence_bias": None,
+    "forced_bos_token_id": None,
+    "forced_eos_token_id": None,
+    "min_length": 0,
+    "min_new_tokens": None,
+}
+
+
+class GenerationEngineError(MedunlearnError, RuntimeError):
+    """The generation server failed mid-run (it died, refused a request); the message names its URL."""
+
+
+@dataclass
+class GreedySettings:
+    """What a greedy continuation depends on, besides the prompt and the weights."""
+
+    pad_token_id: int
+    eos_token_ids: Sequence[int]
+    max_new_tokens: int
+
+
+class HFEngine:
+    """Greedy generation with transformers' ``model.generate`` (left padding, one call per batch).
+
+    ``decoding``: the KV cache, ``"dynamic"``, ``"static"``, ``"compiled"`` (static + ``torch.compile``, CUDA
+    only) or ``"auto"`` (compiled on CUDA, else dynamic); see :func:`medunlearn.generation.greedy_generate`.
+    """
+
+    name = "hf"
+
+    def __init__(self, model, decoding: Decoding = "dynamic"):
+        self.model = model
+        self.decoding = resolve_decoding(decoding, model_device(model))
+
+    def generate(
+        self, batches: Sequence[Sequence[Sequence[int]]], settings: GreedySettings
+    ) -> Iterator[list[list[int]]]:
+        for prompts in batches:
+            yield greedy_generate(
+                self.model,
+                prompts,
+                settings.pad_token_id,
+                settings.eos_token_ids,
+                settings.max_new_tokens,
+                self.decoding,
+            )
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> HFEngine:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+@dataclass
+class ServedCheckpoint:
+    """How a checkpoint folder is served: the base model folder, and the adapter (name, folder, rank) when
+    the checkpoint is a PEFT LoRA adapter."""
+
+    model_dir: str
+    adapter_dir: str | None = None
+    adapter_rank: int | None = None
+
+
+def served_checkpoint(checkpoint: str | Path) -> ServedCheckpoint:
+    """The base and adapter of a checkpoint folder (a built-in name such as ``smollm2-135m`` is resolved to
+    its cached folder; a Hub id is passed to vLLM as is).
+
+    A LoRA adapter's base is read from its ``adapter_config.json`` (``base_model_name_or_path``; a relative
+    path is taken from the current folder, as PEFT does); its rank is the largest of ``r`` and
+    ``rank_pattern``, rounded up to a rank vLLM accepts.
+    """
+    path = Path(resolve_builtin(str(checkpoint)))
+    adapter_config = path / "adapter_config.json"
+    if not adapter_config.is_file():
+        return ServedCheckpoint(str(path.resolve()) if path.exists() else str(checkpoint))
+    config = json.loads(adapter_config.read_text())
+    if config.get("peft_type", "LORA") != "LORA":
+        raise InputError(
+            f"{checkpoint}: a {config.get('peft_type')} adapter; vLLM serves LoRA adapters only "
+            "(use --engine hf)"
+        )
+    base = config.get("base_model_name_or_path")
+    if not base:
+        raise InputError(f"{adapter_config}: no base_model_name_or_path, so the base model is unknown")
+    base = resolve_builtin(base)
+    rank = max([int(config.get("r", 8)), *map(int, (config.get("rank_pattern") or {}).values())])
+    base_path = Path(base)
+    return ServedCheckpoint(
+        str(base_path.resolve()) if base_path.exists() else base,
+        str(path.resolve()),
+        vllm_lora_rank(rank, str(checkpoint)),
+    )
+
+
+def vllm_lora_rank(rank: int, where: str = "the adapter") -> int:
+    """The smallest ``--max-lora-rank`` vLLM accepts that holds an adapter of rank ``rank``.
+
+    >>> vllm_lora_rank(12), vllm_lora_rank(8), vllm_lora_rank(100)
+    (16, 8, 128)
+    """
+    allowed = [r for r in VLLM_LORA_RANKS if r >= rank]
+    if not allowed:
+        raise InputError(f"{where}: LoRA rank {rank} is above vLLM's largest ({VLLM_LORA_RANKS[-1]})")
+    return allowed[0]
+
+
+def resolve_builtin(name: str) -> str:
+    """A built-in model name's folder (``smollm2-135m``); any other name unchanged."""
+    if name == "smollm2-135m":
+        from medunlearn.models import smollm2_checkpoint
+
+        return str(smollm2_checkpoint())
+    return name
+
+
+def check_plain_greedy(model) -> None:
+    """Raise if ``model``'s generation config changes transformers' greedy decoding in a way the vLLM engine
+    does not reproduce (a repetition penalty, banned n-grams, a minimum length…)."""
+    config = getattr(model, "generation_config", None)
+    if config is None:
+        return
+    changed = [
+        f"{name}={getattr(config, name)!r}"
+        for name, neutral in ARGMAX_CHANGING_OPTIONS.items()
+        if getattr(config, name, neutral) not in (neutral, None)
+    ]
+    if changed:
+        raise InputError(
+            f"the model's generation config sets {', '.join(changed)}: the vLLM engine generates by plain "
+            "argmax and would not give transformers' texts; use --engine hf (or reset those options)"
+        )
+
+
+def model_dtype(model) -> str:
+    """The dtype transformers runs ``model`` in, as vLLM's ``--dtype`` names it (``float32``...)."""
+    try:
+        return str(next(model.parameters()).dtype).removeprefix("torch.")
+    except (StopIteration, AttributeError):
+        return "float32"
+
+
+class VLLMEngine:
+    """Greedy generation on a vLLM server: one started for ``checkpoint`` (no ``url``), or the one at
+    ``url``.
+
+    Parameters:
+        checkpoint (`str`, `Path` or `None`): the model folder (or a PEFT LoRA adapter folder, served as base
+            + adapter) under evaluation. ``None`` with ``model``: the in-memory model is saved to a temporary
+            folder and served from there.
+        url (`str` or `None`): a running server's base URL (``http://HOST:PORT/v1``); then nothing is started.
+        served_model (`str` or `None`): the model name to request at ``url``; by default the one whose root is
+            ``checkpoint``, else the only one it serves.
+        python (`str`, `Path` or `None`): the Python that runs a started server (``$MEDUNLEARN_VLLM_PYTHON``,
+            else ``.venv-vllm/bin/python``; see :mod:`medunlearn.llm.server`).
+        dtype (`str`, defaults to ``"float32"``): the started server's ``--dtype``; give the dtype
+            transformers runs the model in (:func:`model_dtype`), so both engines compute alike.
+        max_in_flight (`int`, defaults to 256): requests sent at once (vLLM schedules them together).
+        timeout_s (`float`, defaults to 600): per request.
+        server_args (`list[str]`): more arguments of a started server (e.g. ``--gpu-memory-utilization 0.5``).
+        kv_cache_bytes (`int`, defaults to 1 GiB): the started server's KV cache on CPU (on a GPU, vLLM sizes
+            it within ``--gpu-memory-utilization``, 0.5 unless ``server_args`` say otherwise).
+        model: the in-memory model, saved for the server when ``checkpoint`` is ``None``.
+    """
+
+    name = "vllm"
+
+    def __init__(
+        self,
+        checkpoint: str | Path | None = None,
+        *,
+        url: str | None = None,
+        served_model: str | None = None,
+        python: str | Path | None = None,
+        dtype: str = "float32",
+        max_in_flight: int = 256,
+        timeout_s: float = 600.0,
+        server_args: Sequence[str] = (),
+        kv_cache_bytes: int = 1 << 30,
+        model=None,
+    ):
+        if checkpoint is None and model is None and url is None:
+            raise InputError("the vLLM engine needs a checkpoint folder, an in-memory model or a server URL")
+        self.checkpoint = str(checkpoint) if checkpoint is not None else None
+        self.url = url.rstrip("/") if url else None
+        self.served_model = served_model
+        self.python = Path(python) if python else None
+        self.dtype = dtype
+        self.max_in_flight = max_in_flight
+        self.timeout_s = timeout_s
+        self.server_args = list(server_args)
+        self.kv_cache_bytes = kv_cache_bytes
+        self.model = model
+        self.server = None  # a VLLMServer this engine started
+        self._saved_dir: str | None = None
+
+    @property
+    def base_url(self) -> str | None:
+        return self.url or (self.server.base_url if self.server is not None else None)
+
+    # -- the server ----------------------------------------------------------------------------------------
+
+    def start(self, max_model_len: int) -> VLLMEngine:
+        """Start the server now, for sequences of up to ``max_model_len`` tokens (prompt + generation);
+        otherwise the first :meth:`generate` starts it, as long as its prompts need. Nothing to start at a
+        ``url``."""
+        if self.url is None:
+            self.close()
+            self._start_server(max_model_len)
+        return self
+
+    def _start_server(self, max_model_len: int) -> None:
+        from medunlearn.llm.server import VLLMServer, VLLMServerConfig
+
+        checkpoint = self.checkpoint
+        if checkpoint is None:
+            checkpoint = self._save_in_memory_model()
+        served = served_checkpoint(checkpoint)
+        arguments = [
+            # Prompts arrive as token ids and the runner decodes the ids it gets back: the server needs no
+            # tokenizer (nor the model's sampling defaults: every request says what it wants).
+            "--skip-tokenizer-init",
+            "--generation-config",
+            "vllm",
+            "--max-num-batched-tokens",
+            str(max(2048, max_model_len)),
+        ]
+        if served.adapter_dir is not None:
+            arguments += [
+                "--enable-lora",
+                "--lora-modules",
+                f"adapter={served.adapter_dir}",
+                "--max-lora-rank",
+                str(served.adapter_rank),
+            ]
+        on_gpu = _cuda_available()
+        if on_gpu and not any(a.startswith("--gpu-memory-utilization") for a in self.server_args):
+            # The evaluating process holds the transformers model on the same GPU (its teacher-forced pass).
+            arguments += ["--gpu-memory-utilization", "0.5"]
+        config = VLLMServerConfig(
+            model_dir=served.model_dir,
+            served_model_name="base",
+            dtype=self.dtype,
+            max_model_len=max_model_len,
+            # On a GPU vLLM sizes its KV cache and captures CUDA graphs itself (not measured here: no GPU).
+            kv_cache_bytes=None if on_gpu else self.kv_cache_bytes,
+            enforce_eager=not on_gpu,
+            extra_args=[*arguments, *self.server_args],
+        )
+        if self.python is not None:
+            config.python = self.python
+        self.served_model = "adapter" if served.adapter_dir is not None else "base"
+        self.server = VLLMServer(config)
+        self.server.start()
+
+    def _save_in_memory_model(self) -> str:
+        if hasattr(self.model, "peft_config"):
+            raise InputError(
+                "the vLLM engine serves a LoRA model from its adapter folder: save it "
+                "(model.save_pretrained) and pass the folder"
+            )
+        self._saved_dir = tempfile.mkdtemp(prefix="medunlearn-vllm-model-")
+        self.model.save_pretrained(self._saved_dir)
+        return self._saved_dir
+
+    def _choose_served_model(self) -> None:
+        """At a given URL: check that it answers and pick the model to request."""
+        import openai
+
+        client = openai.OpenAI(base_url=self.url, api_key="EMPTY", max_retries=1, timeout=15.0)
+        try:
+            models = client.models.list().data
+        except openai.APIConnectionError as error:
+            raise GenerationEngineError(
+                f"cannot reach the vLLM server at {self.url} ({type(error).__name__}: {error}); "
+                "is it running?"
+            ) from None
+        finally:
+            client.close()
+        names = [model.id for model in models]
+        if self.served_model is not None:
+            if self.served_model not in names:
+                raise InputError(
+                    f"the vLLM server at {self.url} serves {names}, not {self.served_model!r} (--vllm-model)"
+                )
+            return
+        if self.checkpoint is not None:
+            served = served_checkpoint(self.checkpoint)
+            wanted = served.adapter_dir or served.model_dir
+            for model in models:
+                root = getattr(model, "root", None)
+                if root and _same_path(root, wanted):
+                    self.served_model = model.id
+                    return
+            if served.adapter_dir is not None:
+                raise InputError(
+                    f"the vLLM server at {self.url} does not serve the adapter {served.adapter_dir} "
+                    f"(it serves {names}); start it with --enable-lora --lora-modules NAME=PATH, or name the "
+                    "model with --vllm-model"
+                )
+        if len(names) != 1:
+            raise InputError(f"the vLLM server at {self.url} serves {names}: name one with --vllm-model")
+        self.served_model = names[0]
+
+    def _describe_failure(self, error: BaseException) -> str:
+        where = f"the vLLM server at {self.base_url}"
+        if self.server is not None and self.server.process is not None:
+            status = self.server.process.poll()
+            if status is not None:
+                where += f" (exited with status {status}; its log: {self.server.log_file})"
+        return (
+            f"{where} stopped answering during the generation pass ({type(error).__name__}: {error}); "
+            "the batches written so far are kept: rerun the same command to resume from them"
+        )
+
+    # -- generation ----------------------------------------------------------------------------------------
+
+    def generate(
+        self, batches: Sequence[Sequence[Sequence[int]]], settings: GreedySettings
+    ) -> Iterator[list[list[int]]]:
+        """Greedy continuations of every batch, yielded batch by batch in order while later batches are still
+        being generated."""
+        batches = [[list(prompt) for prompt in prompts] for prompts in batches]
+        if not batches:
+            return
+        needed = max(len(prompt) for prompts in batches for prompt in prompts) + settings.max_new_tokens
+        if self.url is None and (self.server is None or self.server.config.max_model_len < needed):
+            self.start(needed)  # a started server too short for these prompts is started again, longer
+        elif self.url is not None and self.served_model is None:
+            self._choose_served_model()
+        stream = _BackgroundRequests(self, batches, settings)
+        try:
+            for index in range(len(batches)):
+                yield stream.wait_for(index)
+        finally:
+            stream.cancel()
+
+    async def _complete(self, client, prompt: list[int], settings: GreedySettings) -> list[int]:
+        response = await client.completions.create(
+            model=self.served_model,
+            prompt=prompt,
+            max_tokens=settings.max_new_tokens,
+            temperature=0.0,
+            n=1,
+            extra_body={
+                "return_token_ids": True,
+                "stop_token_ids": sorted(settings.eos_token_ids),
+            },
+        )
+        tokens = list(response.choices[0].token_ids or [])
+        eos = set(settings.eos_token_ids)
+        stop = next((position for position, token in enumerate(tokens) if token in eos), len(tokens))
+        return tokens[:stop]
+
+    def close(self) -> None:
+        """Stop the server this engine started (if any) and remove a temporary model folder."""
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+        if self._saved_dir is not None:
+            shutil.rmtree(self._saved_dir, ignore_errors=True)
+            self._saved_dir = None
+
+    def __enter__(self) -> VLLMEngine:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class _BackgroundRequests:
+    """Every request of every batch, sent from an event loop in a worker thread (``max_in_flight`` at a
+    time, earlier batches first); :meth:`wait_for` hands a batch over once all its prompts are done."""
+
+    def __init__(self, engine: VLLMEngine, batches: list[list[list[int]]], settings: GreedySettings):
+        self.engine = engine
+        self.results: dict[int, list[list[int]]] = {}
+        self.error: BaseException | None = None
+        self.condition = threading.Condition()
+        self.loop = asyncio.new_event_loop()
+        self.task = None
+        self.thread = threading.Thread(target=self._run, args=(batches, settings), daemon=True)
+        self.thread.start()
+
+    def _run(self, batches, settings) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.task = self.loop.create_task(self._all(batches, settings))
+        try:
+            self.loop.run_until_complete(self.task)
+        except BaseException as error:  # handed to the waiting thread, which raises it
+            with self.condition:
+                self.error = self.error or error
+                self.condition.notify_all()
+        finally:
+            self.loop.close()
+
+    async def _all(self, batches, settings) -> None:
+        import openai
+
+        engine = self.engine
+        semaphore = asyncio.Semaphore(engine.max_in_flight)
+        async with openai.AsyncOpenAI(
+            base_url=engine.base_url, api_key="EMPTY", timeout=engine.timeout_s, max_retries=2
+        ) as client:
+
+            async def one(prompt):
+                async with semaphore:
+                    return await engine._complete(client, prompt, settings)
+
+            async def batch(index, prompts):
+                tokens = await asyncio.gather(*(one(prompt) for prompt in prompts))
+                with self.condition:
+                    self.results[index] = list(tokens)
+                    self.condition.notify_all()
+
+            try:
+                await asyncio.gather(*(batch(index, prompts) for index, prompts in enumerate(batches)))
+            except (openai.APIConnectionError, openai.APITimeoutError) as error:
+                raise GenerationEngineError(engine._describe_failure(error)) from None
+            except openai.APIStatusError as error:
+                raise GenerationEngineError(
+                    f"HTTP {error.status_code} from the vLLM server at {engine.base_url}: {error.message}"
+                ) from None
+
+    def wait_for(self, index: int) -> list[list[int]]:
+        with self.condition:
+            self.condition.wait_for(lambda: index in self.results or self.error is not None)
+            if index in self.results:
+                return self.results.pop(index)
+            raise self.error
+
+    def cancel(self) -> None:
+        """Stop what is still in flight (the runner stopped early or failed) and wait for the thread."""
+        while self.thread.is_alive():
+            if self.task is not None:
+                try:
+                    self.loop.call_soon_threadsafe(self.task.cancel)
+                except RuntimeError:  # the loop has just closed: nothing is left in flight
+                    pass
+            self.thread.join(timeout=0.1)
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def _same_path(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return a.rstrip("/") == b.rstrip("/")
+
+
+def make_engine(config, model, checkpoint: str | Path | None = None):
+    """The engine a :class:`~medunlearn.evaluation.runner.RunnerConfig` asks for, for ``model`` (loaded from
+    ``checkpoint`` when it is a folder or name; ``None``: an in-memory model, saved for a started server)."""
+    engine = getattr(config, "engine", "hf")
+    if engine == "hf":
+        return HFEngine(model, getattr(config, "decoding", "dynamic"))
+    if engine != "vllm":
+        raise InputError(f"unknown generation engine {engine!r}; engines: {', '.join(ENGINES)}")
+    check_plain_greedy(model)
+    return VLLMEngine(
+        checkpoint,
+        url=config.vllm_url,
+        served_model=config.vllm_model,
+        python=config.vllm_python,
+        dtype=model_dtype(model),
+        server_args=list(config.vllm_args),
+        model=model,
+    )
