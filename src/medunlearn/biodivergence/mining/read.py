@@ -300,16 +300,21 @@ def _read_jsonl(path: Path, skip_missing: bool = False) -> Iterator[dict | None]
                 if not isinstance(sections, list) or not all(isinstance(s, dict) for s in sections):
                     raise where.fail("sections", 'must be a list of {"label", "text"} objects')
                 sections = [(s.get("label"), None, s.get("text")) for s in sections]
-            yield _record(
-                where,
-                item.get("pmid"),
-                item.get("title"),
-                sections,
-                abstract=item.get("abstract"),
-                domain=item.get("domain"),
-                year=item.get("year"),
-                skip_missing=skip_missing,
-            )
+            yield _flat_record(where, item, sections, skip_missing)
+
+
+def _flat_record(where: _Location, item: dict, sections, skip_missing: bool) -> dict | None:
+    """A JSONL or CSV row (``pmid, title, abstract``, optional ``domain, year``) as a record."""
+    return _record(
+        where,
+        item.get("pmid"),
+        item.get("title"),
+        sections,
+        abstract=item.get("abstract"),
+        domain=item.get("domain"),
+        year=item.get("year"),
+        skip_missing=skip_missing,
+    )
 
 
 def _read_csv(path: Path, skip_missing: bool = False) -> Iterator[dict | None]:
@@ -325,16 +330,7 @@ def _read_csv(path: Path, skip_missing: bool = False) -> Iterator[dict | None]:
             where = _Location(path, row, reader.line_num)
             if None in item:
                 raise where.fail("csv", f"more fields than the header's {len(reader.fieldnames)}")
-            yield _record(
-                where,
-                item.get("pmid"),
-                item.get("title"),
-                None,
-                abstract=item.get("abstract"),
-                domain=item.get("domain"),
-                year=item.get("year"),
-                skip_missing=skip_missing,
-            )
+            yield _flat_record(where, item, None, skip_missing)
 
 
 def _read_pubmedqa(path: Path, skip_missing: bool = False) -> Iterator[dict | None]:
