@@ -13,6 +13,8 @@ from amnesia_llm_fakes import ScriptedBackend, ScriptedModel, ScriptedServer, wr
 from medunlearn.amnesia.build import build_amnesia_from_notes
 from medunlearn.amnesia.hub import CONSTRUCTION_FILE
 from medunlearn.amnesia.sources.llm_built import (
+    MAX_ANSWER_CHARS,
+    MAX_FINDINGS,
     SKIP_CHECKS,
     SKIP_NO_LABEL,
     SKIP_PANEL,
@@ -98,6 +100,14 @@ def test_schemas_fix_the_counts():
     jsonschema.validate(good, schema)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({**good, "factual": [qa] * 3}, schema)
+    # Every string is bounded, so a guided decoder closes a runaway answer and the longest one fits the limit.
+    long_answer = {"question": "q", "answer": "x" * (MAX_ANSWER_CHARS + 1)}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**good, "factual": [long_answer, qa, qa, qa]}, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(
+            {**good, "reasoning": [{**qa, "findings": ["x"] * (MAX_FINDINGS + 1)}] * 4}, schema
+        )
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"label_supported": True, "ratings": []}, judge_schema(2))
 
@@ -328,3 +338,27 @@ def test_a_server_gone_mid_run_stops_the_build_and_a_rerun_resumes(tmp_path, not
     resumed_backend = ScriptedBackend(ScriptedModel())
     folder, _ = build(tmp_path, notes_csv, resumed_backend)
     assert folder_files(folder) == folder_files(reference)
+
+
+def test_the_last_round_judges_no_patient_already_lost(tmp_path, notes_csv):
+    # Round 0 is the last round here, and every labelled patient's first factual answer fails the checks: the
+    # patients are lost whatever the panel says, so no judge is asked, and the skip names the checks.
+    backend = ScriptedBackend(ScriptedModel())
+    strict = construct_records(
+        notes_csv, config(tmp_path, max_regenerations=0), backends={SPEC: backend}, progress=False
+    )
+    qa = strict.report["qa"]
+    assert strict.report["tokens"]["judge"]["requests"] == 0 and qa["judged"] == 0
+    # p1-p3 pass 7 of 8 checks each; the hopeless p4 passes none.
+    assert qa["passed_checks"] == qa["not_judged_patient_lost"] == 21
+    assert strict.report["skips"] == {SKIP_CHECKS: 4, SKIP_NO_LABEL: 1}
+    # With one regeneration, round 0 is judged (its failed slot can still be written again) and round 1
+    # judges the three patients whose regenerated answer passed, not the hopeless one.
+    regenerated = construct_records(
+        notes_csv,
+        config(tmp_path / "one", max_regenerations=1),
+        backends={SPEC: ScriptedBackend(ScriptedModel())},
+        progress=False,
+    )
+    assert regenerated.report["tokens"]["judge"]["requests"] == 3 * (3 + 3)
+    assert regenerated.report["qa"]["not_judged_patient_lost"] == 0

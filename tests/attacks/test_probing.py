@@ -367,8 +367,98 @@ def test_probe_inputs_are_the_forget_patients_questions(examples, tiny_tokenizer
     assert labels == forget["disease"].tolist() and groups == forget["patient_id"].tolist()
     rendered, _, _ = probe_inputs(examples, tokenizer=tiny_tokenizer)
     assert rendered == render_prompts(tiny_tokenizer, forget["question"].tolist())
+    # ``populations=None``: the rows given, already selected.
+    assert probe_inputs(forget, populations=None) == (texts, labels, groups)
+    with pytest.raises(InputError, match="no rows"):
+        probe_inputs(forget.iloc[:0], populations=None)
     with pytest.raises(InputError, match="no rows"):
         probe_inputs(examples, populations=["retain_out_of_disease"])
+
+
+MARKER = "zyxwvmarker"  # a word no question holds: it is in every answer
+
+
+def two_disease_examples() -> pd.DataFrame:
+    """Forget patients of two diseases (four each: two seen QA and one holdout QA) and retained patients;
+    every answer names its disease and holds :data:`MARKER`."""
+    rows = []
+    for population, patients in (("forget_seen", 8), ("forget_holdout", 8), ("retain_same_disease", 4)):
+        for patient in range(patients):
+            disease = "cardiovascular" if patient % 2 == 0 else "infection"
+            for qa in range(2 if population == "forget_seen" else 1):
+                rows.append(
+                    {
+                        "example_id": f"{population}/p{patient}/q{qa}",
+                        "population": population,
+                        "qa_id": f"p{patient}/q{qa}",
+                        "patient_id": f"{'R' if population.startswith('retain') else 'F'}{patient}",
+                        "disease": disease,
+                        "question": f"What did test {qa} of patient {patient} in {population} show?",
+                        "answer": f"{disease} {MARKER} confirmed",
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def test_attack_probe_texts_are_the_questions_and_never_the_answers(tiny_tokenizer):
+    from medunlearn.attacks.run import probe_texts
+    from medunlearn.chat import render_prompts
+
+    examples = two_disease_examples()
+    forget = examples[examples["population"].isin(["forget_seen", "forget_holdout"])]
+    for tokenizer in (None, tiny_tokenizer):
+        texts, labels, groups, scope = probe_texts(examples, tokenizer)
+        assert scope == "forget patients" and len(texts) == len(forget)
+        assert all(MARKER not in text for text in texts)
+        assert all("cardiovascular" not in text and "infection" not in text for text in texts)
+        for text, question in zip(texts, forget["question"]):
+            assert question in text
+        assert labels == forget["disease"].tolist() and groups == forget["patient_id"].tolist()
+        assert len(set(groups)) == 8  # seen and holdout QA of one patient share its group
+    rendered, _, _, _ = probe_texts(examples, tiny_tokenizer)
+    assert rendered == render_prompts(tiny_tokenizer, forget["question"].tolist())
+
+    # One forget disease (a disease-level forget set): the retained patients are added, still questions only.
+    one_disease = examples[
+        examples["population"].eq("retain_same_disease") | examples["disease"].eq("cardiovascular")
+    ]
+    texts, labels, _, scope = probe_texts(one_disease, tiny_tokenizer)
+    assert scope == "forget and retained patients" and set(labels) == {"cardiovascular", "infection"}
+    assert len(texts) == len(one_disease) and all(MARKER not in text for text in texts)
+
+
+def test_attack_probe_section_probes_chat_prompts_without_added_special_tokens(
+    tiny_model, tiny_tokenizer, monkeypatch, one_torch_thread
+):
+    from medunlearn import models
+    from medunlearn.attacks import probing
+    from medunlearn.attacks.run import PROBE_INPUTS, _probe_section
+    from medunlearn.chat import render_prompts
+
+    calls = []
+    real_probe = probing.hidden_state_probe
+
+    def recording_probe(model, tokenizer, texts, labels, **kwargs):
+        calls.append((list(texts), kwargs))
+        return real_probe(model, tokenizer, texts, labels, **kwargs)
+
+    monkeypatch.setattr(models, "load_model", lambda path, **kwargs: (tiny_model, tiny_tokenizer))
+    monkeypatch.setattr(probing, "hidden_state_probe", recording_probe)
+    examples = two_disease_examples()
+    cache: dict = {}
+    section = _probe_section("unlearned", "before", examples, 0, cache)
+    forget = examples[examples["population"].isin(["forget_seen", "forget_holdout"])]
+    assert section["inputs"] == PROBE_INPUTS == "questions (chat prompts), no answers"
+    assert section["scope"] == "forget patients" and section["n"] == len(forget)
+    assert len(calls) == 2  # before, unlearned
+    for texts, kwargs in calls:
+        assert texts == render_prompts(tiny_tokenizer, forget["question"].tolist())
+        assert all(MARKER not in text for text in texts)
+        assert kwargs["add_special_tokens"] is False and kwargs["groups"] == forget["patient_id"].tolist()
+    assert 0.0 <= section["unlearned"]["accuracy"] <= 1.0 and section["before"]["chance"] == 0.5
+    # The before model's result is reused by the next method.
+    _probe_section("another", "before", examples, 0, cache)
+    assert len(calls) == 3
 
 
 def test_module_doctests_run():

@@ -12,7 +12,12 @@ import pyarrow.compute as pc
 
 from medunlearn.amnesia.cohort import generate_cohort
 from medunlearn.amnesia.hub import FolderContents, write_folder
-from medunlearn.amnesia.pmc_patients import UNCLASSIFIED, read_pmc_patients, read_qa_file
+from medunlearn.amnesia.pmc_patients import (
+    UNCLASSIFIED,
+    classifier_report,
+    read_pmc_patients_with_analyses,
+    read_qa_file,
+)
 from medunlearn.amnesia.schema import RecordError, validate_notes, validate_qa
 from medunlearn.amnesia.sources.llm_built import Construction, ConstructionConfig, construct_records
 from medunlearn.amnesia.splits import FORGET_PERCENTAGES, SplitConfig, build_splits
@@ -79,6 +84,7 @@ def build_contents(
     if not 0 < holdout_per_type < qa_per_type:
         raise InputError(f"holdout_per_type must be in 1..{qa_per_type - 1}, got {holdout_per_type}")
     skipped: dict[str, list[str]] = {}
+    analyses = None  # the rule-based classifier's, when it labelled the notes
     if source == "synthetic":
         notes, qa = generate_cohort(patients=patients, seed=seed)
         notes_source, qa_source = "synthetic cohort", "synthetic cohort"
@@ -86,7 +92,7 @@ def build_contents(
     else:
         if notes_path is None or qa_path is None:
             raise InputError("--source pmc-patients needs both --notes FILE and --qa FILE")
-        notes, unclassified = read_pmc_patients(notes_path)
+        notes, unclassified, analyses = read_pmc_patients_with_analyses(notes_path)
         if unclassified:
             skipped[UNCLASSIFIED] = sorted(unclassified)
         qa = read_qa_file(qa_path)
@@ -96,7 +102,7 @@ def build_contents(
         # Unclassified notes were dropped by the reader; their QA go with them.
         dropped = pa.array(next(iter(skipped.values())), pa.string())
         qa = qa.filter(pc.invert(pc.is_in(qa["patient_id"], value_set=dropped)))
-    return contents_from_records(
+    contents = contents_from_records(
         notes,
         qa,
         source=source,
@@ -110,6 +116,10 @@ def build_contents(
         qa_per_type=qa_per_type,
         holdout_per_type=holdout_per_type,
     )
+    if analyses is not None:
+        # Confidence and deciding rule of every patient kept after validation [ours]; not a notes column.
+        contents.classifier = classifier_report(analyses, contents.notes["patient_id"].to_pylist())
+    return contents
 
 
 def contents_from_records(

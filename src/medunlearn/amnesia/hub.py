@@ -59,6 +59,9 @@ class FolderContents:
     skipped: dict[str, list[str]] = field(default_factory=dict)
     # The report of medunlearn.amnesia.sources.llm_built, when that pipeline built the QA.
     construction: dict | None = None
+    # The rule-based classifier's confidence and rule per kept patient, with a summary, when it labelled the
+    # notes (medunlearn.amnesia.pmc_patients.classifier_report); written to BUILD_FILE under "classifier".
+    classifier: dict | None = None
 
 
 def data_path(config: str, split: str) -> str:
@@ -196,7 +199,7 @@ Build parameters (rebuilding with these gives byte-identical files):
 {params}
 ```
 
-{construction_section(contents.construction)}## Usage
+{classifier_section(contents.classifier)}{construction_section(contents.construction)}## Usage
 
 ```python
 from datasets import load_dataset
@@ -217,6 +220,37 @@ folder in place, load it with `download_mode="force_redownload"` (or build into 
 
 def _percent(value) -> str:
     return "—" if value is None else f"{100 * value:.1f}%"
+
+
+def classifier_section(classifier: dict | None) -> str:
+    """The card's *Disease labels (rule-based classifier)* section: the summary of ``classifier`` (the
+    per-patient values stay in ``BUILD_FILE``)."""
+    if classifier is None:
+        return ""
+    summary = classifier["summary"]
+    confidence, low = summary["confidence"], summary["low_confidence"]
+
+    def number(value) -> str:
+        return "—" if value is None else f"{value:.4f}"
+
+    rules = "\n".join(f"| {rule} | {count:,} |" for rule, count in summary["by_rule"].items()) or "| — | 0 |"
+    return f"""## Disease labels (rule-based classifier)
+
+The notes file had no `disease` column: each category was assigned by the rule-based classifier of
+`medunlearn.ontology.vocabulary` [ours]. Its confidence is {classifier["confidence_definition"]};
+each kept patient's category, confidence and deciding rule are in `{BUILD_FILE}` (`classifier`).
+
+- **Notes kept:** {summary["notes"]:,}; \
+**skipped (no affirmed term):** {summary["skipped_no_affirmed_term"]:,}.
+- **Confidence:** mean {number(confidence["mean"])}, median {number(confidence["median"])}, \
+min {number(confidence["min"])}.
+- **Confidence < {low["threshold"]}:** {low["count"]:,} notes ({_percent(low["share"])}).
+
+| deciding rule | notes |
+|---|---:|
+{rules}
+
+"""
 
 
 def construction_section(report: dict | None) -> str:
@@ -255,7 +289,8 @@ following the paper's pipeline; the full report, with every QA's groundedness an
 - **Labels:** {labels["llm"]:,} from the LLM, {labels["rule_fallback"]:,} from the rule-based fallback; the
   rule-based classifier disagreed on {labels["disagreements"]:,} of {labels["both_available"]:,}.
 - **QA:** {qa["generated"]:,} generated, {qa["passed_checks"]:,} passed the checks ({checks}),
-  {qa["judged"]:,} judged, {qa["rejected_by_panel"]:,} rejected by the panel; mean groundedness
+  {qa["judged"]:,} judged ({qa.get("not_judged_patient_lost", 0):,} not judged: in the last round their
+  patient had already failed), {qa["rejected_by_panel"]:,} rejected by the panel; mean groundedness
   {qa["mean_groundedness"]}.
 
 | panel figure | this build | paper |
@@ -317,6 +352,7 @@ def write_folder(
             "configs": configs,
             "omitted": contents.splits.omitted,
             "skipped": {reason: sorted(ids) for reason, ids in contents.skipped.items()},
+            **({} if contents.classifier is None else {"classifier": contents.classifier}),
             "sizes": {
                 c: {s: {"rows": r, "patients": p} for s, (r, p) in v.items()} for c, v in sizes.items()
             },

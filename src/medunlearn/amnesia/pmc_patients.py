@@ -14,6 +14,8 @@ from __future__ import annotations
 import ast
 import csv
 import json
+import statistics
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,9 +31,12 @@ from medunlearn.amnesia.schema import (
 )
 from medunlearn.errors import MissingInputError
 from medunlearn.ontology.amnesia import DISEASES
-from medunlearn.ontology.vocabulary import DiseaseVocabulary, default_vocabulary
+from medunlearn.ontology.vocabulary import DiseaseVocabulary, RecordAnalysis, default_vocabulary
 
 UNCLASSIFIED = "no disease category could be assigned from title and note"
+# How the build report and the card define the rule-based classifier's confidence [ours].
+CONFIDENCE_DEFINITION = "the winning category's share of the classifier's scores [ours]"
+LOW_CONFIDENCE = 0.5
 
 
 def read_records(path: str | Path) -> list[dict]:
@@ -143,6 +148,16 @@ def read_pmc_patients(
 ) -> tuple[pa.Table, list[str]]:
     """Notes table (``NOTES_SCHEMA``) and the ids of patients skipped because no category could be
     assigned."""
+    table, skipped, _ = read_pmc_patients_with_analyses(path, vocabulary)
+    return table, skipped
+
+
+def read_pmc_patients_with_analyses(
+    path: str | Path, vocabulary: DiseaseVocabulary | None = None
+) -> tuple[pa.Table, list[str], dict[str, RecordAnalysis] | None]:
+    """What :func:`read_pmc_patients` returns, plus the rule-based classifier's analysis of every note by
+    patient id (skipped ones included); ``None`` when the file has a ``disease`` column (no classifier
+    ran)."""
     records = read_note_records(path)
     source, rows, columns, raw = records.source, records.rows, records.columns, records.table
     vocabulary = vocabulary or default_vocabulary()
@@ -173,7 +188,67 @@ def read_pmc_patients(
         },
         schema=NOTES_SCHEMA,
     )
-    return table, skipped
+    by_patient = None if analyses is None else dict(zip(raw["patient_id"].to_pylist(), analyses))
+    return table, skipped, by_patient
+
+
+def classifier_summary(analyses: Iterable[RecordAnalysis]) -> dict:
+    """Summary of rule-based classifications [ours]: classified notes by deciding rule, their confidence
+    (mean, median, min), how many fall below ``LOW_CONFIDENCE``, and how many were skipped (no affirmed
+    term). Rounded to 4 decimals with sorted keys, so it is deterministic.
+
+    >>> from medunlearn.ontology.vocabulary import RecordAnalysis as A
+    >>> summary = classifier_summary([A("cancer", 1.0, "title", {}, []), A("cancer", 0.25, "note", {}, []),
+    ...                               A(None, 0.0, "no affirmed term", {}, [])])
+    >>> summary["by_rule"], summary["confidence"], summary["skipped_no_affirmed_term"]
+    ({'note': 1, 'title': 1}, {'mean': 0.625, 'median': 0.625, 'min': 0.25}, 1)
+    >>> summary["low_confidence"]
+    {'threshold': 0.5, 'count': 1, 'share': 0.5}
+    """
+    analyses = list(analyses)
+    classified = [a for a in analyses if a.category is not None]
+    confidences = [float(a.confidence) for a in classified]
+    by_rule: dict[str, int] = {}
+    for analysis in classified:
+        by_rule[analysis.rule] = by_rule.get(analysis.rule, 0) + 1
+    low = sum(c < LOW_CONFIDENCE for c in confidences)
+
+    def rounded(value: float | None) -> float | None:
+        return None if value is None else round(value, 4)
+
+    return {
+        "notes": len(classified),
+        "by_rule": dict(sorted(by_rule.items())),
+        "confidence": {
+            "mean": rounded(statistics.fmean(confidences) if confidences else None),
+            "median": rounded(statistics.median(confidences) if confidences else None),
+            "min": rounded(min(confidences) if confidences else None),
+        },
+        "low_confidence": {
+            "threshold": LOW_CONFIDENCE,
+            "count": low,
+            "share": rounded(low / len(confidences) if confidences else None),
+        },
+        "skipped_no_affirmed_term": len(analyses) - len(classified),
+    }
+
+
+def classifier_report(analyses: Mapping[str, RecordAnalysis], kept: Iterable[str]) -> dict:
+    """The ``classifier`` section of ``amnesia_build.json`` [ours]: per kept patient its ``category``,
+    ``confidence`` and deciding ``rule``, and :func:`classifier_summary` over those kept notes (the skipped
+    count is of every note without an affirmed term)."""
+    kept_ids = sorted(set(kept))
+    patients = {
+        pid: {
+            "category": analyses[pid].category,
+            "confidence": round(float(analyses[pid].confidence), 4),
+            "rule": analyses[pid].rule,
+        }
+        for pid in kept_ids
+    }
+    summary = classifier_summary([analyses[pid] for pid in kept_ids])
+    summary["skipped_no_affirmed_term"] = sum(a.category is None for a in analyses.values())
+    return {"confidence_definition": CONFIDENCE_DEFINITION, "patients": patients, "summary": summary}
 
 
 def read_qa_file(path: str | Path) -> pa.Table:

@@ -10,10 +10,11 @@ arXiv 2402.16835). Two probes of that kind live here (docs/attacks.md, "Probing"
    leakage, MIA scores). Paraphrases come from our templates (:func:`template_paraphrases`, the default: no
    model, fully deterministic) or from an LLM through :mod:`medunlearn.llm` (:func:`llm_paraphrases`).
 2. **A linear probe on hidden states** [ours, after Lynch et al.]: mean-pooled hidden states of the forget
-   patients' texts, a logistic regression for their disease category, accuracy by (patient-grouped)
-   stratified k-fold cross-validation, reported against the chance level (the majority class's share). Run
-   before and after unlearning: a probe that stays far above chance means the disease is still encoded even
-   when the model no longer says it (:func:`hidden_state_probe`).
+   patients' questions, rendered as the chat prompts the model sees before answering (never their answers,
+   which often name the diagnosis: :func:`probe_inputs`), a logistic regression for their disease category,
+   accuracy by (patient-grouped) stratified k-fold cross-validation, reported against the chance level (the
+   majority class's share). Run before and after unlearning: a probe that stays far above chance means the
+   disease is still encoded even when the model no longer says it (:func:`hidden_state_probe`).
 
 Template paraphrases [ours]
 ---------------------------
@@ -416,19 +417,29 @@ def paraphrased_examples(examples: pd.DataFrame, paraphrases) -> pd.DataFrame:
 
 
 def probe_inputs(
-    examples: pd.DataFrame, populations: Sequence[str] = FORGET_POPULATIONS, tokenizer=None
+    examples: pd.DataFrame, populations: Sequence[str] | None = FORGET_POPULATIONS, tokenizer=None
 ) -> tuple[list[str], list[str], list[str]]:
     """``(texts, labels, groups)`` for :func:`hidden_state_probe` from an examples table: the questions of the
-    rows of ``populations`` (the forget patients' seen and holdout QA by default), their ``disease`` and
-    their ``patient_id``.
+    rows of ``populations`` (the forget patients' seen and holdout QA by default; ``None``: every row, for a
+    table already filtered), their ``disease`` and their ``patient_id``. The answers are never read: they
+    often name the diagnosis, and a probe of them would read the disease off the input, not off what the
+    model retained.
 
     With ``tokenizer`` the questions are rendered as the model's chat prompts (what it sees before answering;
     probe them with ``add_special_tokens=False``, the template adds its own). A disease-level forget set holds
     one disease only: add a retained population (``retain_out_of_disease``) to give the probe two classes.
     """
-    rows = examples[examples["population"].isin(list(populations))]
-    if rows.empty:
-        raise InputError(f"the examples hold no rows of population(s) {', '.join(populations)}")
+    for column in ("question", "disease", "patient_id", *(() if populations is None else ("population",))):
+        if column not in examples:
+            raise InputError(f"the examples lack column {column!r}")
+    if populations is None:
+        rows = examples
+        if rows.empty:
+            raise InputError("the examples hold no rows to probe")
+    else:
+        rows = examples[examples["population"].isin(list(populations))]
+        if rows.empty:
+            raise InputError(f"the examples hold no rows of population(s) {', '.join(populations)}")
     texts = rows["question"].astype(str).tolist()
     if tokenizer is not None:
         from medunlearn.chat import render_prompts
@@ -579,7 +590,9 @@ def hidden_state_probe(
     add_special_tokens: bool = True,
 ) -> dict:
     """How well a linear probe reads ``labels`` (the forget patients' disease category) off the model's
-    hidden states of ``texts`` (their QA prompts or notes), by cross-validation (docs/attacks.md, "Probing").
+    hidden states of ``texts`` (their questions as chat prompts, from :func:`probe_inputs`: pass
+    ``add_special_tokens=False`` for those, the template adds its own), by cross-validation (docs/attacks.md,
+    "Probing").
 
     :func:`hidden_state_features` then :func:`probe_accuracy` (``groups``: the patient of each text, so one
     patient's texts are never split between training and test); :func:`probe_inputs` makes ``texts``,

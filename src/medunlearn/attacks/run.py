@@ -73,7 +73,8 @@ ATTACK_DESCRIPTIONS = {
     "quantize": "load the weights in 8-bit / 4-bit NF4 and re-ask the forget questions",
     "paraphrase": "ask the forget patients' seen questions reworded (template paraphrases)",
     "holdout": "the forget patients' unseen questions, scored as a probe",
-    "probe": "a linear probe of the disease category on hidden states, before vs after unlearning",
+    "probe": "a linear probe of the disease category on hidden states of the questions (no answers), "
+    "before vs after unlearning",
     "membership": "AUC of telling forget seen QA from retained patients' holdout QA (loss, zlib, min-k%, ++)",
 }
 SIMILARITY_ATTACKS = ("relearn", "quantize", "paraphrase", "holdout")
@@ -365,13 +366,16 @@ def _paraphrase_rows(model, examples, reference, eval_root, args, name):
     return reference.rows("paraphrase", "template", per_example(eval_dir), eval_dir, "original_example_id")
 
 
-def probe_texts(examples: pd.DataFrame) -> tuple[list[str], list[str], list[str], str]:
-    """Texts, disease labels and patient groups of the hidden-state probe, and what they cover.
+PROBE_INPUTS = "questions (chat prompts), no answers"
 
-    The forget patients' QA (question and answer) of the diseases with at least two forget patients, when
-    there are two such diseases; otherwise (a disease-level or a small forget set) the retained patients' QA
-    are added, so the probe tells the forget disease from the others. A disease with one patient is left out
-    (patient-grouped cross-validation cannot test it)."""
+
+def probe_rows(examples: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The examples the hidden-state probe reads, and what they cover (``scope``).
+
+    The forget patients' QA of the diseases with at least two forget patients, when there are two such
+    diseases; otherwise (a disease-level or a small forget set) the retained patients' QA are added, so the
+    probe tells the forget disease from the others. A disease with one patient is left out (patient-grouped
+    cross-validation cannot test it)."""
 
     def probeable(rows):  # cross-validation by patient needs two patients per class, and two classes
         patients = rows.groupby("disease")["patient_id"].nunique()
@@ -380,25 +384,44 @@ def probe_texts(examples: pd.DataFrame) -> tuple[list[str], list[str], list[str]
     rows, scope = probeable(examples[examples["population"].isin(FORGET_POPULATIONS)]), "forget patients"
     if rows["disease"].nunique() < 2:
         rows, scope = probeable(examples), "forget and retained patients"
-    texts = (rows["question"].astype(str) + "\n" + rows["answer"].astype(str)).tolist()
-    return texts, rows["disease"].astype(str).tolist(), rows["patient_id"].astype(str).tolist(), scope
+    return rows, scope
+
+
+def probe_texts(examples: pd.DataFrame, tokenizer=None) -> tuple[list[str], list[str], list[str], str]:
+    """Texts, disease labels and patient groups of the hidden-state probe, and what they cover.
+
+    The rows of :func:`probe_rows`; the texts are their **questions only**
+    (:func:`medunlearn.attacks.probing.probe_inputs`), rendered with ``tokenizer`` as the chat prompt the
+    model sees before answering. Never the answers: they often name the diagnosis, and a probe of them
+    would read the disease off the input tokens rather than off what the model retained."""
+    from medunlearn.attacks.probing import probe_inputs
+
+    rows, scope = probe_rows(examples)
+    texts, labels, groups = probe_inputs(rows, populations=None, tokenizer=tokenizer)
+    return texts, labels, groups, scope
 
 
 def _probe_section(model_path, before_path, examples, seed, cache: dict) -> dict:
-    from medunlearn.attacks.probing import hidden_state_probe
+    from medunlearn.attacks.probing import hidden_state_probe, probe_inputs
     from medunlearn.errors import InputError
     from medunlearn.models import load_model
 
-    texts, labels, groups, scope = probe_texts(examples)
-    section: dict = {"scope": scope, "n": len(texts)}
+    rows, scope = probe_rows(examples)
+    section: dict = {"scope": scope, "n": len(rows), "inputs": PROBE_INPUTS}
     for role, path in (("before", before_path), ("unlearned", model_path)):
         if role == "before" and "probe-before" in cache:  # the same before model for every method
             section[role] = cache["probe-before"]
             continue
         model, tokenizer = load_model(str(path), merge_adapter=True)
+        # Rendered per model, with its own tokenizer: the before and unlearned models share a tokenizer
+        # family, but a saved folder (an adapter's, a re-saved tokenizer) may carry another chat template, and
+        # each model is probed on exactly the prompt it sees before answering. Rendering costs nothing.
         try:
-            result = hidden_state_probe(model, tokenizer, texts, labels, seed=seed, groups=groups)
-        except InputError as error:  # too few patients per disease for cross-validation
+            texts, labels, groups = probe_inputs(rows, populations=None, tokenizer=tokenizer)
+            result = hidden_state_probe(
+                model, tokenizer, texts, labels, seed=seed, groups=groups, add_special_tokens=False
+            )
+        except InputError as error:  # no rows, or too few patients per disease for cross-validation
             return {**section, "skipped": str(error)}
         section[role] = {k: result[k] for k in ("accuracy", "chance", "above_chance", "folds", "layer")}
         if role == "before":
@@ -620,7 +643,7 @@ def section_lines(methods: Sequence[dict]) -> list[str]:
             lines.append(
                 f"- {method['method']}: disease probe accuracy before {probe['before']['accuracy']:.3f}, "
                 f"after {probe['unlearned']['accuracy']:.3f} (chance {probe['unlearned']['chance']:.3f}; "
-                f"{probe['scope']}, n={probe['n']})"
+                f"{probe['scope']}, n={probe['n']}; {probe['inputs']})"
             )
         elif probe:
             lines.append(f"- {method['method']}: disease probe skipped ({probe['skipped']})")

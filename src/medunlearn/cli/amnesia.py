@@ -220,7 +220,8 @@ def print_construction(construction) -> None:
         f"(of {labels['both_available']})"
     )
     console.print(
-        f"QA: {qa['generated']} generated, {qa['passed_checks']} passed the checks, {qa['judged']} judged, "
+        f"QA: {qa['generated']} generated, {qa['passed_checks']} passed the checks, {qa['judged']} judged "
+        f"({qa.get('not_judged_patient_lost', 0)} not: their patient was lost), "
         f"{qa['rejected_by_panel']} rejected by the panel, mean groundedness {qa['mean_groundedness']}"
     )
     for reason, count in report["skips"].items():

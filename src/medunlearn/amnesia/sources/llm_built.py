@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from medunlearn.amnesia.pmc_patients import read_note_records
+from medunlearn.amnesia.pmc_patients import classifier_summary, read_note_records
 from medunlearn.amnesia.schema import NOTES_SCHEMA, QA_SCHEMA
 from medunlearn.errors import MedunlearnError
 from medunlearn.llm import (
@@ -128,7 +128,9 @@ class ConstructionConfig:
             decoding would write the same QA again).
         judge_temperature (`float`, defaults to 0.0): the judges' temperature. Several copies of one model at
             0 vote alike; above 0 each copy samples with its own seed.
-        label_max_tokens, qa_max_tokens, judge_max_tokens (`int`): completion limits per request.
+        label_max_tokens, qa_max_tokens, judge_max_tokens (`int`): completion limits per request. The QA
+            limit (1536) holds the longest answer :func:`qa_schema`'s bounds allow (about 4,800 characters for
+            4 + 4 QA) at 3 or more characters per token; an answer still cut there is a failed attempt.
         concurrency (`int`, defaults to 8): requests in flight per server backend.
     """
 
@@ -147,7 +149,7 @@ class ConstructionConfig:
     regeneration_temperature: float = 0.7
     judge_temperature: float = 0.0
     label_max_tokens: int = 24
-    qa_max_tokens: int = 1024
+    qa_max_tokens: int = 1536
     judge_max_tokens: int = 384
     concurrency: int = 8
 
@@ -278,11 +280,31 @@ def label_schema() -> dict:
     }
 
 
+# Length bounds of the generated strings [ours]. Guided decoding enforces them, so an answer that would run on
+# until ``max_tokens`` (what a small model does: it repeats itself inside a string) is closed at the bound and
+# still parses, instead of costing ``max_tokens`` on every schema retry. Generous for clinical QA, whose
+# questions and answers are a sentence or two.
+MAX_QUESTION_CHARS = 160
+MAX_ANSWER_CHARS = 240
+MAX_FINDING_CHARS = 120
+MAX_FINDINGS = 3
+
+
 def qa_schema(n_factual: int, n_reasoning: int) -> dict:
+    """All QA of one patient: exactly ``n_factual`` + ``n_reasoning``, every string length-bounded [ours]."""
+
     def items(with_findings: bool) -> dict:
-        properties = {"question": {"type": "string"}, "answer": {"type": "string"}}
+        properties = {
+            "question": {"type": "string", "maxLength": MAX_QUESTION_CHARS},
+            "answer": {"type": "string", "maxLength": MAX_ANSWER_CHARS},
+        }
         if with_findings:
-            properties["findings"] = {"type": "array", "items": {"type": "string"}, "minItems": 2}
+            properties["findings"] = {
+                "type": "array",
+                "items": {"type": "string", "maxLength": MAX_FINDING_CHARS},
+                "minItems": 2,
+                "maxItems": MAX_FINDINGS,
+            }
         return {
             "type": "object",
             "properties": properties,
@@ -519,6 +541,20 @@ def _complete(chats: _Chats, spec: str, requests: list[ChatRequest], stage: str)
     return results
 
 
+def _skip_reason(pending: Sequence[Slot]) -> str:
+    """Why a patient short of valid QA is skipped, read from its pending slots' last tries: a failed
+    generation, else a failed check (a patient with either is not judged in the last round), else the
+    panel."""
+    last_tries = [slot.tries[-1] for slot in pending if slot.tries]
+    if any(attempt.get("qa") is None for attempt in last_tries):
+        return SKIP_GENERATION
+    if any(attempt.get("checks_failed") for attempt in last_tries):
+        return SKIP_CHECKS
+    if any(attempt.get("valid") is False for attempt in last_tries):
+        return SKIP_PANEL
+    return pending[0].last_failure or SKIP_GENERATION
+
+
 def _majority(votes: Sequence[bool | None], panel_size: int) -> bool:
     """More than half of the panel voted yes; a judge that gave no answer (None) counts as no."""
     return sum(vote is True for vote in votes) * 2 > panel_size
@@ -559,7 +595,8 @@ def construct_records(
         )
         usage["disease_label"] += label_results
         vocabulary = default_vocabulary()
-        rule_labels = vocabulary.classify_records([n.title for n in notes], [n.note for n in notes])
+        rule_analyses = vocabulary.analyse_records([n.title for n in notes], [n.note for n in notes])
+        rule_labels = [analysis.category for analysis in rule_analyses]
         patients: list[PatientState] = []
         skipped: dict[str, list[str]] = {}
         label_failures = 0
@@ -612,7 +649,13 @@ def construct_records(
                         slot.last_failure = SKIP_CHECKS
                     else:
                         candidates.append({"slot": slot, "qa_type": slot.qa_type, "qa": qa, "try": attempt})
-                if candidates:
+                # In the last round a patient with a slot that failed is skipped whatever the panel says, so
+                # its other candidates are not judged: no judge call is spent on a patient already lost.
+                lost = round_number == config.max_regenerations and len(candidates) < len(pending)
+                if lost:
+                    for candidate in candidates:
+                        candidate["try"]["judged"] = False
+                elif candidates:
                     to_judge.append((patient, candidates))
             if not to_judge:
                 continue
@@ -650,7 +693,7 @@ def construct_records(
     kept = []
     for patient in patients:
         if patient.pending:
-            reason = patient.pending[0].last_failure or SKIP_GENERATION
+            reason = _skip_reason(patient.pending)
             skipped.setdefault(reason, []).append(patient.note.patient_id)
         else:
             kept.append(patient)
@@ -695,6 +738,7 @@ def construct_records(
         config=config,
         prompts=prompts,
         usage=usage,
+        rule_analyses={n.patient_id: a for n, a in zip(notes, rule_analyses)},
     )
     return Construction(
         notes=notes_table,
@@ -711,7 +755,7 @@ def _share(numerator: int, denominator: int) -> float | None:
     return round(numerator / denominator, 4) if denominator else None
 
 
-_TRY_FIELDS = ("round", "groundedness", "checks_failed", "votes", "valid", "error")
+_TRY_FIELDS = ("round", "groundedness", "checks_failed", "judged", "votes", "valid", "error")
 
 
 def _try_summary(attempt: dict) -> dict:
@@ -720,10 +764,22 @@ def _try_summary(attempt: dict) -> dict:
 
 
 def construction_report(
-    *, all_notes, used, patients, kept, skipped, label_failures, regenerated_slots, config, prompts, usage
+    *,
+    all_notes,
+    used,
+    patients,
+    kept,
+    skipped,
+    label_failures,
+    regenerated_slots,
+    config,
+    prompts,
+    usage,
+    rule_analyses=None,
 ) -> dict:
     """The construction report: JSON-ready and deterministic (no times or run counters), so a rerun writes
-    the same."""
+    the same. ``rule_analyses``: the rule-based classifier's analysis per used note's patient id."""
+    rule_analyses = rule_analyses or {}
     panel = config.judge_specs
     judged = [t for p in patients for s in p.slots for t in s.tries if "votes" in t]
     checked = [t for p in patients for s in p.slots for t in s.tries if t.get("qa") is not None]
@@ -771,7 +827,16 @@ def construction_report(
             }
         )
     disagreements = [
-        {"patient_id": p.note.patient_id, "llm": p.llm_label, "rule": p.rule_label}
+        {
+            "patient_id": p.note.patient_id,
+            "llm": p.llm_label,
+            "rule": p.rule_label,
+            # The rule-based classifier's confidence [ours] and the rule that decided its label.
+            "rule_confidence": rule_analyses[p.note.patient_id].confidence,
+            "rule_decided_by": rule_analyses[p.note.patient_id].rule,
+        }
+        if p.note.patient_id in rule_analyses
+        else {"patient_id": p.note.patient_id, "llm": p.llm_label, "rule": p.rule_label}
         for p in patients
         if p.llm_label and p.rule_label and p.llm_label != p.rule_label
     ]
@@ -833,6 +898,8 @@ def construction_report(
             "agreement_with_rule": _share(both - len(disagreements), both),
             "disagreement_list": disagreements,
         },
+        # Over every used note (by deciding rule, confidence, share below 0.5, notes without a term) [ours].
+        "rule_classifier": classifier_summary(rule_analyses.values()),
         "panel": {
             "judges": len(panel),
             "labels_supported": {
@@ -862,6 +929,10 @@ def construction_report(
             "failed_checks": dict(sorted(failed_checks.items())),
             "passed_checks": sum(not t["checks_failed"] for t in checked),
             "judged": len(judged),
+            # Passed the checks in the last round, but their patient had a failed slot: skipped unjudged.
+            "not_judged_patient_lost": sum(
+                1 for p in patients for s in p.slots for t in s.tries if t.get("judged") is False
+            ),
             "rejected_by_panel": sum(not t["valid"] for t in judged),
             "regenerated_slots": {str(k): v for k, v in regenerated_slots.items()},
             "mean_groundedness": _share(sum(t["groundedness"] for t in checked), len(checked) or 0),
