@@ -18,12 +18,12 @@ OFF_THE_PATH = ("evaluate", "matplotlib", "sentence_transformers", "sklearn", "s
 MODEL_STACK = ("torch", "transformers", "datasets", "scipy", "peft", "trl", "accelerate")
 
 
-def _loaded_after(code: str, *argv: str) -> list[str]:
-    """The top-level packages of OFF_THE_PATH + MODEL_STACK that ``code`` leaves imported, in a fresh
-    interpreter (``code`` may end the process itself after printing ``LOADED [...]``)."""
+def _loaded_after(code: str, *argv: str, names: tuple[str, ...] = OFF_THE_PATH + MODEL_STACK) -> list[str]:
+    """The top-level packages of ``names`` (default OFF_THE_PATH + MODEL_STACK) that ``code`` leaves
+    imported, in a fresh interpreter (``code`` may end the process itself after printing ``LOADED [...]``)."""
     report = (
         "import json, sys\n"
-        f"names = {list(OFF_THE_PATH + MODEL_STACK)!r}\n"
+        f"names = {list(names)!r}\n"
         "print('LOADED ' + json.dumps([n for n in names if n in sys.modules]), flush=True)\n"
     )
     script = (
@@ -42,9 +42,8 @@ def test_importing_the_evaluate_command_imports_no_model_or_metric_stack():
     assert _loaded_after("import medunlearn.cli.evaluate\n") == []
 
 
-@pytest.mark.parametrize("command", ["evaluate", "unlearn", "finetune", "study", "tofu", "report", "amnesia"])
-def test_help_of_a_command_imports_no_model_or_metric_stack(command):
-    code = (
+def _help_code(command: str) -> str:
+    return (
         "import contextlib, io, sys\n"
         "from medunlearn.cli import main\n"
         "try:\n"
@@ -53,7 +52,17 @@ def test_help_of_a_command_imports_no_model_or_metric_stack(command):
         "except SystemExit:\n"
         "    pass\n"
     )
-    assert _loaded_after(code) == []
+
+
+@pytest.mark.parametrize("command", ["evaluate", "unlearn", "finetune", "study", "tofu", "report", "amnesia"])
+def test_help_of_a_command_imports_no_model_or_metric_stack(command):
+    assert _loaded_after(_help_code(command)) == []
+
+
+def test_evaluate_help_does_not_import_pandas():
+    """The evaluation (pandas, ~1 s) is imported when ``medunlearn evaluate`` runs, not for its parser."""
+    assert _loaded_after(_help_code("evaluate"), names=("pandas", "pyarrow")) == []
+    assert _loaded_after("import medunlearn.cli.evaluate\n", names=("pandas", "pyarrow")) == []
 
 
 def test_an_evaluation_reaches_its_first_batch_without_the_metric_stack(tmp_path):

@@ -162,3 +162,34 @@ def test_write_card_puts_one_robustness_section_in_the_model_card(
     assert (tmp_path / "c" / "tiny" / "model_card.md").read_text().strip() in text
     assert f"robustness section into {card}" in capsys.readouterr().out
     assert not list(saved_model.glob(".README.md.*"))  # the atomic write's temporary file is gone
+
+
+def test_batch_size_auto_and_max_batch_size_reach_the_runner_config():
+    from medunlearn.cli.attack import arguments_from, runner_config
+
+    parser = subcommand_parser("attack")
+    base = ["--model", "m", "--before", "b", "--data", "d", "--forget-config", "forget_10", "--out", "o"]
+    args = parser.parse_args(
+        [*base, "--batch-size", "auto", "--max-batch-size", "8", "--max-new-tokens", "5"]
+    )
+    config = runner_config(args)
+    assert (config.batch_size, config.max_batch_size, config.max_new_tokens) == ("auto", 8, 5)
+    assert arguments_from(args).runner == config
+    config = runner_config(parser.parse_args(base))
+    assert (config.batch_size, config.max_batch_size) == (16, 256)
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "big"])
+def test_a_bad_batch_size_exits_2_naming_the_option(bad, tmp_path, capsys):
+    out = tmp_path / "attacks"
+    with pytest.raises(SystemExit) as exited:
+        _attack(*_common("m", tmp_path, out, "--forget-config", "forget_10", "--batch-size", bad))
+    assert exited.value.code == 2
+    assert "--batch-size" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_max_new_tokens_below_one_is_still_named(tmp_path, capsys):
+    argv = _common("m", tmp_path, tmp_path / "attacks", "--forget-config", "forget_10", "--before", "b")
+    assert _attack(*argv, "--max-new-tokens", "0") == 2
+    assert "--max-new-tokens must be at least 1" in capsys.readouterr().err

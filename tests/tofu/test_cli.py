@@ -122,3 +122,31 @@ def test_every_example_in_the_help_parses():
     for command in examples:
         args = parser.parse_args(command)
         assert args.action == command[0]
+
+
+def test_batch_size_auto_and_max_batch_size_reach_the_runner_config():
+    from medunlearn.cli import subcommand_parser
+    from medunlearn.cli.tofu import runner_config
+
+    parser = subcommand_parser("tofu")
+    base = ["evaluate", "--model", "m", "--data", "d", "--out", "o"]
+    config = runner_config(parser.parse_args([*base, "--batch-size", "auto", "--max-batch-size", "8"]))
+    assert (config.batch_size, config.max_batch_size) == ("auto", 8)
+    config = runner_config(parser.parse_args([*base, "--no-progress"]))
+    assert (config.batch_size, config.max_batch_size, config.progress) == (16, 256, False)
+
+
+@pytest.mark.parametrize("bad", ["0", "-3", "big"])
+def test_a_bad_batch_size_exits_2_naming_the_option(bad, tmp_path, capsys):
+    argv = ["evaluate", "--model", "m", "--data", str(tmp_path), "--out", str(tmp_path / "e")]
+    with pytest.raises(SystemExit) as exited:
+        _run([*argv, "--batch-size", bad])
+    assert exited.value.code == 2
+    assert "--batch-size" in capsys.readouterr().err
+    assert not (tmp_path / "e").exists()
+
+
+def test_a_max_batch_size_below_one_is_named(tmp_path, capsys):
+    argv = ["evaluate", "--model", "m", "--data", str(tmp_path), "--out", str(tmp_path / "e")]
+    assert _run([*argv, "--batch-size", "auto", "--max-batch-size", "0"]) == 2
+    assert "--max-batch-size must be at least 1" in capsys.readouterr().err

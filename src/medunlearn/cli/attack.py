@@ -11,6 +11,7 @@ import argparse
 from medunlearn.attacks.quantization import QUANTIZATIONS
 from medunlearn.attacks.relearning import DEFAULT_STEPS, RELEARN_DATA, AttackInputError, RelearnConfig
 from medunlearn.attacks.run import ATTACK_DESCRIPTIONS, ATTACKS, AttackArguments, run_attacks, section_lines
+from medunlearn.cli.options import add_batch_size_arguments, batch_size_settings
 from medunlearn.evaluation.runner import RunnerConfig
 
 EPILOG = (
@@ -110,7 +111,7 @@ def build_parser(prog: str = "medunlearn attack") -> argparse.ArgumentParser:
         help=f"quantization schemes (default {','.join(QUANTIZATIONS)})",
     )
     parser.add_argument("--name", nargs="+", help="display name per --model (default: folder names)")
-    parser.add_argument("--batch-size", type=int, default=16, help="evaluation batch size (default 16)")
+    add_batch_size_arguments(parser)
     parser.add_argument(
         "--max-new-tokens",
         type=int,
@@ -140,8 +141,8 @@ def arguments_from(args: argparse.Namespace) -> AttackArguments:
     for flag in ("data", "forget_config"):
         if not getattr(args, flag):
             raise AttackInputError(f"--{flag.replace('_', '-')} is required")
-    if args.batch_size < 1 or args.max_new_tokens < 1:
-        raise AttackInputError("--batch-size and --max-new-tokens must be at least 1")
+    if args.max_new_tokens < 1:  # --batch-size: argparse checks it (batch_size_type)
+        raise AttackInputError("--max-new-tokens must be at least 1")
     relearn = RelearnConfig(
         steps=args.relearn_steps,
         data=args.relearn_data,
@@ -163,11 +164,16 @@ def arguments_from(args: argparse.Namespace) -> AttackArguments:
         names=args.name,
         seed=args.seed,
         max_retain_patients=args.max_retain_patients or None,
-        runner=RunnerConfig(
-            batch_size=args.batch_size, max_new_tokens=args.max_new_tokens, progress=not args.no_progress
-        ),
+        runner=runner_config(args),
         overwrite=args.overwrite,
         write_card=args.write_card,
+    )
+
+
+def runner_config(args: argparse.Namespace) -> RunnerConfig:
+    """The evaluations' ``RunnerConfig``: ``--batch-size``, ``--max-batch-size``, ``--max-new-tokens``."""
+    return RunnerConfig(
+        **batch_size_settings(args), max_new_tokens=args.max_new_tokens, progress=not args.no_progress
     )
 
 

@@ -9,15 +9,19 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from medunlearn.cli.options import add_engine_arguments, batch_size_type, engine_settings, missing_options
-from medunlearn.cli.tofu import print_tofu_summary, tofu_conventions
+from medunlearn.chat import PRESETS
+from medunlearn.cli.options import (
+    add_batch_size_arguments,
+    add_engine_arguments,
+    batch_size_settings,
+    engine_settings,
+    missing_options,
+)
 from medunlearn.errors import InputError
-from medunlearn.evaluation.pipeline import evaluate_unlearning, score_evaluation
-from medunlearn.evaluation.populations import PopulationConfig
 from medunlearn.evaluation.runner import RunnerConfig
-from medunlearn.tofu.conventions import PRESETS
-from medunlearn.tofu.evaluate import evaluate_tofu, score_tofu
-from medunlearn.utils.distributed import launched_processes
+
+# The evaluation itself (pandas, the metric stack) is imported by run(): `medunlearn evaluate --help` and the
+# parser need only RunnerConfig's defaults.
 
 EPILOG = """example (a fictitious cohort, a fine-tuned model, then its evaluation on forget_10):
   medunlearn amnesia build --out amnesia --patients 40 --seed 0
@@ -94,13 +98,7 @@ def build_parser(prog: str = "medunlearn evaluate") -> argparse.ArgumentParser:
         "(default: ROUGE-L F1)",
     )
     parser.add_argument("--name", help="method name shown in reports (default: the model folder's name)")
-    parser.add_argument(
-        "--batch-size",
-        type=batch_size_type,
-        default=16,
-        help="sequences per batch (default 16), or auto: the largest that fits the GPU, from "
-        "--max-batch-size down by halving on out-of-memory (16 without CUDA); recorded in the manifest",
-    )
+    add_batch_size_arguments(parser, max_batch_size=False)  # --max-batch-size: with the GPU options below
     parser.add_argument(
         "--max-new-tokens",
         type=int,
@@ -147,6 +145,8 @@ def build_parser(prog: str = "medunlearn evaluate") -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
+    from medunlearn.evaluation.pipeline import score_evaluation
+
     if args.benchmark == "tofu":
         return _run_tofu(args)
     if args.rescore:
@@ -166,11 +166,16 @@ def _runner_config(args, **values) -> RunnerConfig:
     if args.max_new_tokens is not None:
         values["max_new_tokens"] = args.max_new_tokens
     values.update(engine_settings(args))
-    return RunnerConfig(batch_size=args.batch_size, progress=not args.no_progress, **values)
+    values.update(batch_size_settings(args))
+    return RunnerConfig(progress=not args.no_progress, **values)
 
 
 def _evaluate_amnesia(args) -> dict | None:
     """The summary; ``{}`` when batches are left, ``None`` on a launched process that does not write it."""
+    from medunlearn.evaluation.pipeline import evaluate_unlearning
+    from medunlearn.evaluation.populations import PopulationConfig
+    from medunlearn.utils.distributed import launched_processes
+
     missing = missing_options(args, "--model", "--data", "--forget")
     if missing:
         raise InputError(f"{', '.join(missing)} required (or --rescore to rescore an existing --out)")
@@ -195,6 +200,8 @@ def _evaluate_amnesia(args) -> dict | None:
 
 
 def _run_tofu(args) -> int:
+    from medunlearn.cli.tofu import print_tofu_summary, tofu_conventions
+    from medunlearn.tofu.evaluate import evaluate_tofu, score_tofu
 
     if args.rescore:
         print_tofu_summary(score_tofu(args.out), Path(args.out))

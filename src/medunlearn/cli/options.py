@@ -124,13 +124,7 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         "torch.compile, mode reduce-overhead; CUDA only) or auto (compiled when the model is on CUDA, else "
         "dynamic); greedy tokens equal the dynamic cache's",
     )
-    gpu.add_argument(
-        "--max-batch-size",
-        type=int,
-        default=None,
-        metavar="N",
-        help="where --batch-size auto starts its out-of-memory search on CUDA (default 256)",
-    )
+    _add_max_batch_size(gpu)
 
 
 def batch_size_type(value: str) -> int | str:
@@ -144,6 +138,51 @@ def batch_size_type(value: str) -> int | str:
     if size < 1:
         raise argparse.ArgumentTypeError(f"must be a positive number or 'auto', got {value!r}")
     return size
+
+
+def _add_max_batch_size(container) -> None:
+    container.add_argument(
+        "--max-batch-size",
+        type=int,
+        default=None,
+        metavar="N",
+        help="where --batch-size auto starts its out-of-memory search on CUDA (default 256)",
+    )
+
+
+def add_batch_size_arguments(
+    parser: argparse.ArgumentParser, default: int = 16, *, max_batch_size: bool = True
+) -> None:
+    """``--batch-size N|auto`` and ``--max-batch-size N``: the runner's batch size (``RunnerConfig``), the
+    same options for every evaluating command; :func:`batch_size_settings` reads them back.
+
+    ``max_batch_size=False`` leaves ``--max-batch-size`` to :func:`add_engine_arguments`, which adds it with
+    the GPU options (``medunlearn evaluate``, ``medunlearn study``).
+    """
+    parser.add_argument(
+        "--batch-size",
+        type=batch_size_type,
+        default=default,
+        help=f"sequences per batch (default {default}), or auto: the largest that fits the GPU, from "
+        "--max-batch-size down by halving on out-of-memory (16 without CUDA); recorded in the manifest",
+    )
+    if max_batch_size:
+        _add_max_batch_size(parser)
+
+
+def _max_batch_size(args: argparse.Namespace) -> dict:
+    from medunlearn.errors import InputError
+
+    size = getattr(args, "max_batch_size", None)
+    if size is not None and size < 1:
+        raise InputError("--max-batch-size must be at least 1")
+    return {} if size is None else {"max_batch_size": size}
+
+
+def batch_size_settings(args: argparse.Namespace) -> dict:
+    """The ``RunnerConfig`` fields of :func:`add_batch_size_arguments`' options: ``batch_size`` (a number or
+    ``"auto"``), and ``max_batch_size`` when ``--max-batch-size`` was given (else the config's default)."""
+    return {"batch_size": args.batch_size, **_max_batch_size(args)}
 
 
 def engine_settings(args: argparse.Namespace) -> dict:
@@ -162,10 +201,5 @@ def engine_settings(args: argparse.Namespace) -> dict:
         raise InputError("--vllm-url, --vllm-model, --vllm-python and --vllm-arg need --engine vllm")
     if "engine" not in given and given:
         given["engine"] = "vllm"  # a vLLM option given alone means the vLLM engine
-    gpu = {
-        "decoding": getattr(args, "decoding", None),
-        "max_batch_size": getattr(args, "max_batch_size", None),
-    }
-    if gpu["max_batch_size"] is not None and gpu["max_batch_size"] < 1:
-        raise InputError("--max-batch-size must be at least 1")
-    return given | {name: value for name, value in gpu.items() if value is not None}
+    decoding = getattr(args, "decoding", None)
+    return given | ({} if decoding is None else {"decoding": decoding}) | _max_batch_size(args)

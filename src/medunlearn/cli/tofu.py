@@ -10,6 +10,7 @@ import argparse
 import json
 from pathlib import Path
 
+from medunlearn.cli.options import add_batch_size_arguments, batch_size_settings
 from medunlearn.errors import MissingInputError
 from medunlearn.evaluation.runner import RunnerConfig
 from medunlearn.tofu.conventions import PRESETS, TofuConventions, preset
@@ -69,9 +70,7 @@ def build_parser(prog: str = "medunlearn tofu") -> argparse.ArgumentParser:
     evaluate.add_argument("--max-new-tokens", type=int, help="override the preset's generation length")
     evaluate.add_argument("--stop", action="append", help="stop string cutting generations (repeatable)")
     evaluate.add_argument("--system-prompt", help="override the preset's system prompt")
-    evaluate.add_argument(
-        "--batch-size", type=int, default=16, help="sequences per forward pass (default 16)"
-    )
+    add_batch_size_arguments(evaluate)
     evaluate.add_argument("--no-progress", action="store_true", help="no progress bars")
     evaluate.add_argument("--overwrite", action="store_true", help="discard outputs of another run in --out")
 
@@ -134,6 +133,11 @@ def print_tofu_summary(summary: dict, out: Path) -> None:
     print(f"summary: {out / 'summary.json'}")
 
 
+def runner_config(args: argparse.Namespace) -> RunnerConfig:
+    """The ``RunnerConfig`` of ``tofu evaluate``'s options (``--batch-size N|auto``, ``--max-batch-size``)."""
+    return RunnerConfig(**batch_size_settings(args), progress=not args.no_progress)
+
+
 def run(args) -> int:
 
     if args.action == "build":
@@ -155,7 +159,7 @@ def run(args) -> int:
         args.out,
         retain_model=args.retain_model,
         conventions=tofu_conventions(args),
-        runner_config=RunnerConfig(batch_size=args.batch_size, progress=not args.no_progress),
+        runner_config=runner_config(args),
         overwrite=args.overwrite,
     )
     print_tofu_summary(summary, args.out)

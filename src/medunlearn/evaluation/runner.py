@@ -31,15 +31,17 @@ import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import pandas as pd
 
 from medunlearn.chat import render_conversations, render_prompts
 from medunlearn.errors import InputError, MedunlearnError, MissingInputError
 from medunlearn.evaluation.engines import GreedySettings, HFEngine, make_engine
 from medunlearn.generation import Decoding, eos_token_ids, model_device, pad_batch, resolve_decoding
+
+if TYPE_CHECKING:  # pandas is imported where a table is made: the commands' parsers read RunnerConfig
+    import pandas as pd
 
 TEACHER_FORCED = "teacher_forced"
 GENERATION = "generation"
@@ -145,6 +147,8 @@ def answer_variants(examples: pd.DataFrame) -> pd.DataFrame:
     ``paraphrased_answer`` gives variant ``paraphrased``; each item j of ``perturbed_answers`` gives
     ``perturbed_j``. Missing columns or empty values give no rows.
     """
+    import pandas as pd
+
     frames = []
     positions = pd.Series(np.arange(len(examples)), index=examples.index)
     if "paraphrased_answer" in examples:
@@ -650,6 +654,7 @@ def run_model(
     Returns True when every batch of this process's share is done (False when ``config.stop_after_batches``
     stopped it early).
     """
+    import pandas as pd
     from tqdm.auto import tqdm
 
     config = config or RunnerConfig()
@@ -810,6 +815,8 @@ def outputs_current(out_dir: str | Path, fingerprint: str, passes: Sequence[str]
 
 def _read_pass(out_dir: Path, pass_name: str) -> pd.DataFrame | None:
     """Every completed shard of one pass, concatenated (None when there is none)."""
+    import pandas as pd
+
     manifests = _manifests(out_dir) if out_dir.is_dir() else {}
     if not manifests:
         raise MissingInputError(f"{out_dir} has no {MANIFEST}: not a runner output folder")
@@ -826,6 +833,8 @@ def read_outputs(out_dir: str | Path, example_ids: Sequence[str] | None = None) 
 
     With ``example_ids`` the rows come back in that order, and a missing example raises an error naming it.
     """
+    import pandas as pd
+
     out_dir = Path(out_dir)
     tables = []
     for pass_name in PASSES:
@@ -848,6 +857,8 @@ def read_outputs(out_dir: str | Path, example_ids: Sequence[str] | None = None) 
 
 def read_answer_variants(out_dir: str | Path) -> pd.DataFrame:
     """Teacher-forced statistics of the answer variants (paraphrased / perturbed_j), one row per variant."""
+    import pandas as pd
+
     table = _read_pass(Path(out_dir), TEACHER_FORCED)
     if table is None or "variant" not in table:
         return pd.DataFrame(columns=["example_id", "variant"])
