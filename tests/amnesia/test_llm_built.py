@@ -362,3 +362,26 @@ def test_the_last_round_judges_no_patient_already_lost(tmp_path, notes_csv):
     )
     assert regenerated.report["tokens"]["judge"]["requests"] == 3 * (3 + 3)
     assert regenerated.report["qa"]["not_judged_patient_lost"] == 0
+    # judge_all asks the panel about every QA that passed the checks: p1-p3's 7 each, by 3 judges; the kept
+    # patients are the same (none), and the round-0 judge requests are those a run with a regeneration sends.
+    judged_all = construct_records(
+        notes_csv,
+        config(tmp_path / "one", max_regenerations=0, judge_all=True),
+        backends={SPEC: ScriptedBackend(ScriptedModel())},
+        progress=False,
+    )
+    assert judged_all.report["tokens"]["judge"]["requests"] == 3 * 3
+    assert judged_all.report["qa"]["judged"] == 21 and judged_all.report["qa"]["not_judged_patient_lost"] == 0
+    assert judged_all.report["skips"] == strict.report["skips"] and judged_all.cache_hits > 0
+    assert judged_all.calls == 0  # every label, QA and round-0 judge answer was cached by the run above
+
+
+def test_server_requests_get_the_configured_time_out_and_concurrency():
+    from medunlearn.amnesia.sources.llm_built import _backend_options
+
+    spec = "openai:m@http://127.0.0.1:9/v1"
+    options = _backend_options(spec, ConstructionConfig(generator=spec, concurrency=48, request_timeout_s=42))
+    assert (options["config"].concurrency, options["config"].timeout_s) == (48, 42)
+    assert _backend_options(SPEC, ConstructionConfig(generator=SPEC)) == {}  # local: no server settings
+    with pytest.raises(ConstructionError, match="request_timeout_s must be positive"):
+        ConstructionConfig(generator=spec, request_timeout_s=0).check()

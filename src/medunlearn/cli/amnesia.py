@@ -111,7 +111,20 @@ def build_parser(prog: str = "medunlearn amnesia") -> argparse.ArgumentParser:
     llm.add_argument(
         "--judge-temperature", type=float, default=0.0, help="the judges' sampling temperature (default: 0)"
     )
+    llm.add_argument(
+        "--judge-all",
+        action="store_true",
+        help="also judge the last round's QA of patients already lost (panel figures over every QA that "
+        "passed the checks; costs those judge calls)",
+    )
     llm.add_argument("--concurrency", type=int, default=8, help="requests in flight per server")
+    llm.add_argument(
+        "--request-timeout",
+        type=float,
+        default=1800.0,
+        help="seconds one server request may take before it is retried (default: 1800; a busy server shares "
+        "its speed among --concurrency requests)",
+    )
 
     audit = sub.add_parser(
         "audit",
@@ -163,7 +176,9 @@ def construction_config(args: argparse.Namespace):
         seed=args.seed,
         sample=args.sample,
         judge_temperature=args.judge_temperature,
+        judge_all=args.judge_all,
         concurrency=args.concurrency,
+        request_timeout_s=args.request_timeout,
     )
 
 

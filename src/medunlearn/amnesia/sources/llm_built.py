@@ -128,10 +128,18 @@ class ConstructionConfig:
             decoding would write the same QA again).
         judge_temperature (`float`, defaults to 0.0): the judges' temperature. Several copies of one model at
             0 vote alike; above 0 each copy samples with its own seed.
+        judge_all (`bool`, defaults to False): also judge, in the last round, the QA of a patient that is lost
+            anyway (one of its QA failed generation or the checks). The panel's figures then cover every QA
+            that passed the checks, as in the paper's measurement, at the cost of those judge calls; the
+            kept patients and their QA are the same either way.
         label_max_tokens, qa_max_tokens, judge_max_tokens (`int`): completion limits per request. The QA
             limit (1536) holds the longest answer :func:`qa_schema`'s bounds allow (about 4,800 characters for
             4 + 4 QA) at 3 or more characters per token; an answer still cut there is a failed attempt.
         concurrency (`int`, defaults to 8): requests in flight per server backend.
+        request_timeout_s (`float`, defaults to 1800): how long one server request may take before the client
+            gives up and retries it [ours]. A busy server shares its throughput among ``concurrency``
+            requests, so a long QA answer can take many minutes; a short time-out makes the client abandon and
+            resend it again and again, wasting what the server already generated.
     """
 
     generator: str
@@ -148,10 +156,12 @@ class ConstructionConfig:
     sample: int | None = None
     regeneration_temperature: float = 0.7
     judge_temperature: float = 0.0
+    judge_all: bool = False
     label_max_tokens: int = 24
     qa_max_tokens: int = 1536
     judge_max_tokens: int = 384
     concurrency: int = 8
+    request_timeout_s: float = 1800.0
 
     @property
     def judge_specs(self) -> tuple[str, ...]:
@@ -166,6 +176,8 @@ class ConstructionConfig:
             parse_spec(spec)  # raises BackendSpecError naming the spec
         if self.qa_per_type < 1:
             raise ConstructionError(f"qa_per_type must be at least 1, got {self.qa_per_type}")
+        if not self.request_timeout_s > 0:
+            raise ConstructionError(f"request_timeout_s must be positive, got {self.request_timeout_s}")
         if self.max_regenerations < 0:
             raise ConstructionError(f"max_regenerations must be >= 0, got {self.max_regenerations}")
         if not 0.0 <= self.min_groundedness <= 1.0:
@@ -458,7 +470,7 @@ def _backend_options(spec: str, config: ConstructionConfig) -> dict:
     if parse_spec(spec).kind == "openai":
         from medunlearn.llm.openai_backend import ServerConfig
 
-        return {"config": ServerConfig(concurrency=config.concurrency)}
+        return {"config": ServerConfig(concurrency=config.concurrency, timeout_s=config.request_timeout_s)}
     return {}
 
 
@@ -650,8 +662,10 @@ def construct_records(
                     else:
                         candidates.append({"slot": slot, "qa_type": slot.qa_type, "qa": qa, "try": attempt})
                 # In the last round a patient with a slot that failed is skipped whatever the panel says, so
-                # its other candidates are not judged: no judge call is spent on a patient already lost.
-                lost = round_number == config.max_regenerations and len(candidates) < len(pending)
+                # its other candidates are not judged (unless ``judge_all``): no judge call is spent on a
+                # patient already lost.
+                last_round = round_number == config.max_regenerations
+                lost = last_round and not config.judge_all and len(candidates) < len(pending)
                 if lost:
                     for candidate in candidates:
                         candidate["try"]["judged"] = False
@@ -887,6 +901,7 @@ def construction_report(
             "seed": config.seed,
             "regeneration_temperature": config.regeneration_temperature,
             "judge_temperature": config.judge_temperature,
+            "judge_all": config.judge_all,
         },
         "labels": {
             "llm": sum(p.label_source == "llm" for p in patients),
