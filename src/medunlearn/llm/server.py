@@ -4,18 +4,25 @@ vLLM lives in its own virtualenv (``make vllm-venv`` makes ``.venv-vllm`` with t
 which pins its own torch and transformers). Its ``vllm`` console script does not work from that package, so
 the server is started as ``python -m vllm.entrypoints.openai.api_server``.
 
+On Linux the server's life is tied to its parent's (see :func:`start_tied_process`): when the process that
+started it dies without calling :meth:`VLLMServer.stop` (SIGTERM from a CI runner, SIGKILL, an OOM kill), the
+kernel sends the server SIGTERM, and vLLM's API server stops its engine-core process on SIGTERM.
+
 >>> with VLLMServer(VLLMServerConfig(model_dir="/models/smollm2")) as server:   # doctest: +SKIP
 ...     chat = BulkChat.from_spec(server.spec, cache="llm.sqlite")
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,6 +47,58 @@ def free_loopback_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+
+
+def _parent_death_hook() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that asks the kernel to SIGTERM the child when its parent dies; ``None`` off Linux
+    or without a usable ``prctl``."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        # Looked up here, in the parent: the hook that runs between fork and exec only calls it.
+        prctl = ctypes.CDLL("libc.so.6", use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+    sigterm = int(signal.SIGTERM)
+
+    def tie_to_parent() -> None:
+        # Runs in the child, after fork, before exec; keep it minimal. The setting survives exec.
+        prctl(PR_SET_PDEATHSIG, sigterm)  # a failure is ignored: the child just runs untied
+        if os.getppid() != parent:
+            # The parent died before the prctl took effect (the child was already reparented), so the
+            # death signal will never come: end now rather than run orphaned.
+            os._exit(1)
+
+    return tie_to_parent
+
+
+def start_tied_process(command: Sequence[str], **popen_kwargs) -> subprocess.Popen:
+    """``subprocess.Popen(command, **popen_kwargs)`` whose child gets SIGTERM when its parent dies.
+
+    On Linux the child sets ``prctl(PR_SET_PDEATHSIG, SIGTERM)`` before exec, so the kernel signals it when
+    the parent goes away by any means (SIGKILL and OOM kills included), not only when :meth:`VLLMServer.stop`
+    runs. Elsewhere, or where libc's ``prctl`` cannot be loaded, it is a plain ``Popen``.
+
+    Caveats:
+
+    - The signal fires when the *thread* that called this function exits, not when the process does. Call it
+      from a thread that lives as long as the child should (the CLI and the tests start servers from the
+      main thread).
+    - Only the direct child is signalled, not the rest of its process group or session
+      (``start_new_session=True`` still works and is unaffected); the child must stop its own children on
+      SIGTERM, as vLLM's API server does with its engine-core process.
+    - It uses ``preexec_fn``, so ``popen_kwargs`` must not have one.
+    """
+    if "preexec_fn" in popen_kwargs:
+        raise TypeError("start_tied_process sets preexec_fn itself")
+    hook = _parent_death_hook()
+    if hook is not None:
+        popen_kwargs["preexec_fn"] = hook
+    return subprocess.Popen(list(command), **popen_kwargs)
 
 
 @dataclass
@@ -126,7 +185,12 @@ def server_command(config: VLLMServerConfig, python: Path, port: int) -> list[st
 
 
 class VLLMServer:
-    """A vLLM server process: :meth:`start` returns once it answers, :meth:`stop` ends it and its workers."""
+    """A vLLM server process: :meth:`start` returns once it answers, :meth:`stop` ends it and its workers.
+
+    On Linux the server also gets SIGTERM when the process that started it dies without :meth:`stop`
+    (:func:`start_tied_process`); the signal comes when the *thread* that called :meth:`start` exits, so start
+    it from a thread that outlives the server (the main thread, as the CLI and the tests do).
+    """
 
     def __init__(self, config: VLLMServerConfig):
         self.config = config
@@ -166,8 +230,10 @@ class VLLMServer:
         started = time.monotonic()
         with open(self.log_file, "ab") as log:
             # A session of its own: stop() signals the whole group (the API server and its engine-core
-            # workers).
-            self.process = subprocess.Popen(
+            # workers). Tied to this process (on Linux): if it dies without stop(), the kernel sends the API
+            # server SIGTERM, and the API server then stops its engine core. The tie follows the calling
+            # thread, not the process (see start_tied_process): start servers from a long-lived thread.
+            self.process = start_tied_process(
                 server_command(self.config, python, self.port),
                 stdout=log,
                 stderr=subprocess.STDOUT,
