@@ -316,6 +316,25 @@ def test_cli_builds_prints_the_tables_and_reruns_with_zero_calls(tmp_path, notes
     assert (tmp_path / "out.llm-cache.sqlite").is_file()  # the default cache sits beside --out
 
 
+def test_cli_keeps_the_report_of_a_build_with_no_patient_left(tmp_path, notes_csv, capsys):
+    from medunlearn.cli import main as cli_main
+
+    server = ScriptedServer(ScriptedModel())
+    out = tmp_path / "out"
+    argv = ["amnesia", "build", "--out", str(out), "--source", "pmc-patients", "--notes", str(notes_csv)]
+    argv += ["--generate", server.spec, "--disease-level", "cancer"]
+    report = tmp_path / "out.construction.json"
+    try:
+        assert cli_main(argv + ["--max-regenerations", "0"]) == 2  # every patient fails a check in round 0
+        assert "no patient left after construction" in capsys.readouterr().err
+        assert not out.exists()  # no folder, but the counts that say why
+        assert json.loads(report.read_text())["skips"] == {SKIP_CHECKS: 4, SKIP_NO_LABEL: 1}
+        assert cli_main(argv + ["--max-regenerations", "1"]) == 0
+    finally:
+        server.stop()
+    assert out.is_dir() and not report.exists()  # the failed build's report does not outlive a good build
+
+
 def test_cli_names_an_unreachable_url_and_writes_nothing(tmp_path, notes_csv, capsys):
     from medunlearn.cli import main as cli_main
     from medunlearn.llm.server import free_loopback_port

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -11,6 +12,7 @@ from medunlearn.amnesia.audit import AuditFailure, audit_folder
 from medunlearn.amnesia.build import build_amnesia
 from medunlearn.amnesia.hub import print_split_table, publish_folder
 from medunlearn.ontology.amnesia import DISEASE_LEVEL_DEFAULT, DISEASES
+from medunlearn.utils.files import atomic_write_text
 
 EXAMPLES = """examples:
   medunlearn amnesia build --out amnesia --patients 200 --seed 0
@@ -247,6 +249,13 @@ def print_construction(construction) -> None:
     )
 
 
+def failed_report_path(out: str | Path) -> Path:
+    """Where a construction that kept no patient leaves its report (beside ``--out``, like the cache): the
+    folder is not written, but the counts say why."""
+    out = Path(out)
+    return out.with_name(out.name + ".construction.json")
+
+
 def run(args: argparse.Namespace) -> int:
     if args.action == "build" and args.generate:
         from medunlearn.amnesia.build import NoPatientLeftError, build_amnesia_from_notes
@@ -263,7 +272,11 @@ def run(args: argparse.Namespace) -> int:
             )
         except NoPatientLeftError as error:
             print_construction(error.construction)  # the report says why, even with no folder to write
+            report = failed_report_path(args.out)
+            atomic_write_text(report, json.dumps(error.construction.report, indent=2, sort_keys=True) + "\n")
+            print(f"no folder written; the construction report is in {report}")
             raise
+        failed_report_path(args.out).unlink(missing_ok=True)  # a report of an earlier failed build
         print_split_table(Path(folder))
         print_construction(construction)
         print(f"wrote {folder} in {time.perf_counter() - start:.1f} s")
