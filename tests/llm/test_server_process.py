@@ -103,3 +103,21 @@ def test_start_tied_process_runs_the_command_and_refuses_a_preexec_fn():
     assert (process.returncode, out) == (0, "hi\n")
     with pytest.raises(TypeError, match="preexec_fn"):
         start_tied_process(SLEEPER, preexec_fn=lambda: None)
+
+
+def test_a_child_started_from_a_thread_that_ends_keeps_running():
+    # The kernel ties PR_SET_PDEATHSIG to the thread that forks: a server started from a worker thread (as
+    # tests/vllm_servers.py starts several side by side) must not die when that thread returns.
+    import threading
+
+    started = []
+    worker = threading.Thread(target=lambda: started.append(start_tied_process(SLEEPER)))
+    worker.start()
+    worker.join()
+    child = started[0]
+    try:
+        time.sleep(1.0)
+        assert child.poll() is None  # still running after its starting thread ended
+    finally:
+        child.kill()
+        child.wait()

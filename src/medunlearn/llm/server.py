@@ -76,6 +76,18 @@ def _parent_death_hook() -> Callable[[], None] | None:
     return tie_to_parent
 
 
+_SPAWNER = None  # one long-lived thread that forks tied processes for callers off the main thread
+
+
+def _spawner():
+    global _SPAWNER
+    if _SPAWNER is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="medunlearn-spawner")
+    return _SPAWNER
+
+
 def start_tied_process(command: Sequence[str], **popen_kwargs) -> subprocess.Popen:
     """``subprocess.Popen(command, **popen_kwargs)`` whose child gets SIGTERM when its parent dies.
 
@@ -85,20 +97,27 @@ def start_tied_process(command: Sequence[str], **popen_kwargs) -> subprocess.Pop
 
     Caveats:
 
-    - The signal fires when the *thread* that called this function exits, not when the process does. Call it
-      from a thread that lives as long as the child should (the CLI and the tests start servers from the
-      main thread).
+    - The kernel sends the signal when the *thread* that forked exits, not the process. So a call from a
+      thread other than the main one forks on one long-lived spawner thread (alive until the interpreter
+      exits): a server started from a worker thread that then ends (``tests/vllm_servers.py`` starts servers
+      side by side that way) keeps running.
     - Only the direct child is signalled, not the rest of its process group or session
       (``start_new_session=True`` still works and is unaffected); the child must stop its own children on
       SIGTERM, as vLLM's API server does with its engine-core process.
-    - It uses ``preexec_fn``, so ``popen_kwargs`` must not have one.
+    - It uses ``preexec_fn``, so ``popen_kwargs`` must not have one (and Python then forks instead of
+      using vfork: a little slower for a parent that holds a large model).
     """
+    import threading
+
     if "preexec_fn" in popen_kwargs:
         raise TypeError("start_tied_process sets preexec_fn itself")
     hook = _parent_death_hook()
-    if hook is not None:
-        popen_kwargs["preexec_fn"] = hook
-    return subprocess.Popen(list(command), **popen_kwargs)
+    if hook is None:
+        return subprocess.Popen(list(command), **popen_kwargs)
+    popen_kwargs["preexec_fn"] = hook
+    if threading.current_thread() is threading.main_thread():
+        return subprocess.Popen(list(command), **popen_kwargs)
+    return _spawner().submit(subprocess.Popen, list(command), **popen_kwargs).result()
 
 
 @dataclass
@@ -188,8 +207,7 @@ class VLLMServer:
     """A vLLM server process: :meth:`start` returns once it answers, :meth:`stop` ends it and its workers.
 
     On Linux the server also gets SIGTERM when the process that started it dies without :meth:`stop`
-    (:func:`start_tied_process`); the signal comes when the *thread* that called :meth:`start` exits, so start
-    it from a thread that outlives the server (the main thread, as the CLI and the tests do).
+    (:func:`start_tied_process`; started from any thread, it lives until :meth:`stop` or the process's end).
     """
 
     def __init__(self, config: VLLMServerConfig):
@@ -232,7 +250,7 @@ class VLLMServer:
             # A session of its own: stop() signals the whole group (the API server and its engine-core
             # workers). Tied to this process (on Linux): if it dies without stop(), the kernel sends the API
             # server SIGTERM, and the API server then stops its engine core. The tie follows the calling
-            # thread, not the process (see start_tied_process): start servers from a long-lived thread.
+            # thread, not the process: start_tied_process forks off-main-thread calls on a long-lived thread.
             self.process = start_tied_process(
                 server_command(self.config, python, self.port),
                 stdout=log,

@@ -133,8 +133,10 @@ class ConstructionConfig:
             that passed the checks, as in the paper's measurement, at the cost of those judge calls; the
             kept patients and their QA are the same either way.
         label_max_tokens, qa_max_tokens, judge_max_tokens (`int`): completion limits per request. The QA
-            limit (1536) holds the longest answer :func:`qa_schema`'s bounds allow (about 4,800 characters for
-            4 + 4 QA) at 3 or more characters per token; an answer still cut there is a failed attempt.
+            limit (1536) holds the longest compact answer :func:`qa_schema`'s bounds allow (4,979 characters
+            for 4 + 4 QA) at 3.25 or more characters per token; whitespace between JSON tokens is not bounded
+            unless the decoder forbids it (vLLM's ``disable_any_whitespace``). An answer still cut there is a
+            failed attempt.
         concurrency (`int`, defaults to 8): requests in flight per server backend.
         request_timeout_s (`float`, defaults to 1800): how long one server request may take before the client
             gives up and retries it [ours]. A busy server shares its throughput among ``concurrency``
