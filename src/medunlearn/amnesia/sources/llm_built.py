@@ -395,7 +395,6 @@ class Slot:
     index: int
     qa: dict | None = None  # the accepted QA
     tries: list[dict] = field(default_factory=list)  # every candidate: round, qa, checks, votes, valid
-    last_failure: str | None = None
 
     @property
     def qa_id_suffix(self) -> str:
@@ -564,9 +563,7 @@ def _skip_reason(pending: Sequence[Slot]) -> str:
         return SKIP_GENERATION
     if any(attempt.get("checks_failed") for attempt in last_tries):
         return SKIP_CHECKS
-    if any(attempt.get("valid") is False for attempt in last_tries):
-        return SKIP_PANEL
-    return pending[0].last_failure or SKIP_GENERATION
+    return SKIP_PANEL  # every last try passed generation and the checks, so the panel rejected one
 
 
 def _majority(votes: Sequence[bool | None], panel_size: int) -> bool:
@@ -609,8 +606,11 @@ def construct_records(
         )
         usage["disease_label"] += label_results
         vocabulary = default_vocabulary()
-        rule_analyses = vocabulary.analyse_records([n.title for n in notes], [n.note for n in notes])
-        rule_labels = [analysis.category for analysis in rule_analyses]
+        # One batched pass: the rule label (fallback, second opinion), its confidence, and the kept notes'
+        # disease keywords.
+        analyses = vocabulary.analyse_records([n.title for n in notes], [n.note for n in notes])
+        rule_analyses = {note.patient_id: analysis for note, analysis in zip(notes, analyses)}
+        rule_labels = [analysis.category for analysis in analyses]
         patients: list[PatientState] = []
         skipped: dict[str, list[str]] = {}
         label_failures = 0
@@ -641,7 +641,6 @@ def construct_records(
                 pending = patient.pending
                 if not result.ok:
                     for slot in pending:
-                        slot.last_failure = SKIP_GENERATION
                         slot.tries.append({"round": round_number, "qa": None, "error": result.error})
                     continue
                 produced = {t: list(result.parsed[t]) for t in QA_TYPES}
@@ -659,9 +658,7 @@ def construct_records(
                         "checks_failed": failed,
                     }
                     slot.tries.append(attempt)
-                    if failed:
-                        slot.last_failure = SKIP_CHECKS
-                    else:
+                    if not failed:
                         candidates.append({"slot": slot, "qa_type": slot.qa_type, "qa": qa, "try": attempt})
                 # In the last round a patient with a slot that failed is skipped whatever the panel says, so
                 # its other candidates are not judged (unless ``judge_all``): no judge call is spent on a
@@ -701,8 +698,6 @@ def construct_records(
                     candidate["try"]["valid"] = _majority(valid, len(panel))
                     if candidate["try"]["valid"]:
                         candidate["slot"].qa = candidate["qa"]
-                    else:
-                        candidate["slot"].last_failure = SKIP_PANEL
     finally:
         chats.close()
 
@@ -714,7 +709,7 @@ def construct_records(
         else:
             kept.append(patient)
 
-    keywords = vocabulary.record_keywords([p.note.title for p in kept], [p.note.note for p in kept])
+    keywords = [rule_analyses[p.note.patient_id].keywords for p in kept]
     notes_table = pa.table(
         {
             "patient_id": [p.note.patient_id for p in kept],
@@ -754,7 +749,7 @@ def construct_records(
         config=config,
         prompts=prompts,
         usage=usage,
-        rule_analyses={n.patient_id: a for n, a in zip(notes, rule_analyses)},
+        rule_analyses=rule_analyses,
     )
     return Construction(
         notes=notes_table,
