@@ -27,6 +27,7 @@ NOT_RUN = {
     "--abstracts my_abstracts.jsonl": "the user's abstracts (tests/biodivergence/mining/test_pipeline.py)",
     "--abstracts pubmed24n0001.xml.gz": "needs a PubMed baseline file and an LLM server",
     "--pubmedqa": "real data (tests/biodivergence/test_pubmedqa_integration.py)",
+    "--eval-labels heuristic": "real data, mined for minutes (tests/biodivergence/mining/test_pipeline.py)",
     "smollm2-135m": "a real 135M model: too slow for this file (tests/unlearn/test_smollm2.py)",
     "--engine vllm": "starts a vLLM server from .venv-vllm (tests/evaluation/test_vllm_engine.py)",
     "--load-in-4bit": "QLoRA needs a CUDA GPU",

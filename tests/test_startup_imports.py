@@ -59,10 +59,19 @@ def test_help_of_a_command_imports_no_model_or_metric_stack(command):
     assert _loaded_after(_help_code(command)) == []
 
 
-def test_evaluate_help_does_not_import_pandas():
-    """The evaluation (pandas, ~1 s) is imported when ``medunlearn evaluate`` runs, not for its parser."""
-    assert _loaded_after(_help_code("evaluate"), names=("pandas", "pyarrow")) == []
-    assert _loaded_after("import medunlearn.cli.evaluate\n", names=("pandas", "pyarrow")) == []
+@pytest.mark.parametrize(
+    "command",
+    [
+        "evaluate",
+        "tofu",
+        # Every medunlearn.attacks module imports pandas at its top, and the parser needs their constants.
+        pytest.param("attack", marks=pytest.mark.xfail(strict=True, reason="attacks/* import pandas")),
+    ],
+)
+def test_help_does_not_import_pandas(command):
+    """The work (pandas, ~1 s) is imported when the command runs, not for its parser."""
+    assert _loaded_after(_help_code(command), names=("pandas", "pyarrow")) == []
+    assert _loaded_after(f"import medunlearn.cli.{command}\n", names=("pandas", "pyarrow")) == []
 
 
 def test_an_evaluation_reaches_its_first_batch_without_the_metric_stack(tmp_path):

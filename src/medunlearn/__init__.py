@@ -65,6 +65,11 @@ def load_metric(name: str, **kwargs):
     return _load(name, **kwargs)
 
 
+# `from medunlearn import *` and the API index (docs/api/index.md): the lazily imported API and the
+# two functions defined here.
+__all__ = sorted([*_API, "load_metric", "report"])
+
+
 def __getattr__(name: str):
     if name in _API:
         return getattr(importlib.import_module(_API[name]), name)

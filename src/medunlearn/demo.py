@@ -286,7 +286,7 @@ def finetune_model(
     sft_config.per_device_train_batch_size = settings.finetune_batch_size
     sft_config.logging_steps, sft_config.seed, sft_config.disable_tqdm = 100, seed, not progress
     arguments = FinetuneArguments(str(data_dir), str(out), settings.notes_epochs, settings.qa_epochs)
-    return run_finetune(arguments, model_args, sft_config)
+    return run_finetune(arguments, model_args, sft_config, overwrite=True)  # a rerun replaces, as the build
 
 
 def unlearn_model(
@@ -311,7 +311,8 @@ def unlearn_model(
     if settings.unlearn_max_steps is not None:
         fields["max_steps"] = settings.unlearn_max_steps
     config = make_method_config(method, out, **fields)
-    return run_unlearning(config, ModelArguments(str(model)), UnlearningDataArguments(str(data_dir), forget))
+    data_args = UnlearningDataArguments(str(data_dir), forget)
+    return run_unlearning(config, ModelArguments(str(model)), data_args, overwrite=True)
 
 
 def evaluate_model(
@@ -449,11 +450,25 @@ def gap_sentence(biodivergence: dict) -> str:
     )
 
 
-def run_demo(out: Path, settings: DemoSettings, seed: int, progress: bool) -> dict:
-    """Every stage; returns the demo summary (also written to ``out/report/demo_summary.json``)."""
+def run_demo(out: Path, settings: DemoSettings, seed: int, progress: bool, quiet: bool = False) -> dict:
+    """Every stage; returns the demo summary (also written to ``out/report/demo_summary.json``).
+
+    ``quiet``: only the result is printed (the tables, the sentences that read them, the report folder); the
+    stages' own lines are dropped."""
+    import contextlib
+    import io
+    import sys
+
     from rich.console import Console
 
-    console = Console(width=160, record=True)
+    # The results go to the stdout of the call; with ``quiet`` everything else printed goes nowhere.
+    console = Console(width=160, record=True, file=sys.stdout)
+    chatter = contextlib.redirect_stdout(io.StringIO()) if quiet else contextlib.nullcontext()
+    with chatter:
+        return _run_stages(out, settings, seed, progress and not quiet, console)
+
+
+def _run_stages(out: Path, settings: DemoSettings, seed: int, progress: bool, console) -> dict:
     timings: dict[str, float] = {}
     started = time.perf_counter()
     total = 8
@@ -599,7 +614,7 @@ def run_demo(out: Path, settings: DemoSettings, seed: int, progress: bool) -> di
     (report_dir / "demo_summary.json").write_text(json.dumps(summary, indent=2, default=str))
     (report_dir / "table.txt").write_text(console.export_text())
     _stage(8, total, "done")
-    print(f"report folder: {report_dir.resolve()}")
+    console.print(f"report folder: {report_dir.resolve()}", highlight=False, soft_wrap=True)
     print(f"  demo_summary.json, table.txt, report.json, {', '.join(payload['plots'])}")
     print(f"  stages (s): {', '.join(f'{k} {v}' for k, v in timings.items())}")
     return summary

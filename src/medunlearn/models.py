@@ -67,13 +67,17 @@ def train_bpe_tokenizer(texts: Iterable[str], vocab_size: int = 1024):
 
 @dataclass
 class TinyLlamaConfig:
-    """Sizes of the built-in ``tiny-llama``: small enough for CPU tests, big enough to memorise a cohort."""
+    """Sizes of the built-in ``tiny-llama``: small enough for CPU tests, big enough to memorise a cohort.
+
+    Two heads of size 32 (one key/value head): 32 is the smallest head size vLLM's CPU attention runs
+    (:data:`medunlearn.llm.server.VLLM_CPU_HEAD_SIZES`), so ``--engine vllm`` serves the default model.
+    """
 
     hidden_size: int = 64
     intermediate_size: int = 128
     num_hidden_layers: int = 2
-    num_attention_heads: int = 4
-    num_key_value_heads: int = 2
+    num_attention_heads: int = 2
+    num_key_value_heads: int = 1
     max_position_embeddings: int = 1024
     seed: int = 0
 

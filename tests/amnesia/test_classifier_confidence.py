@@ -22,14 +22,14 @@ from medunlearn.ontology.vocabulary import default_vocabulary
 
 # (patient_uid, title, note) and, by hand, (category, confidence, rule). A score is 3 × the category's
 # distinct affirmed mentions in the title + its distinct affirmed mentions in the note; the confidence is the
-# winner's share of all the scores.
+# winner's share of all the scores. The rule is the principle that decided (medunlearn.ontology.principles).
 CASES = [
-    # title: cancer (3); note: "invasive ductal carcinoma" (1) → 4 / 4.
+    # title: cancer (3); note: "invasive ductal carcinoma" (1) → 4 / 4; a neoplasm in the title decides.
     (
         "c1",
         "Breast cancer",
         "A woman had a breast lump. Biopsy showed invasive ductal carcinoma. She had a lumpectomy.",
-        ("cancer", 1.0, "title"),
+        ("cancer", 1.0, "title: underlying neoplasm"),
     ),
     # no term in the title; note: pneumonia (infection), asthma (respiratory), gout (musculoskeletal), one
     # each: a three-way tie, pneumonia named first → 1 / 3.
@@ -37,14 +37,14 @@ CASES = [
         "c2",
         "A case report",
         "A man had pneumonia and asthma. Later he developed gout.",
-        ("infection_immune", 0.3333, "note, first named"),
+        ("infection_immune", 0.3333, "note: presenting problem, first named"),
     ),
-    # title: pneumonia (3) and gout (3) tie, pneumonia named first; nothing in the note → 3 / 6.
+    # title: pneumonia (3), gout (3); pneumonia, named first, is the primary diagnosis; note: none → 3 / 6.
     (
         "c3",
         "Pneumonia and gout",
         "A man had fever and a painful toe.",
-        ("infection_immune", 0.5, "title, first named"),
+        ("infection_immune", 0.5, "title: primary diagnosis"),
     ),
     # title: gout (3 + 1 in the note); note: pneumonia, tuberculosis (infection 2), asthma, bronchiectasis
     # (respiratory 2) → 4 / 8.
@@ -52,10 +52,15 @@ CASES = [
         "c4",
         "Acute gout",
         "A man with gout had pneumonia, asthma, bronchiectasis and tuberculosis.",
-        ("musculoskeletal", 0.5, "title"),
+        ("musculoskeletal", 0.5, "title: primary diagnosis"),
     ),
-    # no term in the title; note: one cancer term → 1 / 1.
-    ("c5", "A case report", "Biopsy showed invasive ductal carcinoma.", ("cancer", 1.0, "note")),
+    # no term in the title; note: one cancer term in the opening lines → 1 / 1.
+    (
+        "c5",
+        "A case report",
+        "Biopsy showed invasive ductal carcinoma.",
+        ("cancer", 1.0, "note: underlying neoplasm"),
+    ),
     # no affirmed term anywhere: skipped.
     (
         "c6",
@@ -67,7 +72,12 @@ CASES = [
 # Kept confidences 1.0, 0.3333, 0.5, 0.5, 1.0: mean 3.3333 / 5, median 0.5, min 0.3333; one below 0.5.
 SUMMARY = {
     "notes": 5,
-    "by_rule": {"note": 1, "note, first named": 1, "title": 2, "title, first named": 1},
+    "by_rule": {
+        "note: presenting problem, first named": 1,
+        "note: underlying neoplasm": 1,
+        "title: primary diagnosis": 2,
+        "title: underlying neoplasm": 1,
+    },
     "confidence": {"mean": 0.6667, "median": 0.5, "min": 0.3333},
     "low_confidence": {"threshold": 0.5, "count": 1, "share": 0.2},
     "skipped_no_affirmed_term": 1,
@@ -126,9 +136,15 @@ def test_confidence_and_rule_are_stored_summarised_and_deterministic(tmp_path):
         "mean 0.6667, median 0.5000, min 0.3333",
         "**Confidence < 0.5:** 1 notes (20.0%)",
         "**skipped (no affirmed term):** 1",
-        "| title, first named | 1 |",
+        "| title: underlying neoplasm | 1 |",
+        # the embedding second opinion: c2 (confidence 1/3) and the skipped c6 were asked
+        "Asked on 1 notes placed with confidence < 0.5 and 1 skipped notes",
     ):
         assert text in card
+    opinion = classifier["second_opinion"]
+    assert opinion["available"] and sorted(opinion["notes"]) == ["c2", "c6"]
+    assert opinion["notes"]["c2"]["rule"] == "infection_immune" and opinion["notes"]["c6"]["rule"] is None
+    assert opinion["agreements"] + opinion["disagreements"] == 1
     assert "c2" not in card.split("## Disease labels")[1].split("## Usage")[0]  # no per-patient list
 
     again = build_amnesia_folder(

@@ -129,9 +129,10 @@ def test_prompts_are_versioned_and_overridable(tmp_path):
 
 
 def test_pipeline_labels_regenerates_judges_and_reports(tmp_path, notes_csv):
-    # Judge 3 (seed 2) finds no question clear: outvoted 2 to 1, every QA stays valid.
+    # Judge 3 (seed 2) finds no question clear: outvoted 2 to 1, every QA stays valid. The judges sample, so
+    # the three copies of the generator are three distinct judges (greedy copies would be one).
     backend = ScriptedBackend(ScriptedModel(judge_rules={2: lambda question: False}))
-    folder, construction = build(tmp_path, notes_csv, backend)
+    folder, construction = build(tmp_path, notes_csv, backend, judge_temperature=0.7)
     report = construction.report
     assert report["notes"] == {"in_file": 5, "used": 5, "sample": None, "kept": 3}
     # p4's label request fails (the scripted model answers outside the enum): the rule-based label is used;
@@ -182,7 +183,7 @@ def test_panel_majority_rejects_and_regeneration_then_skip(tmp_path, notes_csv):
         return "finding 2 " not in question
 
     backend = ScriptedBackend(ScriptedModel(judge_rules={1: rule, 2: rule}))
-    _, construction = build(tmp_path, notes_csv, backend)
+    _, construction = build(tmp_path, notes_csv, backend, judge_temperature=0.7)  # 3 sampling judges
     qa = construction.report["qa"]
     assert qa["rejected_by_panel"] == 3 and qa["accepted"] == 24
 
@@ -192,18 +193,22 @@ def test_panel_majority_rejects_and_regeneration_then_skip(tmp_path, notes_csv):
         return {SPEC: ScriptedBackend(ScriptedModel(judge_rules={1: rule, 2: rule}, **options))}
 
     strict = construct_records(
-        notes_csv, config(tmp_path / "strict", max_regenerations=0), backends=scripted(), progress=False
+        notes_csv,
+        config(tmp_path / "strict", max_regenerations=0, judge_temperature=0.7),
+        backends=scripted(),
+        progress=False,
     )
     assert strict.report["skips"] == {SKIP_CHECKS: 4, SKIP_NO_LABEL: 1}
     panel_only = construct_records(
         notes_csv,
-        config(tmp_path / "panel", max_regenerations=0),  # its own cache: this model answers otherwise
+        # its own cache: this model answers otherwise
+        config(tmp_path / "panel", max_regenerations=0, judge_temperature=0.7),
         backends=scripted(first_round_bad=False),
         progress=False,
     )
     assert panel_only.report["skips"] == {SKIP_PANEL: 3, SKIP_CHECKS: 1, SKIP_NO_LABEL: 1}
     with pytest.raises(InputError, match=r"notes\.csv: no patient left after construction"):
-        build(tmp_path, notes_csv, scripted()[SPEC], out="none", max_regenerations=0)
+        build(tmp_path, notes_csv, scripted()[SPEC], out="none", max_regenerations=0, judge_temperature=0.7)
     assert not (tmp_path / "none").exists()
 
 
@@ -372,16 +377,17 @@ def test_the_last_round_judges_no_patient_already_lost(tmp_path, notes_csv):
     assert qa["passed_checks"] == qa["not_judged_patient_lost"] == 21
     assert strict.report["skips"] == {SKIP_CHECKS: 4, SKIP_NO_LABEL: 1}
     # With one regeneration, round 0 is judged (its failed slot can still be written again) and round 1
-    # judges the three patients whose regenerated answer passed, not the hopeless one.
+    # judges the three patients whose regenerated answer passed, not the hopeless one. The default panel,
+    # three greedy copies of the generator, is one distinct judge: one request per patient and round.
     regenerated = construct_records(
         notes_csv,
         config(tmp_path / "one", max_regenerations=1),
         backends={SPEC: ScriptedBackend(ScriptedModel())},
         progress=False,
     )
-    assert regenerated.report["tokens"]["judge"]["requests"] == 3 * (3 + 3)
+    assert regenerated.report["tokens"]["judge"]["requests"] == 3 + 3
     assert regenerated.report["qa"]["not_judged_patient_lost"] == 0
-    # judge_all asks the panel about every QA that passed the checks: p1-p3's 7 each, by 3 judges; the kept
+    # judge_all asks the panel about every QA that passed the checks: p1-p3's 7 each, by the judge; the kept
     # patients are the same (none), and the round-0 judge requests are those a run with a regeneration sends.
     judged_all = construct_records(
         notes_csv,
@@ -389,7 +395,7 @@ def test_the_last_round_judges_no_patient_already_lost(tmp_path, notes_csv):
         backends={SPEC: ScriptedBackend(ScriptedModel())},
         progress=False,
     )
-    assert judged_all.report["tokens"]["judge"]["requests"] == 3 * 3
+    assert judged_all.report["tokens"]["judge"]["requests"] == 3
     assert judged_all.report["qa"]["judged"] == 21 and judged_all.report["qa"]["not_judged_patient_lost"] == 0
     assert judged_all.report["skips"] == strict.report["skips"] and judged_all.cache_hits > 0
     assert judged_all.calls == 0  # every label, QA and round-0 judge answer was cached by the run above

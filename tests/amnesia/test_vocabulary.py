@@ -37,7 +37,7 @@ def toy():
 def test_the_title_outweighs_comorbidities_in_the_note(toy):
     note = "History of hypertension, heart failure and atrial fibrillation. Now a painful toe."
     result = toy.analyse_records(["Acute gout"], [note])[0]
-    assert (result.category, result.rule) == ("musculoskeletal", "title")
+    assert (result.category, result.rule) == ("musculoskeletal", "title: primary diagnosis")
     assert result.scores == {"musculoskeletal": 3.0, "cardiovascular": 3.0}
     assert result.confidence == 0.5  # the winning score share: the note disagrees
 
@@ -46,7 +46,7 @@ def test_a_title_tie_goes_to_the_category_named_first_in_the_title_never_to_cate
     note = "Sepsis and pneumonia followed."
     # Adjacent terms of one category are one mention ("SARS-CoV-2 infection"), so the title ties 1 to 1.
     first = toy.analyse_records(["Appendicitis in a child with SARS-CoV-2 infection"], [note])[0]
-    assert (first.category, first.rule) == ("digestive", "title, first named")
+    assert (first.category, first.rule) == ("digestive", "title: primary diagnosis")  # issue 23: first named
     # category order would say otherwise:
     assert DISEASES.index("infection_immune") < DISEASES.index("digestive")
     swapped = toy.analyse_records(["SARS-CoV-2 infection with appendicitis"], [note])[0]
@@ -55,7 +55,11 @@ def test_a_title_tie_goes_to_the_category_named_first_in_the_title_never_to_cate
 
 def test_a_note_tie_goes_to_the_category_named_first_in_the_note(toy):
     result = toy.analyse_records(["A case report"], ["Appendicitis, then pneumonia."])[0]
-    assert (result.category, result.rule, result.confidence) == ("digestive", "note, first named", 0.5)
+    assert (result.category, result.rule, result.confidence) == (
+        "digestive",
+        "note: presenting problem, first named",
+        0.5,
+    )
 
 
 def test_negated_mentions_count_neither_for_the_category_nor_as_keywords(toy):

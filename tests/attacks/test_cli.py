@@ -96,9 +96,17 @@ def test_attack_writes_the_folder_and_prints_the_table(
     }
     # The before model is the unlearned model itself: nothing was forgotten, so no share is defined.
     assert all(r["recovered_share"] is None for r in payload["rows"])
+    assert all("_sample" not in r for r in payload["rows"])
     membership = payload["methods"][0]["sections"]["membership"]
     assert 0.0 <= membership["unlearned"]["reference_auc"] <= 1.0
     assert set(membership["before"]["auc"]) == {"loss", "zlib", "min_k", "min_k_plus_plus"}
+    # Members and non-members: the same (forget) patients' seen and holdout QA; the baselines beside them.
+    assert membership["same_patients"] and set(membership["baselines"]) == {"before", "retain"}
+    assert "members = forget patients' seen QA" in printed and "the same patients' holdout QA" in printed
+    assert "retain model (never saw them)" in printed
+    summary = payload["summaries"][0]
+    assert summary["worst_case_ci"] is None and summary["worst_case_verdict"] is None  # nothing forgotten
+    assert payload["formula"].startswith("recovered share =") and "< 0.01" in payload["formula"]
     assert (out / "attacks.md").read_text().startswith("# Attacks on forget_10")
     assert (out / "tiny" / "model_card.md").is_file()
     assert (out / "tiny" / "evaluations" / "relearn-k2" / "summary.json").is_file()
@@ -193,3 +201,115 @@ def test_max_new_tokens_below_one_is_still_named(tmp_path, capsys):
     argv = _common("m", tmp_path, tmp_path / "attacks", "--forget-config", "forget_10", "--before", "b")
     assert _attack(*argv, "--max-new-tokens", "0") == 2
     assert "--max-new-tokens must be at least 1" in capsys.readouterr().err
+
+
+def test_a_model_never_trained_on_the_forget_patients_scores_membership_auc_near_one_half(
+    amnesia_folder, saved_model, tmp_path, one_torch_thread
+):
+    """A tiny model never trained on anything (so never on the forget patients): the membership AUC of each
+    score, the forget patients' seen vs holdout QA, is within 3 null standard deviations of 0.5
+    (sqrt((n1 + n2 + 1) / (12·n1·n2)), the AUC's spread when members and non-members are exchangeable; 30
+    vs 10 QA here, sd 0.107). The section names both populations, which are the same five patients."""
+    from medunlearn.attacks.run import AttackArguments, run_attacks
+    from medunlearn.evaluation.runner import RunnerConfig
+
+    args = AttackArguments(
+        [str(saved_model)], str(saved_model), str(amnesia_folder), "forget_25", str(tmp_path / "attacks"),
+        retain_model=str(saved_model), attacks=("membership",), max_retain_patients=2,
+        runner=RunnerConfig(max_new_tokens=2, progress=False),
+    )  # fmt: skip
+    membership = run_attacks(args)["methods"][0]["sections"]["membership"]
+    assert membership["nonmembers"].startswith("the same patients' holdout QA")
+    assert membership["same_patients"] and membership["patients"] == 5
+    assert (membership["n_members"], membership["n_nonmembers"]) == (30, 10)
+    tolerance = 3 * membership["null_sd"]
+    assert tolerance == pytest.approx(3 * (41 / (12 * 30 * 10)) ** 0.5)
+    for role in ("unlearned", "before", "retain"):
+        assert all(abs(auc - 0.5) <= tolerance for auc in membership[role]["auc"].values()), role
+
+
+@pytest.mark.slow  # trains a tiny model on the retained patients: about a minute on a loaded 2-core machine
+def test_a_model_trained_on_the_retained_patients_only_scores_membership_auc_near_one_half(
+    tmp_path, one_torch_thread
+):
+    """The issue's case: a model that saw the retained patients but never the forget patients. Against
+    retained patients' holdout QA as non-members (the old split) it found the non-members more familiar: a
+    loss AUC of 0.23 with this training, 0.29–0.37 over the four scores with a similar one ("over-unlearning"
+    by the old reading, outside the tolerance below); on the forget patients' own seen vs holdout QA it is
+    within 3 null standard deviations of 0.5 (60 vs 20 QA: sd 0.075)."""
+    import torch
+    from tiny_training import qa_batch
+
+    from medunlearn.amnesia import build_amnesia_folder
+    from medunlearn.attacks.run import AttackArguments, run_attacks
+    from medunlearn.data_loading import load_split
+    from medunlearn.evaluation.runner import RunnerConfig
+    from medunlearn.models import build_tiny_llama, train_bpe_tokenizer
+    from medunlearn.unlearn.ops import nll_loss
+
+    folder = build_amnesia_folder(tmp_path / "amnesia", patients=40, seed=0)
+    retained = load_split(folder, "retain_75").to_pandas()
+    tokenizer = train_bpe_tokenizer((retained["question"] + " " + retained["answer"]).tolist(), 1024)
+    model = build_tiny_llama(tokenizer)
+    batch = qa_batch(tokenizer, retained)
+    optimizer, generator = torch.optim.Adam(model.parameters(), lr=3e-3), torch.Generator().manual_seed(0)
+    for _ in range(150):
+        rows = torch.randperm(len(retained), generator=generator)[:32]
+        logits = model(
+            input_ids=batch["input_ids"][rows], attention_mask=batch["attention_mask"][rows]
+        ).logits
+        loss = nll_loss(logits, batch["labels"][rows])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model.save_pretrained(tmp_path / "retain")
+    tokenizer.save_pretrained(tmp_path / "retain")
+    retain = str(tmp_path / "retain")
+    args = AttackArguments(
+        [retain], retain, str(folder), "forget_25", str(tmp_path / "attacks"), attacks=("membership",),
+        max_retain_patients=2, runner=RunnerConfig(max_new_tokens=2, progress=False),
+    )  # fmt: skip
+    membership = run_attacks(args)["methods"][0]["sections"]["membership"]
+    assert (membership["n_members"], membership["n_nonmembers"]) == (60, 20)
+    tolerance = 3 * membership["null_sd"]
+    assert all(abs(auc - 0.5) <= tolerance for auc in membership["before"]["auc"].values())
+
+
+@pytest.mark.slow  # memorises the forget QA first: about a minute on a loaded 2-core machine
+def test_every_defined_recovered_share_and_the_worst_case_carry_intervals(
+    amnesia_folder, tiny_tokenizer, tmp_path, one_torch_thread
+):
+    """A before model that memorised the forget patients' seen QA and an untrained "unlearned" model: the
+    shares are defined, and each has a patient-bootstrap interval; the worst case its selection-aware
+    interval, verdict and win shares (attacks.json, the printed table and the model card)."""
+    from tiny_training import memorised_tiny_model
+
+    from medunlearn.evaluation.populations import load_populations
+    from medunlearn.models import build_tiny_llama
+
+    examples = load_populations(amnesia_folder, "forget_25")
+    seen = examples[examples["population"] == "forget_seen"].reset_index(drop=True)
+    folders = {}
+    for name, model in (("before", memorised_tiny_model(tiny_tokenizer, seen, steps=60)),
+                        ("unlearned", build_tiny_llama(tiny_tokenizer))):  # fmt: skip
+        model.save_pretrained(tmp_path / name)
+        tiny_tokenizer.save_pretrained(tmp_path / name)
+        folders[name] = tmp_path / name
+    out = tmp_path / "attacks"
+    argv = _common(folders["unlearned"], amnesia_folder, out, "--forget-config", "forget_25")
+    argv += ["--before", folders["before"], "--attacks", "paraphrase,holdout"]
+    argv += ["--max-new-tokens", "8", "--max-retain-patients", "2", "--no-progress"]
+    assert _attack(*argv) == 0
+    payload = json.loads((out / "attacks.json").read_text())
+    defined = [r for r in payload["rows"] if r["recovered_share"] is not None]
+    assert defined, "the memorised before model should leave something to recover"
+    for row in defined:
+        low, high = row["recovered_share_ci"]
+        assert low <= row["recovered_share"] <= high and row["patients"] == 5
+    summary = payload["summaries"][0]
+    low, high = summary["worst_case_ci"]
+    assert low <= summary["worst_case_recovery"] <= high
+    assert summary["worst_case_verdict"] in ("recovery", "not distinguishable from no recovery")
+    assert sum(summary["worst_case_wins"].values()) == pytest.approx(1.0)
+    assert payload["bootstrap"]["clusters"] == "patients"
+    assert summary["worst_case_verdict"] in (out / "unlearned" / "model_card.md").read_text()

@@ -10,13 +10,14 @@ from sklearn.metrics import roc_auc_score
 
 from medunlearn.attacks.membership import (
     MIA_ATTACKS,
-    NONMEMBER_POPULATION,
+    auc_null_sd,
     member_examples,
     membership_aucs,
     membership_report,
     membership_scores,
+    membership_section,
+    nonmember_examples,
     reference_attack_auc,
-    retained_holdout_examples,
 )
 from medunlearn.errors import InputError
 from medunlearn.metrics import mia
@@ -166,25 +167,62 @@ def test_membership_report_and_populations():
     with_reference = membership_report(members, nonmembers, members, nonmembers)
     assert with_reference["reference_auc"] == 0.5  # target == reference: every calibrated score is 0
 
-    holdout = pd.DataFrame(
-        {
-            "qa_id": [f"P{p}-H{k}" for p in range(5) for k in range(2)],
-            "patient_id": [f"P{p}" for p in range(5) for _ in range(2)],
-            "disease": "cancer",
-            "qa_type": ["factual", "reasoning"] * 5,
-            "question": [f"Question {i}?" for i in range(10)],
-            "answer": [f"Answer {i}." for i in range(10)],
-        }
-    )
-    nonmember_examples = retained_holdout_examples(holdout, max_patients=3, seed=0)
-    assert (nonmember_examples["population"] == NONMEMBER_POPULATION).all()
-    assert nonmember_examples["patient_id"].nunique() == 3 and len(nonmember_examples) == 6  # whole patients
-    assert nonmember_examples["example_id"].str.startswith("retain_holdout/").all()
-    assert nonmember_examples.equals(retained_holdout_examples(holdout, max_patients=3, seed=0))
-    with pytest.raises(InputError, match="question"):
-        retained_holdout_examples(holdout.drop(columns="question"))
     examples = pd.DataFrame({"population": ["forget_seen", "forget_holdout"], "example_id": ["a", "b"]})
     assert member_examples(examples)["example_id"].tolist() == ["a"]
+    assert nonmember_examples(examples)["example_id"].tolist() == ["b"]
+    with pytest.raises(InputError, match="forget_holdout"):
+        nonmember_examples(examples.iloc[:1])
+
+
+def forget_tables(rng, patients: int = 12, member_shift: float = 0.0) -> pd.DataFrame:
+    """Per-example MIA scores of forget patients: three seen QA (members) and one holdout QA (non-members)
+    per patient; a patient-level offset shared by all their QA, members shifted by ``member_shift``."""
+    rows = []
+    for patient in range(patients):
+        offset = rng.normal()
+        for qa in range(4):
+            population = "forget_seen" if qa < 3 else "forget_holdout"
+            shift = member_shift if population == "forget_seen" else 0.0
+            scores = {f"mia_{a}": offset + shift + rng.normal(scale=0.5) for a in MIA_ATTACKS}
+            rows.append(
+                {"example_id": f"{population}/P{patient}-{qa}", "population": population,
+                 "patient_id": f"P{patient}", **scores}
+            )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_membership_section_names_its_populations_and_reports_the_baselines():
+    """Members and non-members are the same patients' seen and holdout QA; the before and retain models'
+    AUCs on the same split are reported beside the unlearned model's (here: the before model's members are
+    planted with lower losses, the retain model's are not)."""
+    rng = np.random.default_rng(0)
+    tables = {
+        "unlearned": forget_tables(rng),
+        "before": forget_tables(rng, member_shift=-3.0),
+        "retain": forget_tables(rng),
+    }
+    section = membership_section(tables)
+    assert section["members"].startswith("forget patients' seen QA")
+    assert section["nonmembers"].startswith("the same patients' holdout QA")
+    assert section["same_patients"] and section["patients"] == 12
+    assert (section["n_members"], section["n_nonmembers"]) == (36, 12)
+    assert section["null_sd"] == pytest.approx(np.sqrt(49 / (12 * 36 * 12)))
+    assert set(section["baselines"]) == {"before", "retain"}
+    assert all(auc > 0.9 for auc in section["before"]["auc"].values())
+    seen, holdout = (
+        tables["retain"][tables["retain"]["population"] == p] for p in ("forget_seen", "forget_holdout")
+    )
+    assert section["retain"]["auc"] == membership_aucs(seen, holdout)
+    assert section["unlearned"]["reference_auc"] is not None
+    without_retain = membership_section({k: tables[k] for k in ("unlearned", "before")})
+    assert "retain" not in without_retain and without_retain["unlearned"]["reference_auc"] is None
+
+
+def test_auc_null_sd_matches_a_simulation():
+    """Exchangeable scores: the AUC's spread over 4000 draws is the formula's."""
+    rng = np.random.default_rng(2)
+    aucs = [rank_auc(rng.normal(size=30), rng.normal(size=10)) for _ in range(4000)]
+    assert np.std(aucs) == pytest.approx(auc_null_sd(30, 10), rel=0.05)
 
 
 def test_module_doctests_run():
@@ -197,3 +235,35 @@ def test_module_doctests_run():
         runner.run(test)
     summary = runner.summarize(verbose=False)
     assert summary.attempted > 0 and summary.failed == 0
+
+
+def clustered_null_auc_sd(members_per_patient, nonmembers_per_patient, seed=0, draws=2000):
+    """The AUC's sd over draws of scores with no membership signal, each score a patient effect plus noise
+    (intra-patient correlation 0.5), members and non-members taken per patient as given."""
+    from scipy.stats import rankdata
+
+    rng = np.random.default_rng(seed)
+    patient_of = np.r_[
+        np.repeat(np.arange(len(members_per_patient)), members_per_patient),
+        np.repeat(np.arange(len(nonmembers_per_patient)), nonmembers_per_patient),
+    ]
+    n_members, n_nonmembers = sum(members_per_patient), sum(nonmembers_per_patient)
+    effects = rng.normal(0, np.sqrt(0.5), (draws, len(members_per_patient)))
+    scores = effects[:, patient_of] + rng.normal(0, np.sqrt(0.5), (draws, len(patient_of)))
+    member_rank_sum = rankdata(scores, axis=1)[:, :n_members].sum(axis=1)  # Mann–Whitney U, per draw
+    aucs = (member_rank_sum - n_members * (n_members + 1) / 2) / (n_members * n_nonmembers)
+    return float(np.std(aucs))
+
+
+def test_auc_null_sd_is_neither_a_lower_nor_an_upper_bound_with_clustered_patients():
+    """4 patients of 6 members and 2 non-members each, scores correlated 0.5 within a patient: the patient
+    effect cancels in part and the AUC varies less than the formula (about 0.095 vs 0.120); with the same 24
+    and 8 spread unevenly (9, 9, 3, 3 members; 1, 1, 3, 3 non-members) it varies more (about 0.136). The
+    docs and the docstring say so (they called the formula a lower bound)."""
+    formula = auc_null_sd(24, 8)
+    assert formula == pytest.approx(0.1197, abs=1e-4)
+    # the simulation itself: one QA per patient (independent scores) gives the formula
+    assert clustered_null_auc_sd([1] * 24 + [0] * 8, [0] * 24 + [1] * 8) == pytest.approx(formula, rel=0.06)
+    assert clustered_null_auc_sd([6, 6, 6, 6], [2, 2, 2, 2]) < 0.9 * formula
+    assert clustered_null_auc_sd([9, 9, 3, 3], [1, 1, 3, 3]) > 1.1 * formula
+    assert "lower bound" not in auc_null_sd.__doc__ and "neither" in auc_null_sd.__doc__

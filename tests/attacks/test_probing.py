@@ -401,7 +401,7 @@ def two_disease_examples() -> pd.DataFrame:
 
 
 def test_attack_probe_texts_are_the_questions_and_never_the_answers(tiny_tokenizer):
-    from medunlearn.attacks.run import probe_texts
+    from medunlearn.attacks.hidden_probe import probe_texts
     from medunlearn.chat import render_prompts
 
     examples = two_disease_examples()
@@ -427,26 +427,33 @@ def test_attack_probe_texts_are_the_questions_and_never_the_answers(tiny_tokeniz
     assert len(texts) == len(one_disease) and all(MARKER not in text for text in texts)
 
 
-def test_attack_probe_section_probes_chat_prompts_without_added_special_tokens(
-    tiny_model, tiny_tokenizer, monkeypatch, one_torch_thread
-):
+def recording_probe_section(monkeypatch, tiny_model, tiny_tokenizer):
+    """``probe_section`` with every model load returning the tiny model; returns the calls of the probe."""
     from medunlearn import models
-    from medunlearn.attacks import probing
-    from medunlearn.attacks.run import PROBE_INPUTS, _probe_section
-    from medunlearn.chat import render_prompts
+    from medunlearn.attacks import hidden_probe
 
     calls = []
-    real_probe = probing.hidden_state_probe
+    real_probe = hidden_probe.hidden_state_probe
 
     def recording_probe(model, tokenizer, texts, labels, **kwargs):
         calls.append((list(texts), kwargs))
         return real_probe(model, tokenizer, texts, labels, **kwargs)
 
     monkeypatch.setattr(models, "load_model", lambda path, **kwargs: (tiny_model, tiny_tokenizer))
-    monkeypatch.setattr(probing, "hidden_state_probe", recording_probe)
+    monkeypatch.setattr(hidden_probe, "hidden_state_probe", recording_probe)
+    return calls
+
+
+def test_attack_probe_section_probes_chat_prompts_without_added_special_tokens(
+    tiny_model, tiny_tokenizer, monkeypatch, one_torch_thread
+):
+    from medunlearn.attacks.hidden_probe import PROBE_INPUTS, probe_section
+    from medunlearn.chat import render_prompts
+
+    calls = recording_probe_section(monkeypatch, tiny_model, tiny_tokenizer)
     examples = two_disease_examples()
     cache: dict = {}
-    section = _probe_section("unlearned", "before", examples, 0, cache)
+    section = probe_section("unlearned", "before", examples, 0, cache)
     forget = examples[examples["population"].isin(["forget_seen", "forget_holdout"])]
     assert section["inputs"] == PROBE_INPUTS == "questions (chat prompts), no answers"
     assert section["scope"] == "forget patients" and section["n"] == len(forget)
@@ -457,8 +464,99 @@ def test_attack_probe_section_probes_chat_prompts_without_added_special_tokens(
         assert kwargs["add_special_tokens"] is False and kwargs["groups"] == forget["patient_id"].tolist()
     assert 0.0 <= section["unlearned"]["accuracy"] <= 1.0 and section["before"]["chance"] == 0.5
     # The before model's result is reused by the next method.
-    _probe_section("another", "before", examples, 0, cache)
+    probe_section("another", "before", examples, 0, cache)
     assert len(calls) == 3
+
+
+def planted_question_examples() -> pd.DataFrame:
+    """:func:`two_disease_examples` whose questions give their disease away (a test only one disease has):
+    a text-only signal, readable with no memory of the patients."""
+    examples = two_disease_examples()
+    words = examples["disease"].map(
+        {"cardiovascular": "troponin electrocardiogram", "infection": "sputum culture"}
+    )
+    examples["question"] = "What did the " + words + " of patient " + examples["patient_id"] + " show?"
+    return examples
+
+
+def test_text_only_baseline_reads_a_planted_text_signal_and_nothing_is_left_above_it(
+    tiny_model, tiny_tokenizer, monkeypatch, one_torch_thread
+):
+    """Questions that name their disease's tests: the text-only baseline reads the disease (same folds as
+    the probe), the model probe reads it as well, so the probe finds nothing above the baseline: no share
+    above baseline (None), while the share above chance alone would read as 'all retained'."""
+    from medunlearn.attacks.hidden_probe import TEXT_ONLY_BASELINE, probe_section
+
+    recording_probe_section(monkeypatch, tiny_model, tiny_tokenizer)
+    section = probe_section("unlearned", "before", planted_question_examples(), 0, {})
+    assert section["text_only"]["accuracy"] == 1.0 and section["baseline"] == TEXT_ONLY_BASELINE
+    assert section["baseline_accuracy"] == section["text_only"]["accuracy"]
+    assert section["before"]["accuracy"] >= 0.9
+    assert section["above_baseline"]["before"] == pytest.approx(section["before"]["accuracy"] - 1.0)
+    assert (
+        abs(section["above_baseline"]["before"]) <= 0.1 and abs(section["above_baseline"]["unlearned"]) <= 0.1
+    )
+    assert section["retained_above_baseline_share"] is None
+    assert section["retained_above_chance_share"] == pytest.approx(1.0)  # what the old report said
+
+
+def test_text_only_probe_uses_the_probes_folds_and_reads_nothing_from_unrelated_questions():
+    from medunlearn.attacks.hidden_probe import text_only_probe
+
+    texts, labels, groups = probe_texts()
+    rng = np.random.default_rng(0)
+    features = rng.normal(size=(len(texts), 4))
+    hidden = probe_accuracy(features, labels, groups=groups, seed=3, folds=4)
+    text = text_only_probe(texts, labels, groups=groups, seed=3, folds=4)
+    assert text["fold_test_indices"] == hidden["fold_test_indices"]  # the same folds
+    assert text["accuracy"] == 1.0  # the words give the category away
+    neutral = [f"What did test {i % 5} show?" for i in range(len(texts))]
+    assert text_only_probe(neutral, labels, groups=groups, seed=3, folds=4)["above_chance"] <= 0.15
+
+
+def test_retain_model_is_the_baseline_when_given(tiny_model, tiny_tokenizer, monkeypatch, one_torch_thread):
+    from medunlearn.attacks.hidden_probe import RETAIN_BASELINE, probe_section
+
+    calls = recording_probe_section(monkeypatch, tiny_model, tiny_tokenizer)
+    cache: dict = {}
+    section = probe_section("unlearned", "before", two_disease_examples(), 0, cache, retain_path="retain")
+    assert len(calls) == 3 and section["baseline"] == RETAIN_BASELINE
+    assert section["baseline_accuracy"] == section["retain"]["accuracy"]
+    probe_section("another", "before", two_disease_examples(), 0, cache, retain_path="retain")
+    assert len(calls) == 4  # before and retain are probed once for every method
+
+
+@pytest.mark.parametrize(
+    ("before", "unlearned", "baseline", "n", "expected"),
+    [
+        (0.9, 0.6, 0.6, 40, 0.0),  # unlearned reads only what the baseline reads: nothing retained
+        (0.9, 0.75, 0.6, 40, 0.5),
+        (0.9, 0.9, 0.6, 40, 1.0),
+        (0.62, 0.61, 0.6, 40, None),  # 0.02 < 1/40 above the baseline: nothing to retain
+        (0.5, 0.5, 0.7, 40, None),  # the before model below the baseline
+        # 0.12 above the baseline, under 2·sqrt(2·0.56·0.44/96) = 0.143: within sampling noise
+        (0.62, 0.55, 0.5, 96, None),
+        (0.9, 0.45, 0.3, 100, 0.25),  # 0.6 above, far over 2·sqrt(2·0.6·0.4/100) = 0.139: (0.45−0.3)/0.6
+    ],
+)
+def test_retained_share_above_baseline_by_hand(before, unlearned, baseline, n, expected):
+    from medunlearn.attacks.hidden_probe import retained_share_above_baseline
+
+    share = retained_share_above_baseline(before, unlearned, baseline, n)
+    assert share == (None if expected is None else pytest.approx(expected))
+
+
+def test_retained_share_above_baseline_is_undefined_without_any_memory():
+    """No model has any memory: the before, unlearned and baseline probes are each right on a question with
+    the same probability (accuracies Binomial(n, p) / n). The share is defined in at most ~2.5% of 2000
+    draws (before − baseline over 2 sd of its noise); the old 1 / n threshold defined it in about half."""
+    from medunlearn.attacks.hidden_probe import retained_share_above_baseline
+
+    rng = np.random.default_rng(0)
+    n = 96
+    accuracies = rng.binomial(n, 0.55, size=(2000, 3)) / n
+    defined = [retained_share_above_baseline(b, u, base, n) is not None for b, u, base in accuracies]
+    assert np.mean(defined) <= 0.04
 
 
 def test_module_doctests_run():
@@ -471,3 +569,19 @@ def test_module_doctests_run():
         runner.run(test)
     summary = runner.summarize(verbose=False)
     assert summary.attempted > 0 and summary.failed == 0
+
+
+def test_probe_comparison_says_why_the_share_above_baseline_is_undefined():
+    from medunlearn.attacks.hidden_probe import probe_comparison
+
+    def probe(accuracy):
+        return {"accuracy": accuracy, "above_chance": accuracy - 0.5}
+
+    section = {"n": 96, "before": probe(0.62), "unlearned": probe(0.55), "text_only": probe(0.5)}
+    comparison = probe_comparison(section)
+    assert comparison["retained_above_baseline_share"] is None
+    assert "+0.120" in comparison["retained_above_baseline_undefined"]
+    assert "n=96 (0.143)" in comparison["retained_above_baseline_undefined"]
+    section["before"] = probe(0.9)
+    assert comparison["retained_above_chance_share"] == pytest.approx(0.05 / 0.12)
+    assert probe_comparison(section)["retained_above_baseline_undefined"] is None

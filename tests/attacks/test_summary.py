@@ -80,14 +80,24 @@ def test_table_plot_and_card(tmp_path):
     with_method = markdown_table([{**ROWS[0], "method": "RMU"}])
     assert (
         with_method.splitlines()[2]
-        == "| RMU | relearn | k=5 | forget_seen | 6 | 0.900 | 0.300 | 0.450 | +0.250 |"
-    )
+        == "| RMU | relearn | k=5 | forget_seen | 6 | 0.900 | 0.300 | 0.450 | +0.250 | – |"
+    )  # no per-example sample: no interval
     plot = write_robustness_plot(summaries, tmp_path / "attacks.png")
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert write_robustness_plot([robustness_summary("x", [], None, None)], tmp_path / "none.png") is None
     card = model_card_section(summaries[0], ROWS)
     assert card.startswith("## Robustness of forgetting")
     assert "+75.0% of what unlearning removed" in card and "docs/attacks.md" in card
+
+
+def test_the_formula_in_attacks_json_says_what_the_code_does():
+    """attacks.json's formula names the threshold ``recovered_share`` applies (MIN_FORGOTTEN), not
+    ``s_before == s_unlearned``: a share is null below a 0.01 difference, equal or not."""
+    from medunlearn.attacks.summary import RECOVERED_SHARE_FORMULA
+
+    assert f"s_before - s_unlearned < {MIN_FORGOTTEN}" in RECOVERED_SHARE_FORMULA
+    assert "==" not in RECOVERED_SHARE_FORMULA
+    assert recovered_share(0.405, 0.4, 0.6) is None  # 0.005 apart, not equal: null, as the formula says
 
 
 def test_attack_rows_compare_the_same_questions_before_and_after():
@@ -114,7 +124,14 @@ def test_attack_rows_compare_the_same_questions_before_and_after():
     assert probe["unlearned"] == pytest.approx(0.3 / 0.7 * 0.6)
 
 
-@pytest.mark.parametrize("module", ["medunlearn.attacks.summary", "medunlearn.attacks.relearning"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "medunlearn.attacks.summary",
+        "medunlearn.attacks.relearning",
+        "medunlearn.attacks.hidden_probe",
+    ],
+)
 def test_module_doctests(module):
     import doctest
     import importlib

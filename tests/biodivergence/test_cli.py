@@ -59,6 +59,8 @@ def test_predictions_with_missing_and_raw_rows(cli_folder, tmp_path, capsys):
         ('{"pair_id": "nope", "prediction": "x"}\n', "line 1: pair_id 'nope' is not in the gold split"),
         ("not json\n", "line 1: not JSON"),
         ('{"prediction": "x"}\n', "line 1: needs a `pair_id` field"),
+        ("", "holds no prediction"),  # an empty file would score 0.0 as if it were a result
+        ("\n\n", "holds no prediction"),
     ],
 )
 def test_bad_predictions_file_names_the_line(cli_folder, tmp_path, capsys, content, message):

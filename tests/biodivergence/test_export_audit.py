@@ -145,3 +145,51 @@ def test_audit_rejects_a_folder_without_configs(tmp_path):
     )
     with pytest.raises(FolderFormatError, match="train.parquet, which does not exist"):
         audit_folder(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def heuristic_eval_folder(tmp_path_factory, small_pool):
+    """A heuristic-only pool built with eval_labels="heuristic" (the opt-in for builds without an LLM)."""
+    from medunlearn.biodivergence.build import PoolSource, build_biodivergence
+    from medunlearn.biodivergence.pools import write_pool
+
+    tmp = tmp_path_factory.mktemp("heuristic_eval")
+    pool_file = write_pool(small_pool.assign(label_source="heuristic"), tmp / "pool.jsonl")
+    folder, stats = build_biodivergence(tmp / "bd", PoolSource(pool=pool_file), eval_labels="heuristic")
+    return folder, stats
+
+
+def test_heuristic_eval_labels_are_in_every_row_the_card_and_the_audit(heuristic_eval_folder):
+    folder, stats = heuristic_eval_folder
+    configs = read_hub_folder(folder)
+    for split in ("dev", "test"):
+        frame = configs["v1.0"][split]
+        assert len(frame) == stats.split_sizes[split] > 0
+        assert (frame["label_source"] == "heuristic").all()
+    build = json.loads((folder / "build.json").read_text())
+    assert build["parameters"]["eval_labels"] == "heuristic"
+    card = (folder / "README.md").read_text()
+    header = yaml.safe_load(card.split("---", 2)[1])
+    assert "heuristic-eval-labels" in header["tags"]
+    body = card.split("---", 2)[2]
+    # prominent: the warning comes before the split table, with the counts of heuristic dev/test labels
+    warning = body.index("**Dev and test hold heuristic labels**")
+    assert warning < body.index("## Configurations and splits")
+    assert f"dev {stats.split_sizes['dev']} of {stats.split_sizes['dev']}" in body[warning:]
+    report = audit_folder(folder)
+    assert report.ok, report.first_violation
+    names = [check.name for check in report.checks]
+    assert "v1.0 dev: label sources llm or heuristic (eval_labels=heuristic)" in names
+    assert any(line.startswith("WARN v1.0 dev/test hold") and "heuristic" in line for line in report.lines())
+
+
+def test_the_audit_fails_heuristic_dev_labels_of_a_folder_that_did_not_ask_for_them(
+    heuristic_eval_folder, tmp_path
+):
+    folder = tmp_path / "relabelled"
+    shutil.copytree(heuristic_eval_folder[0], folder)
+    build = json.loads((folder / "build.json").read_text())
+    build["parameters"]["eval_labels"] = "llm"
+    (folder / "build.json").write_text(json.dumps(build))
+    report = audit_folder(folder)
+    assert not report.ok and report.first_violation.name == "v1.0 dev: only LLM labels"

@@ -207,3 +207,51 @@ def test_each_domain_approaches_the_proportions(small_pool):
     eval_share = (counts["dev"] + counts["test"]) / counts.sum(axis=1)
     # published dev+test share 1,682 / 11,865 = 14.2%; every domain gets a comparable share on its own
     assert eval_share.between(0.08, 0.22).all(), eval_share.to_dict()
+
+
+def test_eval_labels_heuristic_admits_heuristic_pairs_to_dev_and_test(small_pool):
+    """By default (the paper's v1.0) a heuristic-only pool has no dev/test; asked with
+    eval_labels="heuristic", the same pool gets dev and test of heuristic pairs, still article-, claim- and
+    pair-disjoint, and the stats record what was admitted."""
+    heuristic = small_pool.assign(label_source="heuristic")
+    _, paper = build_splits(heuristic)
+    assert paper.split_sizes["dev"] == paper.split_sizes["test"] == 0
+    assert paper.eval_labels == "llm"
+    configs, stats = build_splits(heuristic, SplitConfig(eval_labels="heuristic"))
+    v1 = configs["v1.0"]
+    total = sum(stats.split_sizes.values())
+    assert 0.04 < stats.split_sizes["dev"] / total < 0.11 and 0.04 < stats.split_sizes["test"] / total < 0.11
+    assert (v1["dev"]["label_source"] == "heuristic").all() and (
+        v1["test"]["label_source"] == "heuristic"
+    ).all()
+    assert stats.eval_labels == "heuristic" and stats.heuristic_pairs_dropped_from_eval == 0
+    assert stats.eval_label_sources == {
+        "dev": {"heuristic": stats.split_sizes["dev"]},
+        "test": {"heuristic": stats.split_sizes["test"]},
+    }
+    legacy = configs["v1.0-pairlevel"]
+    assert len(legacy["test"]) > 0 and len(legacy["dev"]) > 0
+    articles = {name: set(f["article_a"]) | set(f["article_b"]) for name, f in v1.items()}
+    assert not articles["train"] & articles["dev"] and not articles["train"] & articles["test"]
+    assert not articles["dev"] & articles["test"]
+
+
+def test_eval_labels_heuristic_keeps_the_llm_copy_of_a_pair_labelled_twice(pair_factory):
+    pool = normalise_pool(
+        pd.DataFrame(
+            [
+                pair_factory("p1", "a1", "b1", label_source="heuristic", confidence=0.95),
+                pair_factory("p1", "a1", "b1", label_source="llm", confidence=0.6),
+            ]
+        )
+    )
+    configs, _ = build_splits(pool, SplitConfig(eval_labels="heuristic"))
+    kept = pd.concat(configs["v1.0"].values())
+    assert kept["label_source"].tolist() == ["llm"]
+
+
+def test_an_unknown_eval_labels_choice_is_refused(small_pool):
+    from medunlearn.errors import InputError
+
+    with pytest.raises(InputError, match="eval_labels.*'silver'.*llm, heuristic"):
+        build_splits(small_pool, SplitConfig(eval_labels="silver"))

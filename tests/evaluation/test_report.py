@@ -172,3 +172,17 @@ def test_a_report_without_attack_results_is_unchanged(two_eval_dirs, tmp_path):
     payload = write_report(two_eval_dirs, tmp_path / "report")
     assert all("worst_case_recovery" not in m for m in payload["methods"])
     assert "afe_vs_worst_case_recovery.png" not in payload["plots"]
+
+
+def test_the_table_header_names_the_interval_level_asked_for(two_eval_dirs, tmp_path):
+    from rich.console import Console
+
+    from medunlearn.metrics.bootstrap import BootstrapConfig
+
+    for level, header, other in ((0.9, "MU 90% CI", "95%"), (0.95, "MU 95% CI", "90%")):
+        console = Console(record=True, width=200)
+        config = BootstrapConfig(n_resamples=20, level=level)
+        payload = write_report(two_eval_dirs, tmp_path / f"r{level}", console=console, bootstrap=config)
+        text = console.export_text()
+        assert header in text and other not in text
+        assert payload["bootstrap"]["level"] == level

@@ -214,3 +214,165 @@ def test_a_study_with_attack_stages_reports_worst_case_recovery(planted_study, t
     markdown = (out / "table2.md").read_text()
     assert "Worst-case recovery" in markdown and "| 0.100 |" in markdown
     assert "Worst-case recovery" in (out / "table2.tex").read_text()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Several training seeds: the intervals resample seeds, then patients (docs/study.md, "Intervals").
+
+
+def _run_table(population_levels: dict, shift: float, patients: int) -> pd.DataFrame:
+    """One run's per-example scores: every patient's two QA at a fixed level plus a fixed per-patient and
+    per-QA part (the same in every run), plus ``shift``, the run's training-seed effect."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for population, level in population_levels.items():
+        for patient in range(patients):
+            effect = rng.normal(0, 0.05)
+            for qa_type in TYPES:
+                rows.append(
+                    {
+                        "example_id": f"{population}-{patient}-{qa_type}",
+                        "population": population,
+                        "patient_id": f"{population[0]}{patient}",
+                        "qa_type": qa_type,
+                        "similarity": float(np.clip(level + effect + rng.normal(0, 0.02) + shift, 0, 1)),
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def _balanced(table: pd.DataFrame, population: str) -> float:
+    return float(table[table["population"] == population].groupby("qa_type")["similarity"].mean().mean())
+
+
+def _afe(after: pd.DataFrame, before: pd.DataFrame) -> float:
+    seen = lambda t: t[t["population"] == "forget_seen"]["similarity"].sum()  # noqa: E731
+    return float(np.clip(1 - seen(after) / seen(before), 0, 1))
+
+
+def _multi_seed_results(root, shifts, patients=30) -> tuple[dict, list[pd.DataFrame], pd.DataFrame]:
+    """A ``collect_results`` payload: the fine-tuned baseline and one method over ``len(shifts)`` seeds on
+    forget_10, each run's scores shifted by its seed's entry of ``shifts`` (planted training variance)."""
+    before = _run_table({"forget_seen": 0.8, "retain_same_disease": 0.8}, 0.0, patients)
+    runs = [_run_table({"forget_seen": 0.4, "retain_same_disease": 0.6}, shift, patients) for shift in shifts]
+    common = {"forget_config": "forget_10", "split": "random", "disease": None, "forget_size": 10}
+    rows = []
+    for kind, label, seed, table in [("baseline", "finetuned", None, before)] + [
+        ("cell", "grad_diff", seed, table) for seed, table in enumerate(runs)
+    ]:
+        eval_dir = root / f"{label}-{seed}"
+        eval_dir.mkdir(parents=True)
+        table.to_parquet(eval_dir / "per_example.parquet", index=False)
+        for population in ("forget_seen", "retain_same_disease"):
+            row = {**common, "kind": kind, "label": label, "seed": seed, "eval_dir": str(eval_dir)}
+            row.update(population=population, qa_type="all")
+            if population == "forget_seen":
+                row["answer_forgetting"] = _afe(table, before)
+            else:
+                row["model_utility"] = _balanced(table, population)
+            rows.append(row)
+    return {"study": "seeds", "rows": rows}, runs, before
+
+
+def _point(results, config):
+    from medunlearn.evaluation.report import study_points
+
+    return next(p for p in study_points(results, config) if p["label"] == "grad_diff")
+
+
+def _width(interval) -> float:
+    return interval[1] - interval[0]
+
+
+def test_planted_seed_variance_widens_the_study_interval(tmp_path):
+    """Three seeds whose runs differ by ±0.1 in every score: the patient-only interval of the pooled rows is
+    about ±0.02 wide and misses that spread; the two-level interval holds it. With no seed variance (three
+    identical runs) the interval is exactly the patient-only interval of one run."""
+    from medunlearn.evaluation.uncertainty import mu_interval
+
+    config = BootstrapConfig(n_resamples=400, seed=3)
+    same, runs, before = _multi_seed_results(tmp_path / "same", (0.0, 0.0, 0.0))
+    point = _point(same, config)
+    one_run = mu_interval(runs[0], "retain_same_disease", "all", config)
+    assert point["mu_same_ci"] == pytest.approx([one_run.low, one_run.high], rel=1e-12)
+    one_afe = afe_interval(runs[0], before, "forget_seen", "all", config)
+    assert point["afe_ci"] == pytest.approx([one_afe.low, one_afe.high], rel=1e-12)
+
+    varied, runs, before = _multi_seed_results(tmp_path / "varied", (-0.1, 0.0, 0.1))
+    point = _point(varied, config)
+    pooled = mu_interval(pd.concat(runs), "retain_same_disease", "all", config)  # patients only
+    assert _width(point["mu_same_ci"]) > 4 * (pooled.high - pooled.low)
+    means = [_balanced(run, "retain_same_disease") for run in runs]
+    assert point["mu_same"] == pytest.approx(np.mean(means))
+    assert point["mu_same_ci"][0] < np.mean(means) - 0.05 and point["mu_same_ci"][1] > np.mean(means) + 0.05
+    afes = [_afe(run, before) for run in runs]
+    assert _width(point["afe_ci"]) > 0.1 and point["afe_ci"][0] < np.mean(afes) < point["afe_ci"][1]
+
+
+def _by_patient(table: pd.DataFrame, population: str) -> dict[str, list]:
+    """``{patient: [(qa_type, similarity, example_id), ...]}`` of one population."""
+    grouped: dict[str, list] = {}
+    for row in table[table["population"] == population].itertuples():
+        grouped.setdefault(row.patient_id, []).append((row.qa_type, row.similarity, row.example_id))
+    return grouped
+
+
+def test_the_two_level_interval_equals_an_independent_computation(tmp_path):
+    """Plain loops: per resample, draw the patients (one matrix of draws from ``default_rng(seed)``), then the
+    seeds (a second matrix from the same generator); the statistic is the mean, over the drawn seeds, of each
+    drawn run's statistic on the drawn patients: its type-balanced MU, or its AFE against the one before
+    model, clip(1 − Σ after / Σ before, 0, 1)."""
+    config = BootstrapConfig(n_resamples=200, seed=5)
+    results, runs, before = _multi_seed_results(tmp_path, (-0.08, 0.03, 0.05, 0.1), patients=9)
+    point = _point(results, config)
+    prior = dict(zip(before["example_id"], before["similarity"]))
+
+    def mu(grouped, drawn):
+        per_type: dict[str, list] = {}
+        for patient in drawn:
+            for qa_type, similarity, _ in grouped[patient]:
+                per_type.setdefault(qa_type, []).append(similarity)
+        return np.mean([np.mean(v) for v in per_type.values()])
+
+    def afe(grouped, drawn):
+        after_sum = sum(s for patient in drawn for _, s, _ in grouped[patient])
+        before_sum = sum(prior[e] for patient in drawn for _, _, e in grouped[patient])
+        return np.clip(1 - after_sum / before_sum, 0, 1)
+
+    for key, population, statistic in (
+        ("mu_same_ci", "retain_same_disease", mu),
+        ("afe_ci", "forget_seen", afe),
+    ):
+        by_run = [_by_patient(run, population) for run in runs]
+        patients = sorted(by_run[0])
+        rng = np.random.default_rng(5)
+        patient_draws = rng.integers(0, len(patients), (200, len(patients)))
+        seed_draws = rng.integers(0, len(runs), (200, len(runs)))
+        values = [
+            np.mean([statistic(by_run[seed], [patients[i] for i in drawn]) for seed in seeds])
+            for drawn, seeds in zip(patient_draws, seed_draws)
+        ]
+        low, high = np.percentile(values, [2.5, 97.5])
+        assert point[key] == [pytest.approx(low), pytest.approx(high)], key
+
+
+def test_the_captions_say_which_interval(tmp_path, monkeypatch):
+    """The table caption and the figures' band captions name the two-level bootstrap and its level."""
+    from medunlearn.evaluation import plots
+    from medunlearn.evaluation.report import write_study_report
+
+    drawn = {}
+
+    def record_figures(points, out_dir, bootstrap, intervals=None):
+        drawn["bands"] = intervals
+        return []
+
+    monkeypatch.setattr(plots, "write_study_figures", record_figures)
+    config = BootstrapConfig(n_resamples=50, level=0.9, seed=2)
+    results, _, _ = _multi_seed_results(tmp_path / "study", (-0.1, 0.0, 0.1), patients=6)
+    payload = write_study_report(results, tmp_path / "report", bootstrap=config)
+    assert "90% two-level bootstrap: training seeds, then patients" in payload["caption"]
+    assert drawn["bands"].startswith("90% two-level bootstrap: training seeds, then patients, 50 resamples")
+    assert "50 resamples, seed 2" in payload["caption"]
+    assert payload["bootstrap"]["clusters"] == "training seeds, then patients"
+    assert payload["caption"] in (tmp_path / "report" / "table2.md").read_text()

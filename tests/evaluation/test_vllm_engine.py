@@ -2,11 +2,12 @@
 transformers engine.
 
 Three servers start once for the module, in parallel (their start is what these tests cost): a tiny Llama
-(head size 32, the smallest vLLM's CPU attention takes) by URL, SmolLM2-135M-Instruct with a LoRA adapter by
-URL, and the same tiny Llama started by a :class:`VLLMEngine` itself, as ``medunlearn evaluate --engine
-vllm`` does, which the kill-and-resume test kills mid-run. Generations must be equal token for
-token, or differ only where the two engines' top tokens are tied within float rounding: the message of each
-comparison lists every difference with the logits of both choices at the first differing step.
+in the default ``tiny-llama`` shape (head size 32, the smallest vLLM's CPU attention takes) by URL,
+SmolLM2-135M-Instruct with a LoRA adapter by URL, and the same tiny Llama started by a :class:`VLLMEngine`
+itself, as ``medunlearn evaluate --engine vllm`` does, which the kill-and-resume test kills mid-run.
+Generations must be equal token for token, or differ only where the two engines' top tokens are tied within
+float rounding: the message of each comparison lists every difference with the logits of both choices at the
+first differing step.
 
 Skipped, with the reason, when the vLLM venv is absent (``make vllm-venv``; CI makes it).
 """
@@ -29,6 +30,7 @@ from medunlearn.evaluation.engines import (
     HFEngine,
     VLLMEngine,
     check_plain_greedy,
+    make_engine,
     served_checkpoint,
 )
 from medunlearn.evaluation.runner import (
@@ -88,9 +90,8 @@ def tiny(tmp_path_factory):
     texts = tofu_examples(tofu, "forget10")
     populations = load_populations(amnesia, "forget_10", PopulationConfig(max_retain_patients=4))
     corpus = [*texts["question"], *texts["answer"], *populations["question"], *populations["answer"]]
-    model, tokenizer = build_tiny_llama_for_texts(
-        corpus, vocab_size=600, config=TinyLlamaConfig(num_attention_heads=2, num_key_value_heads=1)
-    )
+    # The default tiny-llama shape (what `medunlearn finetune --model tiny-llama` builds).
+    model, tokenizer = build_tiny_llama_for_texts(corpus, vocab_size=600, config=TinyLlamaConfig())
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for parameter in model.parameters():
@@ -270,7 +271,7 @@ def test_engine_options_imply_vllm_and_refuse_hf(tmp_path):
         engine_settings(parse([*base, "--engine", "hf", "--vllm-url", "http://h:1/v1"]))
 
 
-def test_study_passes_the_engine_through_and_its_server_location_is_not_fingerprinted(tmp_path):
+def test_study_passes_the_engine_through_and_its_server_python_is_not_fingerprinted(tmp_path):
     from medunlearn.cli.study import build_parser
     from medunlearn.study.config import parse_study
     from medunlearn.study.grid import evaluation_settings
@@ -283,12 +284,13 @@ def test_study_passes_the_engine_through_and_its_server_location_is_not_fingerpr
     }
     plain = parse_study(dict(raw))
     file_engine = parse_study({**raw, "evaluation": {"runner": {"engine": "vllm"}}})
-    args = build_parser().parse_args(["s.yaml", "--engine", "vllm", "--vllm-url", "http://h:1/v1"])
+    # (A --vllm-url is refused for a study: every cell is another model; see test_vllm_engine_checks.py.)
+    args = build_parser().parse_args(["s.yaml", "--engine", "vllm", "--vllm-python", "/opt/vllm/python"])
     from medunlearn.cli.options import engine_settings
 
     passed = parse_study(dict(raw))
     passed.evaluation.runner.update(engine_settings(args))  # what `medunlearn study` does
-    assert passed.evaluation.runner == {"engine": "vllm", "vllm_url": "http://h:1/v1"}
+    assert passed.evaluation.runner == {"engine": "vllm", "vllm_python": "/opt/vllm/python"}
     assert evaluation_settings(passed) == evaluation_settings(file_engine) != evaluation_settings(plain)
     named_hf = parse_study({**raw, "evaluation": {"runner": {"engine": "hf"}}})
     assert evaluation_settings(named_hf) == evaluation_settings(plain)
@@ -323,8 +325,13 @@ def test_an_unreachable_server_is_named(tiny_model, tiny_tokenizer, tmp_path):
 
     url = f"http://127.0.0.1:{free_loopback_port()}/v1"
     config = RunnerConfig(engine="vllm", vllm_url=url, progress=False)
+    folder = tmp_path / "model"
+    tiny_model.save_pretrained(folder)  # a URL serves checkpoints (an in-memory model would run on hf)
+    out = tmp_path / "outputs"
     with pytest.raises(GenerationEngineError, match=f"cannot reach the vLLM server at {url}"):
-        run_model(tiny_model, tiny_tokenizer, examples_frame(QUESTIONS[:2]), tmp_path, config)
+        with make_engine(config, tiny_model, folder) as engine:
+            run_model(tiny_model, tiny_tokenizer, examples_frame(QUESTIONS[:2]), out, config, engine=engine)
+    assert not out.exists()
 
 
 # --- against real servers
@@ -429,6 +436,7 @@ def smollm2_hf(smollm2, tmp_path_factory):
     prompts = encode_examples(tokenizer, examples["question"], examples["answer"]).prompt_ids
     return {
         "model": model,
+        "checkpoint": smollm2["base"],
         "tokenizer": tokenizer,
         "examples": examples,
         "outputs": read_outputs(out),
@@ -442,7 +450,12 @@ def test_smollm2_greedy_generations_through_vllm_equal_the_hf_engine(smollm2_hf,
     via_server = replace(
         SMOLLM2_CONFIG, engine="vllm", vllm_url=servers["smollm2"].base_url, vllm_model="smollm2-135m"
     )
-    run_model(model, tokenizer, examples, tmp_path / "vllm", via_server, passes=(GENERATION,))
+    # The engine for the checkpoint folder: an in-memory model alone would never go to the URL.
+    with make_engine(via_server, model, smollm2_hf["checkpoint"]) as engine:
+        run_model(
+            model, tokenizer, examples, tmp_path / "vllm", via_server, passes=(GENERATION,), engine=engine
+        )
+        assert engine.name == "vllm" and engine.served_model == "smollm2-135m"
     hf, vllm = smollm2_hf["outputs"], read_outputs(tmp_path / "vllm")
     assert_same_generations(
         model, smollm2_hf["prompts"], token_ids(hf), token_ids(vllm), tokenizer.eos_token_id, "SmolLM2-135M"
@@ -512,7 +525,7 @@ def test_a_server_killed_mid_run_stops_with_its_url_and_a_rerun_resumes_from_the
     out = tmp_path / "vllm"
     # The server this evaluation started itself (with the module's others), as `--engine vllm` does.
     engine = servers["launched"].engine
-    url, process = engine.server.base_url, engine.server.process
+    url, process, engine_log = engine.server.base_url, engine.server.process, engine.server.log_file
     try:
         with pytest.raises(GenerationEngineError) as raised:
             run_model(
@@ -529,6 +542,7 @@ def test_a_server_killed_mid_run_stops_with_its_url_and_a_rerun_resumes_from_the
     assert process.poll() is not None and engine.server is None  # nothing left running
     message = str(raised.value)
     assert f"the vLLM server at {url}" in message and "exited with status" in message and "rerun" in message
+    assert str(engine_log) in message  # the end of its log is quoted (a SIGKILL leaves no error line there)
     manifest = json.loads((out / "manifest.json").read_text())
     written = sorted(manifest["completed"][GENERATION])
     assert manifest["batches"][GENERATION] == 8
@@ -536,10 +550,15 @@ def test_a_server_killed_mid_run_stops_with_its_url_and_a_rerun_resumes_from_the
     assert written[0] == 0 and written == list(range(len(written))) and len(written) < 8
     shards = {k: (out / f"generation-{k:05d}.parquet").stat().st_mtime_ns for k in written}
 
+    # Resumed at another server of the same checkpoint (an in-memory model never goes to a URL: the engine is
+    # made for the checkpoint folder, whose served weights are the same, so the fingerprint matches).
     resumed = RunnerConfig(
         batch_size=2, max_new_tokens=24, progress=False, engine="vllm", vllm_url=servers["tiny"].base_url
     )
-    assert run_model(model, tokenizer, examples, out, resumed, passes=(GENERATION,))
+    with VLLMEngine(tiny["model"], url=servers["tiny"].base_url) as resumed_engine:
+        assert run_model(
+            model, tokenizer, examples, out, resumed, passes=(GENERATION,), engine=resumed_engine
+        )
     assert {k: (out / f"generation-{k:05d}.parquet").stat().st_mtime_ns for k in written} == shards
     assert sorted(json.loads((out / "manifest.json").read_text())["completed"][GENERATION]) == list(range(8))
 

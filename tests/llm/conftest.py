@@ -32,6 +32,8 @@ class FakeServerState:
     # reply(call_number, request_body) -> (status, headers, json_body); call numbers count completions from 1.
     reply: Callable[[int, dict], tuple[int, dict, dict]]
     delay_s: float = 0.0
+    # The ``GET /models`` entries (None: the one served name, with no root, as llama.cpp lists it).
+    models: list[dict] | None = None
     calls: int = 0
     in_flight: int = 0
     max_in_flight: int = 0
@@ -78,7 +80,8 @@ def make_handler(state: FakeServerState):
 
         def do_GET(self):
             if self.path.rstrip("/").endswith("/models"):
-                self._send(200, {}, {"object": "list", "data": [{"id": FAKE_MODEL, "object": "model"}]})
+                models = state.models or [{"id": FAKE_MODEL, "object": "model"}]
+                self._send(200, {}, {"object": "list", "data": models})
             else:
                 self._send(404, {}, {"error": {"message": "not found"}})
 
@@ -132,8 +135,8 @@ class FakeServers:
     def __init__(self):
         self._running: list[ThreadingHTTPServer] = []
 
-    def __call__(self, reply=ok_echo, delay_s: float = 0.0) -> FakeServer:
-        state = FakeServerState(reply=reply, delay_s=delay_s)
+    def __call__(self, reply=ok_echo, delay_s: float = 0.0, models: list[dict] | None = None) -> FakeServer:
+        state = FakeServerState(reply=reply, delay_s=delay_s, models=models)
         httpd = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(state))
         httpd.daemon_threads = True
         threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()

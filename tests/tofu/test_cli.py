@@ -148,5 +148,9 @@ def test_a_bad_batch_size_exits_2_naming_the_option(bad, tmp_path, capsys):
 
 def test_a_max_batch_size_below_one_is_named(tmp_path, capsys):
     argv = ["evaluate", "--model", "m", "--data", str(tmp_path), "--out", str(tmp_path / "e")]
-    assert _run([*argv, "--batch-size", "auto", "--max-batch-size", "0"]) == 2
-    assert "--max-batch-size must be at least 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:  # refused by argparse, at parse time
+        _run([*argv, "--batch-size", "auto", "--max-batch-size", "0"])
+    assert stop.value.code == 2
+    assert (
+        "argument --max-batch-size: must be a whole number of at least 1, got '0'" in capsys.readouterr().err
+    )

@@ -291,8 +291,12 @@ def test_nan_loss_is_a_clear_error_and_checkpoints_are_kept(finetuned_dir, amnes
         ]
     )
     err = capsys.readouterr().err
-    assert rc == 2 and "loss is" in err and "kept" in err
-    assert (out / "checkpoint-1" / "model.safetensors").is_file()
+    # The output folder is written whole or not at all; the checkpoints move beside it, and the message says
+    # where.
+    kept = tmp_path / "o.checkpoints"
+    assert rc == 2 and "loss is" in err and f"{kept} are kept" in err
+    assert (kept / "checkpoint-1" / "model.safetensors").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o.checkpoints"]
 
 
 @pytest.mark.slow

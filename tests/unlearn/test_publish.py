@@ -39,14 +39,17 @@ def test_the_weights_digest_cache_is_not_uploaded(tmp_path, monkeypatch):
     calls = {}
 
     class RecordingApi:
+        def __init__(self, token=None):
+            pass
+
         def create_repo(self, repo_id, **kwargs):
             calls["create_repo"] = repo_id
 
-        def upload_folder(self, **kwargs):
-            calls["upload_folder"] = kwargs
+        def create_commit(self, repo_id, operations, **kwargs):
+            calls["create_commit"] = (repo_id, [op.path_in_repo for op in operations])
 
     monkeypatch.setattr(huggingface_hub, "HfApi", RecordingApi)
     files = publish_model(folder, "me/model")
     assert DIGEST_FILE not in [p.name for p in files]
-    assert DIGEST_FILE in calls["upload_folder"]["ignore_patterns"]
-    assert calls["upload_folder"]["repo_id"] == "me/model"
+    # Only the model's files are committed (the digest cache is not one of them).
+    assert calls["create_commit"] == ("me/model", ["README.md", "model.safetensors"])

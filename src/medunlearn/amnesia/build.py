@@ -13,12 +13,15 @@ import pyarrow.compute as pc
 from medunlearn.amnesia.cohort import generate_cohort
 from medunlearn.amnesia.hub import FolderContents, write_folder
 from medunlearn.amnesia.pmc_patients import (
+    LOW_CONFIDENCE,
     UNCLASSIFIED,
     classifier_report,
+    note_titles,
     read_pmc_patients_with_analyses,
     read_qa_file,
 )
 from medunlearn.amnesia.schema import RecordError, validate_notes, validate_qa
+from medunlearn.amnesia.second_opinion import classifier_second_opinion
 from medunlearn.amnesia.sources.llm_built import Construction, ConstructionConfig, construct_records
 from medunlearn.amnesia.splits import FORGET_PERCENTAGES, SplitConfig, build_splits
 from medunlearn.errors import InputError
@@ -117,8 +120,12 @@ def build_contents(
         holdout_per_type=holdout_per_type,
     )
     if analyses is not None:
-        # Confidence and deciding rule of every patient kept after validation [ours]; not a notes column.
-        contents.classifier = classifier_report(analyses, contents.notes["patient_id"].to_pylist())
+        # Confidence and deciding rule of every patient kept after validation [ours]; not a notes column. The
+        # embedding's second opinion on the skipped and low-confidence notes is recorded beside it.
+        kept = contents.notes["patient_id"].to_pylist()
+        titles = note_titles(notes_path)
+        opinion = classifier_second_opinion(titles, analyses, set(kept), LOW_CONFIDENCE)
+        contents.classifier = classifier_report(analyses, kept, opinion)
     return contents
 
 
@@ -184,7 +191,11 @@ def build_amnesia(out_dir: str | os.PathLike, *, overwrite: bool = False, **buil
     >>> datasets.load_dataset(str(folder), "forget_10")["train"].num_rows  # 4 patients × 6 seen QA
     24
     """
-    return write_folder(build_contents(**build_options), out_dir, overwrite=overwrite)
+    from medunlearn.amnesia.hub import atomic_folder_check
+
+    inputs = {"--notes": build_options.get("notes_path"), "--qa": build_options.get("qa_path")}
+    atomic_folder_check(out_dir, overwrite, inputs)  # before the build: a refusal costs nothing
+    return write_folder(build_contents(**build_options), out_dir, overwrite=overwrite, inputs=inputs)
 
 
 class NoPatientLeftError(InputError):
@@ -221,7 +232,7 @@ def build_amnesia_from_notes(
     unknown = [d for d in disease_level if d not in DISEASES]
     if unknown:
         raise InputError(f"unknown disease(s) {', '.join(unknown)}; allowed: {', '.join(DISEASES)}")
-    atomic_folder_check(out_dir, overwrite)
+    atomic_folder_check(out_dir, overwrite, {"--notes": notes_path})
     construction = construct_records(notes_path, config, backends=backends, progress=progress)
     if construction.notes.num_rows == 0:
         reasons = ", ".join(f"{reason}: {len(ids)}" for reason, ids in construction.skipped.items())
@@ -254,7 +265,8 @@ def build_amnesia_from_notes(
         holdout_per_type=holdout_per_type,
         construction=construction.report,
     )
-    folder = write_folder(contents, out_dir, overwrite=overwrite, progress=progress)
+    inputs = {"--notes": notes_path}
+    folder = write_folder(contents, out_dir, overwrite=overwrite, progress=progress, inputs=inputs)
     audit_folder(folder)
     return folder, construction
 

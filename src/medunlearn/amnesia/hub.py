@@ -21,8 +21,9 @@ from tqdm.auto import tqdm
 
 from medunlearn.amnesia.splits import AmnesiaSplits, retain_config_name
 from medunlearn.data_loading import quiet_datasets
-from medunlearn.errors import OutputExistsError
-from medunlearn.utils.files import staged_folder
+from medunlearn.errors import InputError
+from medunlearn.utils.files import check_output_folder, output_folder
+from medunlearn.utils.publishing import check_repo_id, checked_files, existing_folder, upload_files
 
 NOTES_COLUMNS = ["patient_id", "title", "note", "disease", "disease_keywords"]
 QA_COLUMNS = ["qa_id", "patient_id", "disease", "qa_type", "question", "answer"]
@@ -246,24 +247,60 @@ each kept patient's category, confidence and deciding rule are in `{BUILD_FILE}`
 min {number(confidence["min"])}.
 - **Confidence < {low["threshold"]}:** {low["count"]:,} notes ({_percent(low["share"])}).
 
-| deciding rule | notes |
+| deciding principle | notes |
 |---|---:|
 {rules}
+
+{second_opinion_card(classifier.get("second_opinion"))}"""
+
+
+def second_opinion_card(opinion: dict | None) -> str:
+    """The card's lines on the embedding second opinion (:mod:`medunlearn.amnesia.second_opinion`): what was
+    asked, agreements, disagreements by pair; both opinions per note stay in ``BUILD_FILE``."""
+    if opinion is None:
+        return ""
+    if not opinion["available"]:
+        return f"**Second opinion ({opinion['model']}):** not available here: {opinion['reason']}.\n\n"
+    asked = opinion["asked"]
+    pairs = "\n".join(f"| {pair} | {count:,} |" for pair, count in opinion["disagreement_pairs"].items())
+    return f"""**Second opinion ({opinion["model"]}), no LLM:** {opinion["method"]}. Asked on \
+{asked["low_confidence"]:,} notes placed with confidence < {asked["below_confidence"]} and \
+{asked["skipped"]:,} skipped notes. Neither opinion overrides the other: the label is the rule's, a skipped \
+note stays skipped.
+
+- **Agree:** {opinion["agreements"]:,}; **disagree:** {opinion["disagreements"]:,} \
+({opinion["disagreements_kept"]:,} of them kept after validation).
+- **Skipped notes the embedding would place:** {opinion["skipped_placed_by_embedding"]:,}.
+
+| disagreement: rule → embedding | notes |
+|---|---:|
+{pairs or "| — | 0 |"}
+
+Both opinions of every note asked are in `{BUILD_FILE}` (`classifier.second_opinion.notes`).
 
 """
 
 
 def construction_section(report: dict | None) -> str:
     """The card's *LLM construction* section: models, prompt versions, the panel beside the paper's."""
+    from medunlearn.amnesia.sources.judge_panel import describe_panel  # the panel's own module names it
+
     if report is None:
         return ""
     panel, labels, qa = report["panel"], report["labels"], report["qa"]
     supported, valid = panel["labels_supported"], panel["qa_valid"]
     prompts = ", ".join(f"{name} `{p['version']}` ({p['file']})" for name, p in report["prompts"].items())
-    kappa = panel["fleiss_kappa"]
-    kappa_text = ", ".join(f"{name} {'undefined' if v is None else f'{v:.3f}'}" for name, v in kappa.items())
+    kappa = panel["fleiss_kappa"]  # None for one distinct judge (docs/amnesia-construction.md)
+    if kappa is None:
+        kappa_line = (
+            "Fleiss' κ: not reported. The panel is one distinct judge, whose agreement with itself is 1 "
+            "by construction."
+        )
+    else:
+        values = ", ".join(f"{name} {'undefined' if v is None else f'{v:.3f}'}" for name, v in kappa.items())
+        kappa_line = f"Fleiss' κ ({panel['distinct_judges']} distinct judges): {values}."
     judges = "\n".join(
-        f"| {j['judge']} | `{j['model']}` | {j['qa_rated']:,} | {j['qa_missing']:,} "
+        f"| {j['judge']} | `{j['model']}` | {j['copies']} | {j['qa_rated']:,} | {j['qa_missing']:,} "
         f"| {_percent(j['qa_valid'])} | {_percent(j['labels_supported'])} "
         f"| {_percent(j['agreement_with_majority'])} |"
         for j in panel["per_judge"]
@@ -282,7 +319,7 @@ following the paper's pipeline; the full report, with every QA's groundedness an
 `{CONSTRUCTION_FILE}`.
 
 - **Labeller:** `{report["models"]["labeler"]}`; **generator:** `{report["models"]["generator"]}`;
-  **judges:** {", ".join(f"`{m}`" for m in report["models"]["judges"])}.
+  **judges:** {describe_panel(panel)}.
 - **Prompts:** {prompts}.
 - **Notes:** {report["notes"]["used"]:,} used of {report["notes"]["in_file"]:,} in the file; \
 {report["notes"]["kept"]:,} kept.
@@ -299,10 +336,10 @@ following the paper's pipeline; the full report, with every QA's groundedness an
 {_percent(supported["paper"])} |
 | QA valid on all four criteria | {_percent(valid["ours"])} (n={valid["n"]:,}) | {_percent(valid["paper"])} |
 
-Fleiss' κ ({panel["judges"]} judges): {kappa_text}.
+{kappa_line}
 
-| judge | model | QA rated | missing | QA valid | labels supported | agrees with majority |
-|---:|---|---:|---:|---:|---:|---:|
+| judge | model | copies | QA rated | missing | QA valid | labels supported | agrees with majority |
+|---:|---|---:|---:|---:|---:|---:|---:|
 {judges}
 
 Patients skipped:
@@ -315,28 +352,32 @@ Patients skipped:
 """
 
 
-def atomic_folder_check(out_dir: str | os.PathLike, overwrite: bool) -> None:
-    """Raise :class:`OutputExistsError` now, before a long build, when ``out_dir`` may not be replaced."""
-    if Path(out_dir).exists() and not overwrite:
-        raise OutputExistsError(f"{out_dir} already exists (pass --overwrite to replace it)")
+def atomic_folder_check(out_dir: str | os.PathLike, overwrite: bool, inputs: dict | None = None) -> None:
+    """Raise now, before a long build, when ``out_dir`` may not be written
+    (:func:`medunlearn.utils.files.check_output_folder`: not without ``overwrite``, never over ``inputs``)."""
+    check_output_folder(out_dir, overwrite=overwrite, inputs=inputs)
 
 
 @contextmanager
-def atomic_folder(out_dir: Path, overwrite: bool) -> Iterator[Path]:
+def atomic_folder(out_dir: Path, overwrite: bool, inputs: dict | None = None) -> Iterator[Path]:
     """Yield a temporary folder next to ``out_dir``; on success it replaces ``out_dir``, on failure it
-    vanishes (:func:`medunlearn.utils.files.staged_folder`, after :func:`atomic_folder_check`)."""
-    atomic_folder_check(out_dir, overwrite)
-    with staged_folder(out_dir) as staging:
+    vanishes (:func:`medunlearn.utils.files.output_folder`: checked first, stale staging removed)."""
+    with output_folder(out_dir, overwrite=overwrite, inputs=inputs) as staging:
         yield staging
 
 
 def write_folder(
-    contents: FolderContents, out_dir: str | os.PathLike, overwrite: bool = False, progress: bool = True
+    contents: FolderContents,
+    out_dir: str | os.PathLike,
+    overwrite: bool = False,
+    progress: bool = True,
+    inputs: dict | None = None,
 ) -> Path:
-    """Write the Hub-ready folder; returns its path."""
+    """Write the Hub-ready folder; returns its path. ``inputs`` (``{"--notes": path, ...}``) are the files the
+    folder was built from, which it may never replace."""
     out_dir = Path(out_dir)
     sizes: dict[str, dict[str, tuple[int, int]]] = {}
-    with atomic_folder(out_dir, overwrite) as staging:
+    with atomic_folder(out_dir, overwrite, inputs) as staging:
         n_files = 3 + 4 * len(contents.splits.forget_masks)
         for config, split, table in tqdm(
             config_tables(contents), total=n_files, desc="Writing parquet", unit="file", disable=not progress
@@ -367,6 +408,34 @@ def write_folder(
     return out_dir
 
 
+def readme_data_paths(folder: Path) -> list[tuple[str, str]]:
+    """``(path, "README.md config X split Y")`` for every data file the README's ``configs:`` block names."""
+    from huggingface_hub import DatasetCard
+
+    readme = folder / "README.md"
+    if not readme.is_file():
+        raise InputError(f"{readme}: missing (it holds the configs block that names the data files)")
+    configs = DatasetCard.load(readme).data.to_dict().get("configs") or []
+    if not configs:
+        raise InputError(f"{readme}: no `configs:` block, so no data file to publish")
+    return [
+        (str(entry["path"]), f"{readme} config {config.get('config_name')} split {entry.get('split')}")
+        for config in configs
+        for entry in config.get("data_files", [])
+    ]
+
+
+def dataset_files(folder: str | os.PathLike) -> list[str]:
+    """The files an AMNESIA folder publishes, and only those: README.md, the data files its ``configs:``
+    block names, and the build and construction records. Each must be a regular file inside the folder
+    (no ``../``, no link leading out); anything else in the folder (a ``.env``, notes) stays local."""
+    folder = existing_folder(folder, "AMNESIA folder")
+    named = [("README.md", "the dataset card"), *readme_data_paths(folder), (BUILD_FILE, "the build record")]
+    if os.path.lexists(folder / CONSTRUCTION_FILE):
+        named.append((CONSTRUCTION_FILE, "the construction report"))
+    return checked_files(folder, named)
+
+
 def publish_folder(
     folder: str | os.PathLike,
     repo_id: str,
@@ -375,25 +444,26 @@ def publish_folder(
     dry_run: bool = False,
     token: str | None = None,
 ) -> list[str]:
-    """Upload the folder as a dataset repo with ``huggingface_hub``; returns the files (uploaded or that would
-    be).
+    """Audit the folder, then upload the files of :func:`dataset_files` as a dataset repo with
+    ``huggingface_hub``; returns them (uploaded or that would be). The audit's first violation stops it.
 
     The token comes from the environment (``HF_TOKEN``) or the local login, never from the command line.
     """
-    folder = Path(folder)
-    files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
-    if dry_run:
-        return files
-    from huggingface_hub import HfApi
+    from medunlearn.amnesia.audit import audit_folder  # the audit reads folders through this module
 
-    api = HfApi(token=token)
-    api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
-    api.upload_folder(
-        folder_path=str(folder),
-        repo_id=repo_id,
-        repo_type="dataset",
-        commit_message="Upload AMNESIA folder built with medunlearn",
-    )
+    check_repo_id(repo_id, "--repo")
+    files = dataset_files(folder)
+    audit_folder(folder)
+    if not dry_run:
+        upload_files(
+            Path(folder),
+            files,
+            repo_id,
+            repo_type="dataset",
+            private=private,
+            message="Upload AMNESIA folder built with medunlearn",
+            token=token,
+        )
     return files
 
 

@@ -143,6 +143,12 @@ def read_note_records(path: str | Path) -> NoteRecords:
     return NoteRecords(source, rows, columns, raw)
 
 
+def note_titles(path: str | Path) -> dict[str, str]:
+    """Every note's title by patient id (skipped notes included), as the classifier read it."""
+    table = read_note_records(path).table
+    return dict(zip(table["patient_id"].to_pylist(), table["title"].to_pylist()))
+
+
 def read_pmc_patients(
     path: str | Path, vocabulary: DiseaseVocabulary | None = None
 ) -> tuple[pa.Table, list[str]]:
@@ -233,10 +239,13 @@ def classifier_summary(analyses: Iterable[RecordAnalysis]) -> dict:
     }
 
 
-def classifier_report(analyses: Mapping[str, RecordAnalysis], kept: Iterable[str]) -> dict:
+def classifier_report(
+    analyses: Mapping[str, RecordAnalysis], kept: Iterable[str], second_opinion: dict | None = None
+) -> dict:
     """The ``classifier`` section of ``amnesia_build.json`` [ours]: per kept patient its ``category``,
-    ``confidence`` and deciding ``rule``, and :func:`classifier_summary` over those kept notes (the skipped
-    count is of every note without an affirmed term)."""
+    ``confidence`` and deciding ``rule`` (the principle that decided), and :func:`classifier_summary` over
+    those kept notes (the skipped count is of every note without an affirmed term); with ``second_opinion``
+    (:mod:`medunlearn.amnesia.second_opinion`) the embedding's opinion beside the rule's."""
     kept_ids = sorted(set(kept))
     patients = {
         pid: {
@@ -248,7 +257,10 @@ def classifier_report(analyses: Mapping[str, RecordAnalysis], kept: Iterable[str
     }
     summary = classifier_summary([analyses[pid] for pid in kept_ids])
     summary["skipped_no_affirmed_term"] = sum(a.category is None for a in analyses.values())
-    return {"confidence_definition": CONFIDENCE_DEFINITION, "patients": patients, "summary": summary}
+    report = {"confidence_definition": CONFIDENCE_DEFINITION, "patients": patients, "summary": summary}
+    if second_opinion is not None:
+        report["second_opinion"] = second_opinion
+    return report
 
 
 def read_qa_file(path: str | Path) -> pa.Table:

@@ -119,6 +119,24 @@ def check_unique(table: pa.Table, column: str, source: str) -> None:
         )
 
 
+def check_no_repeated_question(table: pa.Table, source: str) -> None:
+    """No patient is asked the same question twice (compared without case and extra spaces): a QA row given
+    twice would be trained on twice, or land in both the seen and the held-out split. Names both rows."""
+    first_row: dict[tuple[str, str], int] = {}
+    questions = table["question"].to_pylist()
+    for row, (patient, question) in enumerate(zip(table["patient_id"].to_pylist(), questions), start=1):
+        key = (patient, " ".join(str(question).split()).casefold())
+        if key in first_row:
+            raise RecordError(
+                source,
+                row,
+                "question",
+                f"patient {patient!r} is asked this question already at row {first_row[key]}: a QA row "
+                "given twice (remove one of the two rows)",
+            )
+        first_row[key] = row
+
+
 def check_allowed(table: pa.Table, column: str, allowed: Sequence[str], source: str) -> None:
     import numpy as np
 
@@ -142,4 +160,5 @@ def validate_qa(table: pa.Table, source: str = "qa") -> None:
     """Raise :class:`RecordError` unless ``table`` is a valid QA table."""
     check_required_text(table, ["qa_id", "patient_id", "qa_type", "question", "answer"], source)
     check_unique(table, "qa_id", source)
+    check_no_repeated_question(table, source)
     check_allowed(table, "qa_type", QA_TYPES, source)

@@ -1,8 +1,13 @@
 """Membership attacks: can an attacker tell the forgotten patients' QA from QA the model never saw?
 
-Members are the forget patients' seen QA (trained on, then unlearned); non-members are the holdout QA of
-retained patients (never trained on, by anyone). After a perfect unlearning the two look alike to the model,
-and every AUC here is 0.5 (docs/attacks.md, "Membership").
+Members are the forget patients' seen QA (trained on, then unlearned); non-members are **the same patients'**
+holdout QA (never trained on, by anyone), as the evaluation's own MIA section takes them: both come from one
+distribution (the same patients, the same question types), so a model that never saw the forget patients
+tells them apart at chance, AUC 0.5 up to sampling noise (the null standard deviation
+:func:`auc_null_sd`). Non-members from other patients would make the attack measure the difference between
+patients instead. Every attack section reports the same AUCs on the before model (trained on the members) and,
+when given, on the retain model (never trained on them) as its baselines (:func:`membership_section`;
+docs/attacks.md, "Membership").
 
 Scores, per example, from the runner's stored teacher-forced outputs through
 :func:`medunlearn.evaluation.scoring.probability_statistics` (the ``mia_*`` columns of
@@ -36,21 +41,31 @@ import numpy as np
 import pandas as pd
 
 from medunlearn.errors import InputError
-from medunlearn.evaluation.populations import FORGET_SEEN, QA_COLUMNS, sample_patients
+from medunlearn.evaluation.populations import FORGET_HOLDOUT, FORGET_SEEN
 from medunlearn.evaluation.scoring import MIA_ATTACKS, probability_statistics
 
 __all__ = [
+    "MEMBERS",
     "MIA_ATTACKS",
-    "NONMEMBER_POPULATION",
+    "NONMEMBERS",
+    "auc_null_sd",
     "member_examples",
     "membership_aucs",
     "membership_report",
     "membership_scores",
+    "membership_section",
+    "nonmember_examples",
     "reference_attack_auc",
-    "retained_holdout_examples",
 ]
 
-NONMEMBER_POPULATION = "retain_holdout"
+MEMBERS = "forget patients' seen QA (forget_seen: trained on, then unlearned)"
+NONMEMBERS = "the same patients' holdout QA (forget_holdout: never trained on)"
+BASELINES = {
+    "before": "the model before unlearning (trained on the members): what the attack reads when they are "
+    "known",
+    "retain": "the retain model (never trained on the forget patients): what the attack reads when they are "
+    "not; near 0.5",
+}
 
 
 def _as_table(scores, role: str) -> pd.DataFrame:
@@ -115,7 +130,7 @@ def _auc(member_scores, nonmember_scores) -> float:
 
 
 def membership_aucs(member, nonmember) -> dict[str, float]:
-    """AUC of telling members (the forget patients' seen QA) from non-members (retained patients' holdout QA)
+    """AUC of telling members (the forget patients' seen QA) from non-members (the same patients' holdout QA)
     for each attack: ``{"loss", "zlib", "min_k", "min_k_plus_plus"}`` -> AUC in [0, 1].
 
     ``member`` / ``nonmember``: anything :func:`membership_scores` takes. Higher membership score = more
@@ -202,7 +217,7 @@ def membership_report(member, nonmember, member_ref=None, nonmember_ref=None) ->
         "reference_auc": None,
         "n_members": len(member_table),
         "n_nonmembers": len(nonmember_table),
-        "orientation": "AUC of members (forget seen QA) vs non-members (retained patients' holdout QA); "
+        "orientation": "AUC of members (forget seen QA) vs non-members (the same patients' holdout QA); "
         "1.0 = members recognised, 0.5 = indistinguishable",
     }
     if member_ref is not None and nonmember_ref is not None:
@@ -212,33 +227,60 @@ def membership_report(member, nonmember, member_ref=None, nonmember_ref=None) ->
     return report
 
 
-def retained_holdout_examples(retain_holdout, max_patients: int | None = 100, seed: int = 0) -> pd.DataFrame:
-    """The non-member examples: holdout QA of retained patients, shaped like ``build_populations``' table.
-
-    ``retain_holdout`` is the retain config's ``holdout`` split (a ``Dataset`` or DataFrame of QA rows).
-    At most ``max_patients`` patients (a seeded sample, all QA of a sampled patient kept); population
-    :data:`NONMEMBER_POPULATION`, ``example_id`` ``"retain_holdout/<qa_id>"``, no disease keywords.
-    """
-    frame = (
-        retain_holdout.to_pandas() if hasattr(retain_holdout, "to_pandas") else pd.DataFrame(retain_holdout)
-    )
-    missing = [column for column in QA_COLUMNS if column not in frame]
-    if missing:
-        raise InputError(f"retain holdout QA lack column(s) {', '.join(missing)}")
-    keep = sample_patients(frame["patient_id"], max_patients, seed)
-    rows = frame[frame["patient_id"].astype(str).isin(keep)].loc[:, list(QA_COLUMNS)].copy()
-    rows = rows.sort_values(["patient_id", "qa_id"], kind="stable").reset_index(drop=True)
-    rows.insert(0, "population", NONMEMBER_POPULATION)
-    rows.insert(0, "example_id", NONMEMBER_POPULATION + "/" + rows["qa_id"].astype(str))
-    rows["disease_keywords"] = [[] for _ in range(len(rows))]
-    if rows.empty:
-        raise InputError("the retain config's holdout split holds no QA")
-    return rows
-
-
 def member_examples(examples: pd.DataFrame) -> pd.DataFrame:
     """The member examples of an examples table: its ``forget_seen`` rows."""
     rows = examples[examples["population"] == FORGET_SEEN].reset_index(drop=True)
     if rows.empty:
         raise InputError("the examples hold no forget_seen rows (the members)")
     return rows
+
+
+def nonmember_examples(examples: pd.DataFrame) -> pd.DataFrame:
+    """The non-member examples of an examples table: its ``forget_holdout`` rows (the same patients'
+    unseen QA)."""
+    rows = examples[examples["population"] == FORGET_HOLDOUT].reset_index(drop=True)
+    if rows.empty:
+        raise InputError("the examples hold no forget_holdout rows (the non-members: the forget patients' QA "
+                         "never trained on)")  # fmt: skip
+    return rows
+
+
+def auc_null_sd(n_members: int, n_nonmembers: int) -> float:
+    """The standard deviation of an AUC when members and non-members are exchangeable (no membership
+    signal): ``sqrt((n1 + n2 + 1) / (12·n1·n2))``, the Mann–Whitney U statistic's null variance over
+    (n1·n2)² (Hanley & McNeil 1982), for independent scores. Scores of one patient's QA are correlated,
+    which moves it either way: neither a lower nor an upper bound (docs/attacks.md, "Membership").
+
+    >>> round(auc_null_sd(60, 20), 4)
+    0.075
+    """
+    return float(np.sqrt((n_members + n_nonmembers + 1) / (12 * n_members * n_nonmembers)))
+
+
+def membership_section(tables: Mapping[str, pd.DataFrame]) -> dict:
+    """The ``membership`` section of an attack report from per-example tables with the ``mia_*`` columns of
+    the forget populations, by role: ``unlearned`` (required), ``before`` and ``retain`` (optional).
+
+    Each role gets :func:`membership_report` of its forget seen (members) against its forget holdout
+    (non-members) QA; the unlearned model's also the reference attack calibrated by the retain model. Names
+    the two populations, the patients they share, the baselines and the AUC's null standard deviation."""
+    split = {role: (member_examples(t), nonmember_examples(t)) for role, t in tables.items()}
+    members, nonmembers = split["unlearned"]
+    section: dict = {
+        "members": MEMBERS,
+        "nonmembers": NONMEMBERS,
+        "patients": int(members["patient_id"].nunique()),
+        "same_patients": set(members["patient_id"]) == set(nonmembers["patient_id"]),
+        "n_members": len(members),
+        "n_nonmembers": len(nonmembers),
+        "null_sd": auc_null_sd(len(members), len(nonmembers)),
+    }
+    retain = split.get("retain")
+    section["unlearned"] = membership_report(
+        members, nonmembers, *(retain if retain is not None else (None, None))
+    )
+    for role in ("before", "retain"):
+        if role in split:
+            section[role] = membership_report(*split[role])
+    section["baselines"] = {role: text for role, text in BASELINES.items() if role in split}
+    return section

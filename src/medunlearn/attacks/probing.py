@@ -14,7 +14,8 @@ arXiv 2402.16835). Two probes of that kind live here (docs/attacks.md, "Probing"
    which often name the diagnosis: :func:`probe_inputs`), a logistic regression for their disease category,
    accuracy by (patient-grouped) stratified k-fold cross-validation, reported against the chance level (the
    majority class's share). Run before and after unlearning: a probe that stays far above chance means the
-   disease is still encoded even when the model no longer says it (:func:`hidden_state_probe`).
+   disease is still encoded even when the model no longer says it (:func:`hidden_state_probe`). The probe
+   lives in :mod:`medunlearn.attacks.hidden_probe` (re-exported here), with its baselines.
 
 Template paraphrases [ours]
 ---------------------------
@@ -47,8 +48,15 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from medunlearn.attacks.hidden_probe import (
+    hidden_state_features,
+    hidden_state_probe,
+    probe_accuracy,
+    probe_inputs,
+    text_only_probe,
+)
 from medunlearn.errors import InputError
-from medunlearn.evaluation.populations import FORGET_POPULATIONS, FORGET_SEEN
+from medunlearn.evaluation.populations import FORGET_SEEN
 
 __all__ = [
     "PARAPHRASE_PREFIX",
@@ -66,6 +74,7 @@ __all__ = [
     "probe_inputs",
     "template_paraphrase",
     "template_paraphrases",
+    "text_only_probe",
 ]
 
 # Generic words of clinical questions and their swap; never a finding, a test, a symptom or a descriptor.
@@ -414,196 +423,3 @@ def paraphrased_examples(examples: pd.DataFrame, paraphrases) -> pd.DataFrame:
     table["example_id"] = PARAPHRASE_PREFIX + rows["example_id"].astype(str)
     table["question"] = [question.strip() for question in new_questions]
     return table
-
-
-def probe_inputs(
-    examples: pd.DataFrame, populations: Sequence[str] | None = FORGET_POPULATIONS, tokenizer=None
-) -> tuple[list[str], list[str], list[str]]:
-    """``(texts, labels, groups)`` for :func:`hidden_state_probe` from an examples table: the questions of the
-    rows of ``populations`` (the forget patients' seen and holdout QA by default; ``None``: every row, for a
-    table already filtered), their ``disease`` and their ``patient_id``. The answers are never read: they
-    often name the diagnosis, and a probe of them would read the disease off the input, not off what the
-    model retained.
-
-    With ``tokenizer`` the questions are rendered as the model's chat prompts (what it sees before answering;
-    probe them with ``add_special_tokens=False``, the template adds its own). A disease-level forget set holds
-    one disease only: add a retained population (``retain_out_of_disease``) to give the probe two classes.
-    """
-    for column in ("question", "disease", "patient_id", *(() if populations is None else ("population",))):
-        if column not in examples:
-            raise InputError(f"the examples lack column {column!r}")
-    if populations is None:
-        rows = examples
-        if rows.empty:
-            raise InputError("the examples hold no rows to probe")
-    else:
-        rows = examples[examples["population"].isin(list(populations))]
-        if rows.empty:
-            raise InputError(f"the examples hold no rows of population(s) {', '.join(populations)}")
-    texts = rows["question"].astype(str).tolist()
-    if tokenizer is not None:
-        from medunlearn.chat import render_prompts
-
-        texts = render_prompts(tokenizer, texts)
-    return texts, rows["disease"].astype(str).tolist(), rows["patient_id"].astype(str).tolist()
-
-
-def hidden_state_features(
-    model,
-    tokenizer,
-    texts: Sequence[str],
-    layer: int = -1,
-    batch_size: int = 16,
-    max_length: int | None = 512,
-    add_special_tokens: bool = True,
-) -> np.ndarray:
-    """Mean-pooled hidden states of ``texts`` at ``layer`` (``hidden_states[layer]``: 0 = embeddings, -1 =
-    the last layer), one ``float32`` row per text, in order.
-
-    Texts are tokenised as they are (with the tokenizer's special tokens unless ``add_special_tokens`` is
-    False, for texts a chat template rendered), cut at ``max_length`` tokens, batched by length and padded
-    on the right, so a text's real tokens see the same positions as alone; pads are left out of the mean
-    through the attention mask. The model is put in eval mode and restored.
-    """
-    import torch
-
-    from medunlearn.generation import model_device, pad_batch
-
-    texts = [str(text) for text in texts]
-    if not texts:
-        raise InputError("no texts to probe")
-    if batch_size < 1:
-        raise InputError(f"`batch_size` must be at least 1, got {batch_size}")
-    n_states = model.config.num_hidden_layers + 1
-    if not -n_states <= layer < n_states:
-        raise InputError(
-            f"`layer` {layer} out of range: the model has {n_states} hidden states (0 = embeddings)"
-        )
-    ids = tokenizer(
-        texts, add_special_tokens=add_special_tokens, truncation=max_length is not None, max_length=max_length
-    )
-    ids = ids["input_ids"]
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    order = np.argsort([-len(sequence) for sequence in ids], kind="stable")
-    features = np.zeros((len(texts), model.config.hidden_size), dtype=np.float32)
-    device = model_device(model)
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.inference_mode():
-            for start in range(0, len(order), batch_size):
-                index = order[start : start + batch_size]
-                input_ids, attention_mask = pad_batch([ids[i] for i in index], pad_id, "right")
-                output = model(
-                    input_ids=input_ids.to(device),
-                    attention_mask=attention_mask.to(device),
-                    output_hidden_states=True,
-                )
-                states = output.hidden_states[layer].float()
-                weights = attention_mask.to(device=device, dtype=states.dtype)[:, :, None]
-                pooled = (states * weights).sum(1) / weights.sum(1).clamp_min(1.0)
-                features[index] = pooled.cpu().numpy()
-    finally:
-        model.train(was_training)
-    return features
-
-
-def probe_accuracy(features, labels, groups=None, seed: int = 0, folds: int = 5) -> dict:
-    """Cross-validated accuracy of a logistic-regression probe of ``labels`` from ``features``.
-
-    The probe is ``StandardScaler`` + ``LogisticRegression`` (scikit-learn, L2, ``max_iter=2000``). Folds are
-    ``StratifiedKFold`` (shuffled by ``seed``) or, with ``groups`` (e.g. the patient of each text),
-    ``StratifiedGroupKFold``, so no group is in both the training and the test part of a fold. ``folds`` is
-    lowered to what the data allow (the smallest class's count of rows, or of groups). Every row is predicted
-    once, by the probe of the fold that held it out.
-
-    Returns ``accuracy`` (share of rows predicted right), ``chance`` (the majority class's share of all
-    rows), ``above_chance`` (their difference), ``fold_accuracy`` (per fold), ``fold_test_indices`` (the rows
-    each fold tested), ``folds``, ``n``, ``classes``.
-    """
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-
-    features = np.asarray(features, dtype=np.float64)
-    labels = np.asarray([str(label) for label in labels], dtype=object)
-    if features.ndim != 2 or len(features) != len(labels):
-        raise InputError(f"{len(labels)} label(s) for a feature matrix of shape {features.shape}")
-    classes, counts = np.unique(labels, return_counts=True)
-    if len(classes) < 2:
-        raise InputError(f"the probe needs at least two classes, got {list(classes)}")
-    if groups is not None:
-        groups = np.asarray([str(group) for group in groups], dtype=object)
-        if len(groups) != len(labels):
-            raise InputError(f"{len(groups)} group(s) for {len(labels)} label(s)")
-        label_of_group = pd.Series(labels).groupby(groups).agg(lambda values: values.iloc[0])
-        counts = label_of_group.value_counts().reindex(classes, fill_value=0).to_numpy()
-    k = int(min(folds, counts.min()))
-    if k < 2:
-        unit = "group" if groups is not None else "row"
-        raise InputError(
-            f"every class needs at least 2 {unit}s for cross-validation (fewest: {counts.min()})"
-        )
-    if groups is None:
-        splitter = StratifiedKFold(n_splits=k, shuffle=True, random_state=seed)
-        splits = list(splitter.split(features, labels))
-    else:
-        splitter = StratifiedGroupKFold(n_splits=k, shuffle=True, random_state=seed)
-        splits = list(splitter.split(features, labels, groups))
-    predicted = np.empty(len(labels), dtype=object)
-    fold_accuracy = []
-    for train, test in splits:
-        probe = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000, random_state=seed))
-        if len(np.unique(labels[train])) < 2:  # a fold whose training part holds one class predicts it
-            predicted[test] = labels[train][0]
-        else:
-            probe.fit(features[train], labels[train])
-            predicted[test] = probe.predict(features[test])
-        fold_accuracy.append(float(np.mean(predicted[test] == labels[test])))
-    accuracy = float(np.mean(predicted == labels))
-    chance = float(np.unique(labels, return_counts=True)[1].max() / len(labels))
-    return {
-        "accuracy": accuracy,
-        "chance": chance,
-        "above_chance": accuracy - chance,
-        "fold_accuracy": fold_accuracy,
-        "fold_test_indices": [test.tolist() for _, test in splits],
-        "folds": k,
-        "n": int(len(labels)),
-        "classes": [str(c) for c in classes],
-    }
-
-
-def hidden_state_probe(
-    model,
-    tokenizer,
-    texts: Sequence[str],
-    labels: Sequence,
-    seed: int = 0,
-    layer: int = -1,
-    batch_size: int = 16,
-    folds: int = 5,
-    *,
-    groups: Sequence | None = None,
-    max_length: int | None = 512,
-    add_special_tokens: bool = True,
-) -> dict:
-    """How well a linear probe reads ``labels`` (the forget patients' disease category) off the model's
-    hidden states of ``texts`` (their questions as chat prompts, from :func:`probe_inputs`: pass
-    ``add_special_tokens=False`` for those, the template adds its own), by cross-validation (docs/attacks.md,
-    "Probing").
-
-    :func:`hidden_state_features` then :func:`probe_accuracy` (``groups``: the patient of each text, so one
-    patient's texts are never split between training and test); :func:`probe_inputs` makes ``texts``,
-    ``labels`` and ``groups`` from an examples table. Returns :func:`probe_accuracy`'s dict plus
-    ``layer``. Compare ``above_chance`` before and after unlearning.
-    """
-    if len(texts) != len(labels):
-        raise InputError(f"{len(texts)} text(s) for {len(labels)} label(s)")
-    features = hidden_state_features(
-        model, tokenizer, texts, layer, batch_size, max_length, add_special_tokens
-    )
-    result = probe_accuracy(features, labels, groups=groups, seed=seed, folds=folds)
-    result["layer"] = layer
-    return result

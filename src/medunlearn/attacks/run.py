@@ -15,8 +15,8 @@ An attack folder::
     <method>/model_card.md     the model-card section of each method
     <method>/evaluations/      evaluation folders (docs/evaluation.md): ``unlearned`` (the full-precision
                                model, with the before and retain models), ``relearn-k{k}``,
-                               ``quantize-{scheme}``, ``paraphrase``, ``membership`` (retained patients'
-                               holdout QA, teacher-forced)
+                               ``quantize-{scheme}``, ``paraphrase`` (membership reads ``unlearned``:
+                               the forget patients' seen vs holdout QA)
     shared/                    outputs of the models every method shares (the before and retain models),
                                run once and reused by the next method
 
@@ -27,7 +27,6 @@ is an error naming it, and the folder is not created.
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 from collections.abc import Callable, Sequence
@@ -36,34 +35,29 @@ from pathlib import Path
 
 import pandas as pd
 
+from medunlearn.attacks.hidden_probe import probe_section
 from medunlearn.attacks.quantization import QUANTIZATIONS, quantization_attack
+from medunlearn.attacks.reference import Reference, holdout_probe_row, per_example, role_per_example
 from medunlearn.attacks.relearning import AttackInputError, RelearnConfig, relearning_attack, relearning_sets
 from medunlearn.attacks.summary import (
+    RECOVERED_SHARE_FORMULA,
     markdown_table,
     model_card_section,
-    normalised_recovered_share,
-    recovered_share,
+    public_rows,
     robustness_summary,
     write_robustness_plot,
 )
 from medunlearn.errors import MissingInputError, OutputExistsError
 from medunlearn.evaluation.pipeline import evaluate_unlearning
 from medunlearn.evaluation.populations import (
-    FORGET_HOLDOUT,
     FORGET_POPULATIONS,
     FORGET_SEEN,
     RETAIN_POPULATIONS,
     PopulationConfig,
     load_populations,
 )
-from medunlearn.evaluation.runner import (
-    TEACHER_FORCED,
-    RunnerConfig,
-    read_answer_variants,
-    read_outputs,
-    run_model,
-)
-from medunlearn.evaluation.scoring import per_example_metrics
+from medunlearn.evaluation.runner import RunnerConfig
+from medunlearn.metrics.bootstrap import BootstrapConfig
 from medunlearn.models import check_model_name
 from medunlearn.utils.files import finite_or_none
 
@@ -74,8 +68,9 @@ ATTACK_DESCRIPTIONS = {
     "paraphrase": "ask the forget patients' seen questions reworded (template paraphrases)",
     "holdout": "the forget patients' unseen questions, scored as a probe",
     "probe": "a linear probe of the disease category on hidden states of the questions (no answers), "
-    "before vs after unlearning",
-    "membership": "AUC of telling forget seen QA from retained patients' holdout QA (loss, zlib, min-k%, ++)",
+    "before vs after unlearning, beside a baseline that never saw the patients",
+    "membership": "AUC of telling the forget patients' seen QA from their holdout QA (loss, zlib, min-k%, "
+    "++), beside the before and retain models' AUC",
 }
 SIMILARITY_ATTACKS = ("relearn", "quantize", "paraphrase", "holdout")
 
@@ -109,11 +104,14 @@ class AttackArguments:
             Seeds the retained-patient samples, the paraphrases and the probe; the relearning attack has
             its own `relearn.seed` (`medunlearn attack --seed` sets both).
         max_retain_patients (`int` or `None`, *optional*, defaults to `100`):
-            Seeded sample of retained patients per population (and of non-members for membership).
+            Seeded sample of retained patients per population.
         runner (`RunnerConfig`, *optional*):
             Batch size, generation length, progress bars of every evaluation.
         overwrite (`bool`, *optional*, defaults to `False`):
             Replace an existing `out_dir`.
+        bootstrap (`BootstrapConfig`, *optional*):
+            Resamples, level and seed of the patient bootstrap of every recovered share and of the worst case
+            (docs/attacks.md, "Intervals and the worst case").
         write_card (`bool`, *optional*, defaults to `False`):
             Also put each method's robustness section into its model's own card (`README.md` in the model
             folder), replacing the section an earlier run wrote (`medunlearn attack --write-card`; the study's
@@ -135,6 +133,7 @@ class AttackArguments:
     runner: RunnerConfig = field(default_factory=RunnerConfig)
     overwrite: bool = False
     write_card: bool = False
+    bootstrap: BootstrapConfig = field(default_factory=BootstrapConfig)
 
     def __post_init__(self):
         if isinstance(self.models, (str, Path)):
@@ -224,110 +223,11 @@ def validate_attack_arguments(args: AttackArguments) -> pd.DataFrame:
     if "relearn" in args.attacks:
         relearning_sets(examples, args.relearn, args.data, args.forget_config)
     if "membership" in args.attacks:
-        from medunlearn.attacks.membership import member_examples, retained_holdout_examples
-        from medunlearn.data_loading import load_split, retain_config_for
+        from medunlearn.attacks.membership import member_examples, nonmember_examples
 
         member_examples(examples)
-        holdout = load_split(args.data, retain_config_for(args.forget_config), "holdout")
-        retained_holdout_examples(holdout, args.max_retain_patients, args.seed)
+        nonmember_examples(examples)
     return examples
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Per-example similarities of the evaluation folders
-
-
-def per_example(eval_dir: str | Path) -> pd.DataFrame:
-    """The evaluated model's ``per_example.parquet`` of an evaluation folder."""
-    return pd.read_parquet(Path(eval_dir) / "per_example.parquet")
-
-
-def role_per_example(eval_dir: str | Path, role: str = "before") -> pd.DataFrame:
-    """The per-example metrics of another role of an evaluation folder (``before``: forget populations), from
-    its stored outputs, exactly as ``score_evaluation`` computes them (it stores only the model's)."""
-    eval_dir = Path(eval_dir)
-    run_info = json.loads((eval_dir / "run.json").read_text())
-    folder = Path(run_info.get("outputs", {}).get(role, eval_dir / "outputs" / role))
-    examples = pd.read_parquet(eval_dir / "examples.parquet")
-    examples = examples[examples["population"].isin(FORGET_POPULATIONS)].reset_index(drop=True)
-    outputs = read_outputs(folder, examples["example_id"])
-    use_embedding = bool(run_info.get("similarity", {}).get("embedding", False))
-    return per_example_metrics(examples, outputs, read_answer_variants(folder), use_embedding=use_embedding)
-
-
-def _mean(values) -> float | None:
-    value = float(pd.Series(values, dtype="float64").mean()) if len(values) else math.nan
-    return value if math.isfinite(value) else None
-
-
-@dataclass
-class Reference:
-    """Per-example similarity of the before model and of the full-precision unlearned model, by example id."""
-
-    before: pd.Series
-    unlearned: pd.Series
-
-    def rows(self, attack: str, variant: str, attacked: pd.DataFrame, eval_dir=None, id_column="example_id"):
-        """One row per forget population of ``attacked`` (a per-example table): before, unlearned and attacked
-        similarity on the same questions, and the recovered share."""
-        rows = []
-        for population in FORGET_POPULATIONS:
-            part = attacked[attacked["population"] == population]
-            if part.empty:
-                continue
-            ids = part[id_column].astype(str)
-            before, unlearned = _mean(self.before.loc[ids]), _mean(self.unlearned.loc[ids])
-            value = _mean(part["similarity"])
-            rows.append(
-                {
-                    "attack": attack,
-                    "variant": variant,
-                    "population": population,
-                    "n": len(part),
-                    "before": before,
-                    "unlearned": unlearned,
-                    "attacked": value,
-                    "recovered_share": recovered_share(before, unlearned, value),
-                    "eval_dir": None if eval_dir is None else str(eval_dir),
-                }
-            )
-        return rows
-
-
-def holdout_probe_row(reference: Reference, examples: pd.DataFrame, eval_dir) -> dict | None:
-    """The forget patients' holdout QA as a probe: their level of forgetting against the seen QA's, each
-    normalised by the before model (:func:`~medunlearn.attacks.summary.normalised_recovered_share`).
-
-    ``unlearned`` is the seen QA's similarity ratio (after / before) put on the holdout scale, so that the row
-    reads like the others: recovered share = (attacked − unlearned) / (before − unlearned)."""
-    ids = {p: examples.loc[examples["population"] == p, "example_id"].astype(str) for p in FORGET_POPULATIONS}
-    if ids[FORGET_HOLDOUT].empty or ids[FORGET_SEEN].empty:
-        return None
-    seen_before, seen_after = (
-        _mean(reference.before.loc[ids[FORGET_SEEN]]),
-        _mean(reference.unlearned.loc[ids[FORGET_SEEN]]),
-    )
-    holdout_before, holdout_after = (
-        _mean(reference.before.loc[ids[FORGET_HOLDOUT]]),
-        _mean(reference.unlearned.loc[ids[FORGET_HOLDOUT]]),
-    )
-    share = normalised_recovered_share(holdout_after, holdout_before, seen_after, seen_before)
-    mapped = None
-    if None not in (seen_before, seen_after, holdout_before) and seen_before:
-        mapped = seen_after / seen_before * holdout_before
-    return {
-        "attack": "holdout",
-        "variant": "unseen questions",
-        "population": FORGET_HOLDOUT,
-        "n": len(ids[FORGET_HOLDOUT]),
-        "before": holdout_before,
-        "unlearned": mapped,
-        "attacked": holdout_after,
-        "recovered_share": share,
-        "eval_dir": str(eval_dir),
-        "seen_before": seen_before,
-        "seen_unlearned": seen_after,
-    }
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -366,127 +266,16 @@ def _paraphrase_rows(model, examples, reference, eval_root, args, name):
     return reference.rows("paraphrase", "template", per_example(eval_dir), eval_dir, "original_example_id")
 
 
-PROBE_INPUTS = "questions (chat prompts), no answers"
+def _membership(reference_dir: Path, unlearned_table: pd.DataFrame, retain_model: str | None) -> dict:
+    """The membership section from the ``unlearned`` evaluation's stored scores: the forget patients' seen vs
+    holdout QA under the unlearned, before and (when given) retain models; nothing is run again."""
+    from medunlearn.attacks.membership import membership_section
 
-
-def probe_rows(examples: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """The examples the hidden-state probe reads, and what they cover (``scope``).
-
-    The forget patients' QA of the diseases with at least two forget patients, when there are two such
-    diseases; otherwise (a disease-level or a small forget set) the retained patients' QA are added, so the
-    probe tells the forget disease from the others. A disease with one patient is left out (patient-grouped
-    cross-validation cannot test it)."""
-
-    def probeable(rows):  # cross-validation by patient needs two patients per class, and two classes
-        patients = rows.groupby("disease")["patient_id"].nunique()
-        return rows[rows["disease"].isin(patients[patients >= 2].index)]
-
-    rows, scope = probeable(examples[examples["population"].isin(FORGET_POPULATIONS)]), "forget patients"
-    if rows["disease"].nunique() < 2:
-        rows, scope = probeable(examples), "forget and retained patients"
-    return rows, scope
-
-
-def probe_texts(examples: pd.DataFrame, tokenizer=None) -> tuple[list[str], list[str], list[str], str]:
-    """Texts, disease labels and patient groups of the hidden-state probe, and what they cover.
-
-    The rows of :func:`probe_rows`; the texts are their **questions only**
-    (:func:`medunlearn.attacks.probing.probe_inputs`), rendered with ``tokenizer`` as the chat prompt the
-    model sees before answering. Never the answers: they often name the diagnosis, and a probe of them
-    would read the disease off the input tokens rather than off what the model retained."""
-    from medunlearn.attacks.probing import probe_inputs
-
-    rows, scope = probe_rows(examples)
-    texts, labels, groups = probe_inputs(rows, populations=None, tokenizer=tokenizer)
-    return texts, labels, groups, scope
-
-
-def _probe_section(model_path, before_path, examples, seed, cache: dict) -> dict:
-    from medunlearn.attacks.probing import hidden_state_probe, probe_inputs
-    from medunlearn.errors import InputError
-    from medunlearn.models import load_model
-
-    rows, scope = probe_rows(examples)
-    section: dict = {"scope": scope, "n": len(rows), "inputs": PROBE_INPUTS}
-    for role, path in (("before", before_path), ("unlearned", model_path)):
-        if role == "before" and "probe-before" in cache:  # the same before model for every method
-            section[role] = cache["probe-before"]
-            continue
-        model, tokenizer = load_model(str(path), merge_adapter=True)
-        # Rendered per model, with its own tokenizer: the before and unlearned models share a tokenizer
-        # family, but a saved folder (an adapter's, a re-saved tokenizer) may carry another chat template, and
-        # each model is probed on exactly the prompt it sees before answering. Rendering costs nothing.
-        try:
-            texts, labels, groups = probe_inputs(rows, populations=None, tokenizer=tokenizer)
-            result = hidden_state_probe(
-                model, tokenizer, texts, labels, seed=seed, groups=groups, add_special_tokens=False
-            )
-        except InputError as error:  # no rows, or too few patients per disease for cross-validation
-            return {**section, "skipped": str(error)}
-        section[role] = {k: result[k] for k in ("accuracy", "chance", "above_chance", "folds", "layer")}
-        if role == "before":
-            cache["probe-before"] = section[role]
-        del model
-    before, after = section["before"]["above_chance"], section["unlearned"]["above_chance"]
-    # [ours] the share of the before model's above-chance accuracy that unlearning left in the hidden states
-    section["retained_above_chance_share"] = after / before if before > 0 else None
-    return section
-
-
-def _membership_section(model_path, reference_dir, examples, args, eval_root, shared_dir) -> dict:
-    from medunlearn.attacks.membership import member_examples, membership_report, retained_holdout_examples
-    from medunlearn.data_loading import load_split, retain_config_for
-    from medunlearn.models import load_model
-
-    retain_config = retain_config_for(args.forget_config)
-    nonmembers = retained_holdout_examples(
-        load_split(args.data, retain_config, "holdout"), args.max_retain_patients, args.seed
-    )
-    members = member_examples(examples)
-    folder = eval_root / "membership"
-    roles = {"unlearned": model_path, "before": args.before}
-    if args.retain_model:
-        roles["retain"] = args.retain_model
-    runner = RunnerConfig(**{**asdict(args.runner), "stop_after_batches": None})
-    nonmember_scores = {}
-    for role, path in roles.items():
-        # The before and retain models are the same for every method: their outputs are shared, and reused
-        # when they match (same model, weights, examples and settings: the runner's fingerprint).
-        shared = role != "unlearned"
-        out = shared_dir / f"membership-{role}" if shared else folder / "outputs" / role
-        model, tokenizer = load_model(str(path), merge_adapter=True)
-        run_model(
-            model,
-            tokenizer,
-            nonmembers,
-            out,
-            runner,
-            model_id=str(path),
-            passes=(TEACHER_FORCED,),
-            overwrite="stale" if shared else True,
-        )
-        nonmember_scores[role] = nonmembers.merge(
-            read_outputs(out, nonmembers["example_id"]), on="example_id"
-        )
-        del model
-    member_scores = {"unlearned": per_example(reference_dir)}
-    member_scores["unlearned"] = member_scores["unlearned"][
-        member_scores["unlearned"]["population"] == FORGET_SEEN
-    ]
-    for role in ("before", "retain"):
-        if role in roles:
-            recorded = json.loads((reference_dir / "run.json").read_text())["outputs"][role]
-            role_outputs = read_outputs(recorded, members["example_id"])
-            member_scores[role] = members.merge(role_outputs, on="example_id")
-    section = {"nonmember_population": "retained patients' holdout QA", "retain_config": retain_config}
-    section["unlearned"] = membership_report(
-        member_scores["unlearned"],
-        nonmember_scores["unlearned"],
-        member_scores.get("retain"),
-        nonmember_scores.get("retain"),
-    )
-    section["before"] = membership_report(member_scores["before"], nonmember_scores["before"])
-    return section
+    forget = unlearned_table[unlearned_table["population"].isin(FORGET_POPULATIONS)]
+    tables = {"unlearned": forget, "before": role_per_example(reference_dir, "before")}
+    if retain_model:
+        tables["retain"] = role_per_example(reference_dir, "retain")
+    return membership_section(tables)
 
 
 def attack_model(
@@ -525,6 +314,7 @@ def attack_model(
     reference = Reference(
         before=role_per_example(reference_dir, "before").set_index("example_id")["similarity"],
         unlearned=unlearned_table.set_index("example_id")["similarity"],
+        patients=unlearned_table.set_index("example_id")["patient_id"].astype(str),
     )
     afe, mu = _forget_afe_and_mu(summary, unlearned_table)
     rows: list[dict] = []
@@ -569,15 +359,16 @@ def attack_model(
             rows.append(row)
     if "probe" in args.attacks:
         log(f"{name}: hidden-state probe of the disease category")
-        sections["probe"] = _probe_section(model_path, args.before, examples, args.seed, cache)
+        sections["probe"] = probe_section(
+            model_path, args.before, examples, args.seed, cache, retain_path=args.retain_model
+        )
     if "membership" in args.attacks:
         log(f"{name}: membership attacks")
-        sections["membership"] = _membership_section(
-            model_path, reference_dir, examples, args, eval_root, shared_dir
-        )
+        sections["membership"] = _membership(reference_dir, unlearned_table, args.retain_model)
     for row in rows:
         row["method"] = name
-    robustness = robustness_summary(name, rows, afe, mu)
+    robustness = robustness_summary(name, rows, afe, mu, args.bootstrap)  # adds each row's interval
+    rows = public_rows(rows)
     card = model_card_section(robustness, rows)
     (method_dir / "model_card.md").write_text(card)
     return {"method": name, "model": model_path, "rows": rows, "sections": sections, "summary": robustness}
@@ -619,8 +410,8 @@ def run_attacks(args: AttackArguments, log: Callable[[str], None] = lambda line:
         "summaries": summaries,
         "methods": [{k: m[k] for k in ("method", "model", "sections")} for m in methods],
         "plot": None if plot is None else plot.name,
-        "formula": "recovered share = (s_attacked - s_unlearned) / (s_before - s_unlearned); null when "
-        "s_before == s_unlearned (docs/attacks.md)",
+        "formula": RECOVERED_SHARE_FORMULA,
+        "bootstrap": {**asdict(args.bootstrap), "clusters": "patients"},
     }
     (out / "attacks.json").write_text(json.dumps(finite_or_none(payload), indent=2, default=str))
     if args.write_card:  # last: a failed run leaves every card as it was
@@ -634,27 +425,56 @@ def run_attacks(args: AttackArguments, log: Callable[[str], None] = lambda line:
     return payload
 
 
+def _share_text(value) -> str:
+    return "undefined" if value is None else f"{value:.2f}"
+
+
+def probe_line(method: str, probe: dict) -> str:
+    """The probe section in one line: accuracies of the before, unlearned (and retain) models, the
+    text-only baseline, and the shares above chance and above the baseline."""
+    if "skipped" in probe:
+        return f"- {method}: disease probe skipped ({probe['skipped']})"
+    retain = f", retain model {probe['retain']['accuracy']:.3f}" if "retain" in probe else ""
+    return (
+        f"- {method}: disease probe accuracy before {probe['before']['accuracy']:.3f}, after "
+        f"{probe['unlearned']['accuracy']:.3f}{retain}; text-only baseline "
+        f"{probe['text_only']['accuracy']:.3f}; "
+        f"chance {probe['unlearned']['chance']:.3f}. Read against {probe['baseline']}: retained share above "
+        f"baseline {_share_text(probe['retained_above_baseline_share'])} (above chance "
+        f"{_share_text(probe['retained_above_chance_share'])}); {probe['scope']}, n={probe['n']}, "
+        f"{probe['inputs']}"
+    )
+
+
+def membership_line(method: str, membership: dict) -> str:
+    """The membership section in one line: its two populations, the AUC per score of the before →
+    unlearned models, the retain model's baseline and the reference attack."""
+    after, before = membership["unlearned"]["auc"], membership["before"]["auc"]
+    text = ", ".join(f"{k} {before[k]:.3f}→{after[k]:.3f}" for k in after)
+    if "retain" in membership:
+        retain = membership["retain"]["auc"]
+        text += "; retain model (never saw them) " + ", ".join(f"{k} {retain[k]:.3f}" for k in retain)
+    reference = membership["unlearned"].get("reference_auc")
+    if reference is not None:
+        text += f"; reference attack (retain model) {reference:.3f}"
+    return (
+        f"- {method}: membership AUC, members = {membership['members']}, non-members = "
+        f"{membership['nonmembers']} ({membership['n_members']} vs {membership['n_nonmembers']} QA of "
+        f"{membership['patients']} patients; AUC null sd {membership['null_sd']:.3f}), before→after "
+        f"unlearning: {text}"
+    )
+
+
 def section_lines(methods: Sequence[dict]) -> list[str]:
     """One Markdown bullet per probe and membership section of each method."""
     lines = []
     for method in methods:
         probe = method["sections"].get("probe")
-        if probe and "skipped" not in probe:
-            lines.append(
-                f"- {method['method']}: disease probe accuracy before {probe['before']['accuracy']:.3f}, "
-                f"after {probe['unlearned']['accuracy']:.3f} (chance {probe['unlearned']['chance']:.3f}; "
-                f"{probe['scope']}, n={probe['n']}; {probe['inputs']})"
-            )
-        elif probe:
-            lines.append(f"- {method['method']}: disease probe skipped ({probe['skipped']})")
+        if probe:
+            lines.append(probe_line(method["method"], probe))
         membership = method["sections"].get("membership")
         if membership:
-            after, before = membership["unlearned"]["auc"], membership["before"]["auc"]
-            text = ", ".join(f"{k} {before[k]:.3f}→{after[k]:.3f}" for k in after)
-            reference = membership["unlearned"].get("reference_auc")
-            if reference is not None:
-                text += f"; reference attack (retain model) {reference:.3f}"
-            lines.append(f"- {method['method']}: membership AUC before→after unlearning: {text}")
+            lines.append(membership_line(method["method"], membership))
     return lines
 
 

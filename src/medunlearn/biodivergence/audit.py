@@ -4,6 +4,11 @@ v1.0 must have zero article, claim and pair overlap between train, dev and test;
 LLM labels; nothing below confidence 0.45; every label in the ontology. The pair-level variant is not
 meant to be disjoint: the audit reports how many of its dev/test pairs share an article with its train
 split, which is the leakage v1.0 removes.
+
+A folder built with ``eval_labels="heuristic"`` (``build --eval-labels heuristic``, [ours]) admits heuristic
+labels to dev and test: the audit then checks that dev/test hold only the sources that build parameter admits,
+and its report opens with a ``WARN`` line counting the heuristic dev/test labels. The parameter is read from
+``build.json``'s parameters: a folder that did not ask for heuristic evaluation labels fails on them.
 """
 
 from __future__ import annotations
@@ -16,7 +21,13 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from medunlearn.biodivergence.schema import MIN_CONFIDENCE, PoolFormatError, normalise_pool, pair_features
+from medunlearn.biodivergence.schema import (
+    MIN_CONFIDENCE,
+    PoolFormatError,
+    eval_label_sources,
+    normalise_pool,
+    pair_features,
+)
 from medunlearn.biodivergence.splits import SPLITS, normalise_claim
 from medunlearn.errors import MedunlearnError
 
@@ -38,6 +49,7 @@ class AuditReport:
     label_sources: dict = field(default_factory=dict)
     pairlevel_leakage: dict = field(default_factory=dict)
     build_stats: dict = field(default_factory=dict)
+    eval_labels: str = "llm"
 
     @property
     def ok(self) -> bool:
@@ -52,6 +64,7 @@ class AuditReport:
             f"{'ok  ' if c.ok else 'FAIL'} {c.name}" + (f": {c.detail}" if c.detail else "")
             for c in self.checks
         ]
+        lines += self.warnings()
         for split, counts in self.label_sources.items():
             lines.append(
                 f"info v1.0 {split} label sources: "
@@ -72,9 +85,24 @@ class AuditReport:
             )
         return lines
 
+    def warnings(self) -> list[str]:
+        """The ``WARN`` line of a folder whose dev/test hold heuristic labels (none otherwise)."""
+        evaluation = [self.label_sources.get(split, {}) for split in ("dev", "test")]
+        heuristic = sum(counts.get("heuristic", 0) for counts in evaluation)
+        if not heuristic:
+            return []
+        total = sum(sum(counts.values()) for counts in evaluation)
+        return [
+            f"WARN v1.0 dev/test hold {heuristic} heuristic labels of {total} "
+            f"(eval_labels={self.eval_labels}): "
+            "rule-made silver labels, not the paper's LLM labels; scores on them measure agreement with "
+            "the rules"
+        ]
+
     def to_dict(self) -> dict:
         return {
             "ok": self.ok,
+            "eval_labels": self.eval_labels,
             "checks": [asdict(c) for c in self.checks],
             "label_sources": self.label_sources,
             "pairlevel_leakage": self.pairlevel_leakage,
@@ -116,9 +144,11 @@ def pairlevel_leakage(splits: dict) -> dict:
     }
 
 
-def audit_configs(configs: dict, build_stats: dict | None = None) -> AuditReport:
-    """Check the v1.0 invariants on in-memory splits ``{config: {split: DataFrame}}``."""
-    report = AuditReport(build_stats=dict(build_stats or {}))
+def audit_configs(configs: dict, build_stats: dict | None = None, eval_labels: str = "llm") -> AuditReport:
+    """Check the v1.0 invariants on in-memory splits ``{config: {split: DataFrame}}``; ``eval_labels`` is the
+    build parameter that says which label sources dev/test may hold (module docstring)."""
+    admitted = eval_label_sources(eval_labels)
+    report = AuditReport(build_stats=dict(build_stats or {}), eval_labels=eval_labels)
     v1 = configs.get("v1.0", {})
     missing = [split for split in SPLITS if split not in v1]
     report.checks.append(
@@ -153,16 +183,7 @@ def audit_configs(configs: dict, build_stats: dict | None = None) -> AuditReport
     report.checks.append(_overlap_check("v1.0: no article in two splits", v1, _articles))
     report.checks.append(_overlap_check("v1.0: no claim in two splits", v1, _claims))
     for split in ("dev", "test"):
-        heuristic = v1[split][v1[split]["label_source"] != "llm"]
-        report.checks.append(
-            Check(
-                f"v1.0 {split}: only LLM labels",
-                heuristic.empty,
-                ""
-                if heuristic.empty
-                else f"pair {heuristic['pair_id'].iloc[0]!r} is {heuristic['label_source'].iloc[0]!r}",
-            )
-        )
+        report.checks.append(_eval_source_check(v1[split], split, eval_labels, admitted))
     for split in SPLITS:
         low = v1[split][pd.to_numeric(v1[split]["confidence"]) < MIN_CONFIDENCE]
         report.checks.append(
@@ -177,6 +198,17 @@ def audit_configs(configs: dict, build_stats: dict | None = None) -> AuditReport
     if legacy and all(split in legacy for split in SPLITS):
         report.pairlevel_leakage = pairlevel_leakage(legacy)
     return report
+
+
+def _eval_source_check(frame: pd.DataFrame, split: str, eval_labels: str, admitted: tuple[str, ...]) -> Check:
+    name = (
+        f"v1.0 {split}: only LLM labels"
+        if admitted == ("llm",)
+        else f"v1.0 {split}: label sources {' or '.join(admitted)} (eval_labels={eval_labels})"
+    )
+    other = frame[~frame["label_source"].isin(admitted)]
+    detail = "" if other.empty else f"pair {other['pair_id'].iloc[0]!r} is {other['label_source'].iloc[0]!r}"
+    return Check(name, other.empty, detail)
 
 
 def empty_pair_frame() -> pd.DataFrame:
@@ -227,6 +259,7 @@ def audit_folder(directory: str | Path) -> AuditReport:
 
     directory = Path(directory)
     configs = read_hub_folder(directory)
-    build = directory / "build.json"
-    stats = json.loads(build.read_text()).get("stats", {}) if build.is_file() else {}
-    return audit_configs(configs, stats)
+    build_file = directory / "build.json"
+    build = json.loads(build_file.read_text()) if build_file.is_file() else {}
+    eval_labels = build.get("parameters", {}).get("eval_labels", "llm")
+    return audit_configs(configs, build.get("stats", {}), eval_labels)

@@ -14,10 +14,15 @@ from typing import Any
 
 from medunlearn.biodivergence.export import write_hub_folder
 from medunlearn.biodivergence.pools import PubMedQAPoolConfig, pubmedqa_pool, read_pool, write_pool
-from medunlearn.biodivergence.schema import normalise_pool
+from medunlearn.biodivergence.schema import eval_label_sources, normalise_pool
 from medunlearn.biodivergence.splits import SplitConfig, SplitStats, build_splits
 from medunlearn.biodivergence.synthetic import generate_pair_pool
 from medunlearn.errors import InputError
+
+
+class NoEvaluationLabelsError(InputError):
+    """``build --abstracts`` without an LLM labeller, and without ``eval_labels="heuristic"``: v1.0 would have
+    no dev or test split. The message names both ways out."""
 
 
 @dataclass
@@ -74,6 +79,24 @@ def _mined_pool(source: PoolSource, seed: int, mine_dir: Path, llm, show_progres
     return result.pool, params, result
 
 
+def check_evaluation_labels(source: PoolSource, eval_labels: str, llm=None) -> None:
+    """Refuse, before anything is written, a build from abstracts whose v1.0 could have no dev or test split.
+
+    v1.0 admits only LLM labels to dev and test [paper]; abstracts mined without an LLM labeller have
+    heuristic labels only. Such a folder cannot be evaluated on, so the build asks for an LLM labeller or for
+    ``eval_labels="heuristic"`` (heuristic labels admitted to dev/test, and said so everywhere) [ours]."""
+    admitted = eval_label_sources(eval_labels)
+    labeller = llm is not None or bool(source.mine is not None and source.mine.labels.labeller)
+    if source.abstracts and not labeller and "heuristic" not in admitted:
+        raise NoEvaluationLabelsError(
+            "build --abstracts without an LLM labeller would write a v1.0 without dev and test splits "
+            "(v1.0 admits heuristic labels to train only), so nothing was written. Either give an LLM "
+            "labeller (--labeller BACKEND:MODEL, e.g. openai:MODEL@http://127.0.0.1:8000/v1; llm= in "
+            "Python), or admit the heuristic labels to dev and test with --eval-labels heuristic "
+            '(eval_labels="heuristic"; every row, the card and the audit then say so).'
+        )
+
+
 def load_pool(
     source: PoolSource,
     seed: int,
@@ -128,6 +151,7 @@ def build_biodivergence(
     llm=None,
     show_progress: bool = True,
     on_stage=None,
+    eval_labels: str = "llm",
 ) -> tuple[Path, SplitStats]:
     """Split the pool of ``source`` and write the folder ``out``; returns ``(folder, split statistics)``.
 
@@ -136,11 +160,16 @@ def build_biodivergence(
     the card carries the funnel; ``on_stage(stage, "done" | "skipped", seconds)`` is called after each
     mining stage. The folder is written whole or not at all.
 
+    ``eval_labels``: the label sources v1.0's dev and test admit, ``"llm"`` (the paper's rule) or
+    ``"heuristic"`` (heuristic labels too; the card and the audit warn). From abstracts without an LLM
+    labeller, ``"llm"`` is refused (:class:`NoEvaluationLabelsError`) before anything is written.
+
     >>> import tempfile
     >>> folder, stats = build_biodivergence(tempfile.mkdtemp() + "/bd", PoolSource(synthetic=True, pairs=300))
     >>> sorted(stats.split_sizes)
     ['dev', 'test', 'train']
     """
+    check_evaluation_labels(source, eval_labels, llm)
     funnel = None
     if source.abstracts:
         pool, params, mined = _mined_pool(
@@ -149,11 +178,12 @@ def build_biodivergence(
         funnel = mined.funnel
     else:
         pool, params = load_pool(source, seed)
-    config = SplitConfig(seed=seed)
+    config = SplitConfig(seed=seed, eval_labels=eval_labels)
     configs, stats = build_splits(pool, config)
     params.update(
         {
             "seed": seed,
+            "eval_labels": eval_labels,
             "min_confidence": config.min_confidence,
             "proportions": list(config.proportions),
             "pairlevel_proportions": list(config.pairlevel_proportions),
@@ -182,9 +212,21 @@ def _with_splits(funnel: dict, stats: SplitStats) -> dict:
             "paper": "",
         },
         {
+            "stage": "share of pairs kept with a usable label",
+            "ours": f"{usable_share(funnel, stats):.1%}",
+            "paper": "",
+        },
+        {
             "stage": "v1.0 pairs (train / dev / test)",
             "ours": f"{sum(sizes.values())} = {sizes['train']} / {sizes['dev']} / {sizes['test']}",
             "paper": "{:,} = {:,} / {:,} / {:,}".format(PAPER_PAIRS["v1.0"], *PAPER_PAIRS["split"]),
         },
     ]
     return {**funnel, "rows": rows}
+
+
+def usable_share(funnel: dict, stats: SplitStats) -> float:
+    """[ours] pairs with a usable label / pairs mined: a usable label is one the split builder keeps (an LLM
+    label, or a heuristic one with confidence ≥ 0.45), so the numerator is ``pairs_after_cleaning``."""
+    mined = funnel.get("counts", {}).get("pairs", {}).get("kept") or 0
+    return stats.pairs_after_cleaning / mined if mined else 0.0

@@ -83,6 +83,9 @@ def read_predictions(path: str | os.PathLike, pair_ids) -> list:
                 found[pair_id] = check_record("prediction", line_number, row)
             except ValueError as error:
                 raise PredictionsFormatError(f"{path}: line {line_number}: {error}") from None
+    if not found and wanted:
+        # An empty file would score every pair as wrong (0.0) and read as a real, terrible result.
+        raise PredictionsFormatError(f"{path}: holds no prediction (0 rows with a `pair_id`)")
     missing = [pair_id for pair_id in pair_ids if pair_id not in found]
     if missing:
         warnings.warn(

@@ -107,6 +107,20 @@ def _empty_splits_note(empty: dict[str, list[str]]) -> str:
     )
 
 
+def _heuristic_eval_warning(configs: dict) -> str:
+    """The card's warning for a build with ``eval_labels="heuristic"``: dev/test labels are rule-made."""
+    counts = []
+    for split in ("dev", "test"):
+        frame = configs["v1.0"][split]
+        counts.append(f"{split} {int((frame['label_source'] == 'heuristic').sum())} of {len(frame)}")
+    return f"""
+> **Dev and test hold heuristic labels** (built with `--eval-labels heuristic`; v1.0 heuristic labels in
+> {", ".join(counts)} pairs). The paper's v1.0 takes only LLM labels for dev and test. These are medunlearn's
+> rule-made silver labels (docs: biodivergence-construction.md): a score on them measures agreement with the
+> rules, not with an LLM or a reader. Every row's `label_source` says which labeller made it.
+"""
+
+
 def funnel_section(funnel: dict | None) -> str:
     """The card's construction funnel (abstracts → claims → pairs → labelled pairs), with the paper's
     figures beside ours; empty when the pool was not mined from abstracts. ``funnel`` rows are
@@ -135,12 +149,20 @@ def dataset_card(
 ) -> str:
     """README.md text: YAML header then the card. Deterministic in its inputs."""
     empty = empty_splits(configs)
+    heuristic_eval = build_params.get("eval_labels", "llm") == "heuristic"
+    eval_pairs = (
+        "LLM- and heuristic-labelled pairs (built with `--eval-labels heuristic`)"
+        if heuristic_eval
+        else "only LLM-labelled pairs"
+    )
     header = {
         "license": build_params.get("license", "other"),
         "language": ["en"],
-        "pretty_name": "BioDivergence (medunlearn build)",
+        "pretty_name": "BioDivergence (medunlearn build"
+        + (", heuristic dev/test labels)" if heuristic_eval else ")"),
         "task_categories": ["text-classification"],
-        "tags": ["biomedical", "contradiction", "claim-pairs", "medunlearn"],
+        "tags": ["biomedical", "contradiction", "claim-pairs", "medunlearn"]
+        + (["heuristic-eval-labels"] if heuristic_eval else []),
         "configs": configs_yaml(empty),
     }
     split_columns = [
@@ -187,11 +209,11 @@ six), the divergence axes on which their contexts differ (a subset of 13), the d
 reconciliation sentence and the evidence span of each claim (in v1.0 the claim text itself).
 
 Source pool: {build_params.get("source", "unknown")}.
-
+{_heuristic_eval_warning(configs) if heuristic_eval else ""}
 ## Configurations and splits
 
 - `v1.0` (default): article-disjoint. Articles and claims linked by any pair stay in one split; dev and test
-  hold only LLM-labelled pairs; train adds heuristic pairs with confidence >= \
+  hold {eval_pairs}; train adds heuristic pairs with confidence >= \
 {build_params.get("min_confidence")}.
 - `v1.0-pairlevel` (legacy): de-duplicated by pair only; articles leak between its splits (see the audit).
 
@@ -253,7 +275,7 @@ def write_hub_folder(
 
     out_dir = Path(out_dir)
     empty = empty_splits(configs)
-    report = audit_configs(configs, stats.to_dict())
+    report = audit_configs(configs, stats.to_dict(), build_params.get("eval_labels", "llm"))
     build = {"parameters": build_params, "stats": stats.to_dict(), "audit": report.to_dict()}
     if empty:
         build["empty_splits"] = empty

@@ -3,6 +3,10 @@
 v1.0 [paper]: articles linked by any pair stay in one split; dev and test hold only LLM-labelled pairs; train
 adds heuristic pairs with confidence >= 0.45; a pair_id present twice keeps the LLM-labelled copy.
 
+``SplitConfig.eval_labels`` [ours]: ``"llm"`` (default) is the paper's rule; ``"heuristic"`` admits heuristic
+labels (confidence >= 0.45 too) to dev and test as well, for builds without an LLM labeller. Below, "LLM pair"
+means a pair whose label source dev/test admit (:func:`~medunlearn.biodivergence.schema.eval_label_sources`).
+
 How we do it [ours]:
 
 1. *Clean.* Duplicated pair_ids keep the LLM copy (then the most confident, then the first); then every
@@ -40,7 +44,7 @@ import pandas as pd
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from medunlearn.biodivergence.schema import MIN_CONFIDENCE, domain_order
+from medunlearn.biodivergence.schema import MIN_CONFIDENCE, domain_order, eval_label_sources
 
 SPLITS = ("train", "dev", "test")
 V1_PROPORTIONS = (10_183, 840, 842)  # [paper] v1.0 train / dev / test
@@ -57,6 +61,10 @@ class SplitConfig:
     pairlevel_proportions: tuple[int, int, int] = PAIRLEVEL_PROPORTIONS
     max_unit_share: float = 0.25
     max_drop_fraction: float = 0.5
+    eval_labels: str = "llm"  # "llm" [paper] or "heuristic" [ours]: the label sources dev/test admit
+
+    def eval_sources(self) -> tuple[str, ...]:
+        return eval_label_sources(self.eval_labels)
 
 
 @dataclass
@@ -75,6 +83,8 @@ class SplitStats:
     heuristic_pairs_dropped_from_eval: int = 0
     split_sizes: dict = field(default_factory=dict)
     pairlevel_split_sizes: dict = field(default_factory=dict)
+    eval_labels: str = "llm"
+    eval_label_sources: dict = field(default_factory=dict)  # v1.0 {dev|test: {label source: pairs}}
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -383,7 +393,7 @@ def article_disjoint_split(frame: pd.DataFrame, config: SplitConfig | None = Non
 
     train_target, dev_target, test_target = _targets(n, config.proportions)
     cap = max(1.0, config.max_unit_share * min(dev_target, test_target))
-    is_llm = (frame["label_source"] == "llm").to_numpy()
+    is_llm = frame["label_source"].isin(config.eval_sources()).to_numpy()
     n_units = sizes.size
     kept = np.bincount(labels, weights=is_llm, minlength=n_units)
     drop_fraction = 1.0 - kept / sizes
@@ -448,7 +458,7 @@ def pair_level_split(frame: pd.DataFrame, config: SplitConfig | None = None) -> 
     n = len(frame)
     rng = np.random.default_rng(config.seed + 1)
     _, dev_target, test_target = np.rint(_targets(n, config.pairlevel_proportions)).astype(int)
-    llm_rows = np.flatnonzero((frame["label_source"] == "llm").to_numpy())
+    llm_rows = np.flatnonzero(frame["label_source"].isin(config.eval_sources()).to_numpy())
     llm_rows = rng.permutation(llm_rows)
     n_test = min(test_target, llm_rows.size)
     n_dev = min(dev_target, llm_rows.size - n_test)
@@ -461,6 +471,7 @@ def pair_level_split(frame: pd.DataFrame, config: SplitConfig | None = None) -> 
 def build_splits(pool: pd.DataFrame, config: SplitConfig | None = None) -> tuple[dict, SplitStats]:
     """Both configurations from a validated pool: ``{"v1.0": {split: frame}, "v1.0-pairlevel": {...}}``."""
     config = config or SplitConfig()
+    config.eval_sources()  # an unknown eval_labels is refused before any work
     cleaned, counts = clean_pool(pool, config.min_confidence)
     split, split_stats = article_disjoint_split(cleaned, config)
     legacy = pair_level_split(cleaned, config)
@@ -471,4 +482,12 @@ def build_splits(pool: pd.DataFrame, config: SplitConfig | None = None) -> tuple
     stats = SplitStats(pool_rows=len(pool), pairs_after_cleaning=len(cleaned), **counts, **split_stats)
     stats.split_sizes = {name: len(frame) for name, frame in configs["v1.0"].items()}
     stats.pairlevel_split_sizes = {name: len(frame) for name, frame in configs["v1.0-pairlevel"].items()}
+    stats.eval_labels = config.eval_labels
+    stats.eval_label_sources = {
+        name: {
+            str(source): int(count)
+            for source, count in configs["v1.0"][name]["label_source"].value_counts().sort_index().items()
+        }
+        for name in ("dev", "test")
+    }
     return configs, stats

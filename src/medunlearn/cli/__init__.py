@@ -16,6 +16,7 @@ import importlib.util
 import sys
 
 from medunlearn import __version__
+from medunlearn.cli.verbosity import QUIET, VERBOSE, output_at, output_level
 from medunlearn.errors import MedunlearnError
 
 # name -> (module, one-line summary). Order is the order of the data flow.
@@ -35,6 +36,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "publish": ("medunlearn.cli.publish", "push an unlearned model and its card to the Hub"),
     "study": ("medunlearn.cli.study", "a grid of unlearning runs from a study file, resumable, in parallel"),
     "demo": ("medunlearn.cli.demo", "the whole pipeline on the embedded default, on a laptop CPU"),
+    "env": ("medunlearn.cli.env", "versions, devices and settings to paste into a bug report"),
 }
 
 
@@ -61,7 +63,29 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     parser.add_argument("--version", action="version", version=f"medunlearn {__version__}")
+    level = parser.add_mutually_exclusive_group()
+    level.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also the libraries' own output: their progress bars (datasets maps, model loads, downloads) "
+        "and info logs",
+    )
+    level.add_argument(
+        "-q", "--quiet", action="store_true", help="only the result and errors: no progress bar, no warning"
+    )
     return parser
+
+
+GLOBAL_FLAGS = frozenset({"-v", "--verbose", "-q", "--quiet"})
+
+
+def split_global_flags(argv: list[str]) -> tuple[list[str], list[str]]:
+    """``medunlearn [--quiet|--verbose] COMMAND ARGS``: the global flags before the command, and the rest."""
+    count = 0
+    while count < len(argv) and argv[count] in GLOBAL_FLAGS:
+        count += 1
+    return argv[:count], argv[count:]
 
 
 def subcommand_parser(name: str) -> argparse.ArgumentParser:
@@ -71,17 +95,21 @@ def subcommand_parser(name: str) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    flags, argv = split_global_flags(list(sys.argv[1:] if argv is None else argv))
     top = build_parser()
     if not argv:
         top.print_help()
         return 0
-    ns = top.parse_args(argv[:1] if not argv[0].startswith("-") else argv)
-    module = importlib.import_module(SUBCOMMANDS[ns.command][0])
-    parser = module.build_parser(f"medunlearn {ns.command}")
-    args = parser.parse_args(argv[1:])
-    try:
-        return int(module.run(args) or 0)
-    except MedunlearnError as error:
-        print(f"medunlearn {ns.command}: error: {error}", file=sys.stderr)
-        return 2
+    ns = top.parse_args(flags + (argv[:1] if not argv[0].startswith("-") else argv))
+    # Without a flag, the level a parent command gave (accelerate launch, study workers) or DEFAULT.
+    level = VERBOSE if ns.verbose else QUIET if ns.quiet else output_level()
+    # Before the subcommand's module imports any library: the libraries read their settings at import.
+    with output_at(level):
+        module = importlib.import_module(SUBCOMMANDS[ns.command][0])
+        parser = module.build_parser(f"medunlearn {ns.command}")
+        args = parser.parse_args(argv[1:])
+        try:
+            return int(module.run(args) or 0)
+        except MedunlearnError as error:
+            print(f"medunlearn {ns.command}: error: {error}", file=sys.stderr)
+            return 2

@@ -83,7 +83,8 @@ def build_parser(prog: str = "medunlearn amnesia") -> argparse.ArgumentParser:
         metavar="SPEC",
         action="append",
         default=[],
-        help="a judge's spec; repeat for a panel (default: the generator 3 times)",
+        help="a judge's spec; repeat for a panel (default: the generator 3 times, which at temperature 0 is "
+        "one distinct judge: greedy copies of one model give one answer)",
     )
     llm.add_argument("--labeler", metavar="SPEC", help="the disease labeller's spec (default: the generator)")
     llm.add_argument(
@@ -111,7 +112,10 @@ def build_parser(prog: str = "medunlearn amnesia") -> argparse.ArgumentParser:
     llm.add_argument("--sample", type=int, help="build from a seeded random subset of this many notes")
     llm.add_argument("--note-chars", type=int, default=3000, help="note characters shown to the LLMs")
     llm.add_argument(
-        "--judge-temperature", type=float, default=0.0, help="the judges' sampling temperature (default: 0)"
+        "--judge-temperature",
+        type=float,
+        default=0.0,
+        help="the judges' temperature (default: 0); above 0, copies of one model are distinct judges",
     )
     llm.add_argument(
         "--judge-all",
@@ -193,6 +197,8 @@ def print_construction(construction) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from medunlearn.amnesia.sources.judge_panel import describe_panel
+
     report = construction.report
     panel = report["panel"]
     console = Console()
@@ -203,16 +209,20 @@ def print_construction(construction) -> None:
     for name, key in rows:
         figure = panel[key]
         figures.add_row(name, f"{_percent(figure['ours'])} (n={figure['n']:,})", _percent(figure["paper"]))
-    for name, value in panel["fleiss_kappa"].items():
+    # One distinct judge: no κ (its agreement with itself is 1 by construction), no majority.
+    for name, value in (panel["fleiss_kappa"] or {}).items():
         figures.add_row(f"Fleiss' κ {name}", "undefined" if value is None else f"{value:.3f}", "—")
     console.print(figures)
-    judges = Table(title="judges")
-    for column in ("judge", "model", "QA rated", "missing", "QA valid", "labels supported", "with majority"):
+    console.print(f"judge panel: {describe_panel(panel, quote='')}")
+    judges = Table(title="distinct judges")
+    columns = ("judge", "model", "copies", "QA rated", "missing", "QA valid", "labels supported")
+    for column in (*columns, "with majority"):
         judges.add_column(column, justify="left" if column == "model" else "right")
     for judge in panel["per_judge"]:
         judges.add_row(
             str(judge["judge"]),
             judge["model"],
+            str(judge["copies"]),
             f"{judge['qa_rated']:,}",
             f"{judge['qa_missing']:,}",
             _percent(judge["qa_valid"]),
@@ -249,6 +259,20 @@ def print_construction(construction) -> None:
     )
 
 
+def warn_about_greedy_copies(config) -> None:
+    """One warning line on stderr when the judge panel repeats a model at temperature 0 (the default panel):
+    greedy copies of one model are one judge (docs/amnesia-construction.md, "The judge panel")."""
+    from medunlearn.amnesia.sources.judge_panel import panel_warning
+
+    warning = panel_warning(config.judge_specs, config.judge_temperature)
+    if warning:
+        print(
+            f"warning: {warning} For a panel, name different models with --judge, or sample with "
+            "--judge-temperature above 0.",
+            file=sys.stderr,
+        )
+
+
 def failed_report_path(out: str | Path) -> Path:
     """Where a construction that kept no patient leaves its report (beside ``--out``, like the cache): the
     folder is not written, but the counts say why."""
@@ -262,11 +286,13 @@ def run(args: argparse.Namespace) -> int:
 
         start = time.perf_counter()
         diseases = [d.strip() for d in args.disease_level.split(",") if d.strip()]
+        config = construction_config(args)
+        warn_about_greedy_copies(config)
         try:
             folder, construction = build_amnesia_from_notes(
                 args.out,
                 args.notes,
-                construction_config(args),
+                config,
                 overwrite=args.overwrite,
                 disease_level=diseases,
             )

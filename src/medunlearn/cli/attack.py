@@ -28,7 +28,9 @@ attacks (--attacks, comma-separated; default all):
     + """
 
 recovered share = (s after the attack − s after unlearning) / (s before − s after unlearning), s the mean
-answer similarity on the forget patients' questions; empty (null) when unlearning removed nothing.
+answer similarity on the forget patients' questions; empty (null) when unlearning removed less than 0.01.
+Each share has a patient-bootstrap interval; the worst case over attacks a selection-aware one, and reads
+"not distinguishable from no recovery" when that interval includes 0.
 The folder holds attacks.json, attacks.md (the table), attacks.png (AFE against worst-case recovery) and
 one evaluation folder per attack."""
 )
@@ -181,7 +183,7 @@ def render_table(payload: dict):
     """A ``rich`` table of the attack rows, then the per-method summary."""
     from rich.table import Table
 
-    from medunlearn.attacks.summary import RESULT_HEADERS, result_cells
+    from medunlearn.attacks.summary import RESULT_HEADERS, SUMMARY_HEADERS, result_cells, summary_cells
 
     table = Table(title=f"medunlearn attack: {payload['forget_config']}")
     table.add_column("method", no_wrap=True)
@@ -193,23 +195,12 @@ def render_table(payload: dict):
             table.add_section()
         previous = row["method"]
         table.add_row(row["method"], *result_cells(row))
-    summary = Table(title="robustness summary (worst case over attacks)")
-    for header in ("method", "AFE", "MU", "worst-case recovery", "worst attack"):
-        summary.add_column(
-            header, no_wrap=True, justify="left" if header in ("method", "worst attack") else "right"
-        )
-
-    def cell(value, signed=False):
-        return "–" if value is None else (f"{value:+.3f}" if signed else f"{value:.3f}")
-
+    summary = Table(title="robustness summary (worst case over attacks, selection-aware interval)")
+    for index, header in enumerate(SUMMARY_HEADERS):
+        numeric = 0 < index < 4 or header.endswith("(selection-aware)")
+        summary.add_column(header, justify="right" if numeric else "left")
     for entry in payload["summaries"]:
-        summary.add_row(
-            entry["method"],
-            cell(entry["afe"]),
-            cell(entry["mu"]),
-            cell(entry["worst_case_recovery"], signed=True),
-            entry["worst_case_attack"] or "–",
-        )
+        summary.add_row(*summary_cells(entry))
     return table, summary
 
 

@@ -27,11 +27,15 @@ EPILOG = """examples:
   medunlearn biodivergence mine --abstracts my_abstracts.jsonl --out my_pool_dir --cap-per-domain 100
   medunlearn biodivergence build --abstracts pubmed24n0001.xml.gz --out my_build \
       --labeller openai:smollm2-135m@http://127.0.0.1:8000/v1 --cap-per-domain 100
+  medunlearn biodivergence build --abstracts ../shared/data/pubmedqa/ori_pqal.json --out my_silver_build \
+      --eval-labels heuristic
 
 Abstracts files: PubMed XML (PubmedArticleSet, .xml or .xml.gz), JSON Lines or CSV (pmid, title, abstract,
 optional domain and year), PubMedQA's ori_pqal.json, the NCBI Disease corpus. `mine` writes each stage's
 file into its folder (abstracts, claims, domains, pairs, labels, pool.jsonl, funnel.md) and a rerun
 resumes; `build --abstracts` mines into OUT-mining (or --mine-dir) and then builds OUT from the pool.
+v1.0's dev and test take LLM labels only (the paper's rule), so `build --abstracts` needs --labeller, or
+--eval-labels heuristic to admit the rule-made labels to dev/test (the card and the audit then warn).
 
 A pool file has one claim pair per row (JSON Lines, JSON or Parquet) with pair_id, domain, claim_a, claim_b,
 article_a, article_b, conflict_type, axes (list), label_source (llm|heuristic), confidence, and optionally
@@ -93,6 +97,14 @@ def build_parser(prog: str = "medunlearn biodivergence") -> argparse.ArgumentPar
         default="heuristic",
         help="what the PubMedQA rule labels are recorded as (llm only to exercise dev/test)",
     )
+    build.add_argument(
+        "--eval-labels",
+        choices=["llm", "heuristic"],
+        default="llm",
+        help="label sources v1.0 dev/test admit: llm (the paper's rule, default) or heuristic (rule-made "
+        "labels too, at confidence >= 0.45; every row, the card and the audit say so). Without --labeller, "
+        "build --abstracts needs heuristic",
+    )
     build.add_argument("--save-pool", type=Path, help="also write the pool used as JSON Lines")
     build.add_argument(
         "--mine-dir", type=Path, default=None, help="with --abstracts: the stage files (default OUT-mining)"
@@ -105,7 +117,8 @@ def build_parser(prog: str = "medunlearn biodivergence") -> argparse.ArgumentPar
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Exit 0 iff v1.0 is article-, claim- and pair-disjoint, dev/test hold "
-        "only LLM labels, nothing is below confidence 0.45 and every label is valid.",
+        "only LLM labels (or the sources the build's --eval-labels admitted; a WARN line counts heuristic "
+        "ones), nothing is below confidence 0.45 and every label is valid.",
     )
     audit.add_argument("data", type=Path, help="folder written by `build`")
 
@@ -148,7 +161,8 @@ def add_mining_arguments(parser: argparse.ArgumentParser, with_seed: bool = True
         metavar="BACKEND:MODEL",
         default=None,
         help="the LLM silver labeller, e.g. openai:smollm2-135m@http://127.0.0.1:8000/v1 or "
-        "transformers:smollm2-135m (default: heuristic labels only; dev/test of v1.0 are then empty)",
+        "transformers:smollm2-135m (default: heuristic labels only; `build` then needs --eval-labels "
+        "heuristic, since v1.0 dev/test take LLM labels only)",
     )
     group.add_argument(
         "--cap-per-domain", type=int, default=10_000, help="most pairs kept per domain (paper: 10000)"
@@ -249,29 +263,54 @@ def run_build(args) -> int:
         mine_dir=args.mine_dir,
     )
     folder, stats = build_biodivergence(
-        args.out, source, seed=args.seed, save_pool=args.save_pool, on_stage=_print_stage
+        args.out,
+        source,
+        seed=args.seed,
+        save_pool=args.save_pool,
+        on_stage=_print_stage,
+        eval_labels=args.eval_labels,
     )
     if args.abstracts:
-        import json
-
-        funnel = json.loads((folder / "build.json").read_text())["funnel"]
-        from medunlearn.biodivergence.mining import format_funnel
-
-        timings = json.loads((mine_dir_for(args.out, source) / "timings.json").read_text())
-        print(format_funnel(funnel, timings["seconds"]))
-        if timings.get("llm_calls"):
-            print(_llm_calls_line(timings["llm_calls"]))
+        _print_mined_build(folder, mine_dir_for(args.out, source), stats)
     print(
         f"wrote {folder}: v1.0 {stats.split_sizes}, v1.0-pairlevel {stats.pairlevel_split_sizes}; "
         f"bridging pairs dropped: {stats.bridging_pairs_dropped}"
     )
+    print(f"dev/test labels: {_eval_sources_text(stats.eval_label_sources)}")
     if stats.split_sizes["dev"] + stats.split_sizes["test"] == 0:
         print(
-            "note: no LLM-labelled pair survived cleaning, so dev and test are empty "
-            "(v1.0 admits heuristic labels to train only); empty splits are not written, and "
+            "note: no pair with a label dev/test admit survived cleaning, so dev and test are empty "
+            f"(--eval-labels {args.eval_labels}); empty splits are not written, and "
             "load_dataset(folder, 'v1.0') returns train only (the card says so)"
         )
     return 0
+
+
+def _print_mined_build(folder: Path, mine_dir: Path, stats) -> None:
+    """After `build --abstracts`: the funnel, the LLM calls and the share of mined pairs with a usable
+    label."""
+    import json
+
+    from medunlearn.biodivergence.build import usable_share
+    from medunlearn.biodivergence.mining import format_funnel
+
+    funnel = json.loads((folder / "build.json").read_text())["funnel"]
+    timings = json.loads((mine_dir / "timings.json").read_text())
+    print(format_funnel(funnel, timings["seconds"]))
+    if timings.get("llm_calls"):
+        print(_llm_calls_line(timings["llm_calls"]))
+    mined = funnel["counts"]["pairs"]["kept"]
+    print(
+        f"pairs with a usable label: {stats.pairs_after_cleaning} of {mined} "
+        f"({usable_share(funnel, stats):.1%}; an LLM label, or a heuristic one with confidence >= 0.45)"
+    )
+
+
+def _eval_sources_text(sources: dict) -> str:
+    """``heuristic``, ``llm`` or ``heuristic + llm`` over v1.0 dev and test; ``none`` when both are
+    empty."""
+    found = sorted({source for counts in sources.values() for source in counts})
+    return " + ".join(found) if found else "none (dev and test are empty)"
 
 
 def run_audit(args) -> int:

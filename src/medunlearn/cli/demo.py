@@ -6,6 +6,7 @@ import argparse
 from dataclasses import replace
 from pathlib import Path
 
+from medunlearn.cli.verbosity import QUIET, output_level
 from medunlearn.demo import FULL, QUICK, DemoError, run_demo
 
 EPILOG = """examples:
@@ -46,5 +47,6 @@ def run(args: argparse.Namespace) -> int:
         if args.patients < 20:
             raise DemoError("--patients must be at least 20 (forget_10 needs 2 patients)")
         settings = replace(settings, patients=args.patients)
-    run_demo(Path(args.out), settings, args.seed, progress=not args.no_progress)
+    quiet = output_level() == QUIET
+    run_demo(Path(args.out), settings, args.seed, progress=not args.no_progress, quiet=quiet)
     return 0

@@ -16,6 +16,8 @@ from medunlearn.cli.options import (
     batch_size_settings,
     engine_settings,
     missing_options,
+    non_negative_int,
+    positive_int,
 )
 from medunlearn.errors import InputError
 from medunlearn.evaluation.runner import RunnerConfig
@@ -101,17 +103,19 @@ def build_parser(prog: str = "medunlearn evaluate") -> argparse.ArgumentParser:
     add_batch_size_arguments(parser, max_batch_size=False)  # --max-batch-size: with the GPU options below
     parser.add_argument(
         "--max-new-tokens",
-        type=int,
+        type=positive_int,
         default=None,
         help=f"generation length limit (default {RunnerConfig.max_new_tokens}; TOFU: the preset's)",
     )
     parser.add_argument(
         "--max-retain-patients",
-        type=int,
+        type=non_negative_int,
         default=100,
         help="seeded sample of retained patients per population (default 100; 0 keeps all)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the retained-patient sample (default 0)")
+    parser.add_argument(
+        "--seed", type=non_negative_int, default=0, help="seed of the retained-patient sample (default 0)"
+    )
     parser.add_argument(
         "--overwrite",
         action="store_true",

@@ -16,8 +16,11 @@ from medunlearn.cli.options import (
     OverridableParser,
     add_conventions_arguments,
     add_model_arguments,
+    check_config_numbers,
     conventions_from_args,
     model_arguments,
+    non_negative_float,
+    positive_int,
 )
 from medunlearn.unlearn.errors import UnlearningInputError
 from medunlearn.unlearn.run import FinetuneArguments, default_sft_config, run_finetune
@@ -52,10 +55,20 @@ def build_parser(prog: str = "medunlearn finetune") -> argparse.ArgumentParser:
     parser.add_argument("--data", required=True, help="AMNESIA folder (or Hub id)")
     parser.add_argument("--out", required=True, type=Path, help="output folder")
     parser.add_argument(
-        "--notes-epochs", type=float, default=1.0, help="stage 1 epochs over the notes (0: skip)"
+        "--overwrite",
+        action="store_true",
+        help="replace --out if it exists and is not empty (never when it is, holds or lies inside --model or "
+        "--data)",
     )
-    parser.add_argument("--qa-epochs", type=float, default=3.0, help="stage 2 epochs over the seen QA")
-    parser.add_argument("--tiny-vocab-size", type=int, default=2048, help="tiny-llama tokenizer size")
+    parser.add_argument(
+        "--notes-epochs", type=non_negative_float, default=1.0, help="stage 1 epochs over the notes (0: skip)"
+    )
+    parser.add_argument(
+        "--qa-epochs", type=non_negative_float, default=3.0, help="stage 2 epochs over the seen QA (above 0)"
+    )
+    parser.add_argument(
+        "--tiny-vocab-size", type=positive_int, default=2048, help="tiny-llama tokenizer size"
+    )
     parser.add_argument(
         "--benchmark",
         choices=("amnesia", "tofu"),
@@ -78,7 +91,9 @@ def run(args) -> int:
         args.benchmark,
         conventions=conventions_from_args(args),
     )
-    out = run_finetune(script_args, model_args, default_sft_config(model_args, args.out, args.overrides))
+    sft_config = default_sft_config(model_args, args.out, args.overrides)
+    check_config_numbers(sft_config)
+    out = run_finetune(script_args, model_args, sft_config, overwrite=args.overwrite)
     if out is not None:  # under accelerate launch, only the process that wrote the folder says so
         print(f"fine-tuned model written to {out}")
     return 0

@@ -20,10 +20,11 @@ attacks.json in it, in EVALDIR/attacks/ or in ../attacks/ (a study cell), or an 
 --attacks, adds the worst-case recovery and worst attack beside AFE and MU, and the plot
 afe_vs_worst_case_recovery.png (AFE against worst-case recovery).
 
-Given a study folder instead (it holds study.json), e.g. `medunlearn report /tmp/tiny --out /tmp/tiny/report`
-after the `medunlearn study` example, it writes table2.md and table2.tex (methods x forget sizes: AFE seen /
-holdout, MU same / out of disease, LS, DS), study_report.json (every value with its 95% patient-bootstrap
-interval) and the figures study_mu_vs_forget_size.png, study_afe_vs_forget_size.png, study_ls_ds.png,
+Given a study folder instead (it holds study.json), e.g. `medunlearn report /tmp/tiny --out
+/tmp/tiny/report` after the `medunlearn study` example, it writes table2.md and table2.tex (methods x forget
+sizes: AFE seen / holdout, MU same / out of disease, LS, DS), study_report.json (every value with its 95%
+interval: patient-cluster bootstrap for one seed, two-level bootstrap over training seeds then patients for
+several) and the figures study_mu_vs_forget_size.png, study_afe_vs_forget_size.png, study_ls_ds.png,
 study_factual_vs_reasoning.png and study_holdout.png; with the study's `attacks:` stage, a worst-case
 recovery column and study_afe_vs_worst_case_recovery.png."""
 

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from medunlearn.cli.options import add_engine_arguments, engine_settings
+from medunlearn.evaluation.engines import refuse_one_url_for_many_models
 from medunlearn.study.config import load_study
 from medunlearn.study.run import EXECUTORS, run_study
 
@@ -66,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
 
     study = load_study(args.study)
     study.evaluation.runner.update(engine_settings(args))  # over the file's evaluation.runner
+    refuse_one_url_for_many_models(study.evaluation.runner)  # every cell is another model
     console = Console(width=160)
     if args.validate:
         from medunlearn.study.grid import validate_study

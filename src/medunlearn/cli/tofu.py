@@ -15,9 +15,6 @@ from medunlearn.errors import MissingInputError
 from medunlearn.evaluation.runner import RunnerConfig
 from medunlearn.tofu.conventions import PRESETS, TofuConventions, preset
 from medunlearn.tofu.data import FORGET_CONFIGS, TofuInputError
-from medunlearn.tofu.evaluate import evaluate_tofu
-from medunlearn.tofu.scoring import compare_summaries
-from medunlearn.tofu.synthetic import build_tofu_folder
 
 EPILOG = """examples:
   medunlearn tofu build --out /tmp/tofu --authors 20 --seed 0
@@ -98,6 +95,8 @@ def _read_json(path: Path) -> dict:
 
 def _compare(args) -> int:
 
+    from medunlearn.tofu.scoring import compare_summaries  # pandas: imported by the work, not by --help
+
     rows = compare_summaries(_read_json(args.ours), _read_json(args.reference))
 
     def show(value):
@@ -139,6 +138,9 @@ def runner_config(args: argparse.Namespace) -> RunnerConfig:
 
 
 def run(args) -> int:
+    # The work (pandas, the model stack) is imported when it runs, not for --help.
+    from medunlearn.tofu.evaluate import evaluate_tofu
+    from medunlearn.tofu.synthetic import build_tofu_folder
 
     if args.action == "build":
         folder = build_tofu_folder(

@@ -15,6 +15,7 @@ from medunlearn.cli.options import (
     OverridableParser,
     add_conventions_arguments,
     add_model_arguments,
+    check_config_numbers,
     conventions_from_args,
     missing_options,
     model_arguments,
@@ -63,6 +64,12 @@ def build_parser(prog: str = "medunlearn unlearn") -> argparse.ArgumentParser:
     parser.add_argument("--retain", help="retain config (default: derived from --forget)")
     parser.add_argument("--out", type=Path, help="output folder for the unlearned model")
     parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace --out if it exists and is not empty (never when it is, holds or lies inside --model or "
+        "--data)",
+    )
+    parser.add_argument(
         "--help-method", action="store_true", help="print the method config's options and exit"
     )
     parser.add_argument(
@@ -108,10 +115,13 @@ def run(args) -> int:
     config = build_method_config(
         config_class, recipe, args.overrides, str(args.out), args.config, conventions=conventions
     )
+    check_config_numbers(
+        config, f"the command line or recipe {args.config}" if args.config else "the command line"
+    )
     data_args = UnlearningDataArguments(
         args.data, args.forget, args.retain, args.benchmark, conventions=conventions
     )
-    out = run_unlearning(config, model_arguments(args), data_args)
+    out = run_unlearning(config, model_arguments(args), data_args, overwrite=args.overwrite)
     if out is not None:  # under accelerate launch, only the process that wrote the folder says so
         print(f"unlearned model written to {out}")
     return 0

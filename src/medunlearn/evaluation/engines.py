@@ -12,15 +12,21 @@ one the engine starts for the checkpoint under evaluation (from the vLLM Python,
 stopped at the end, also on error) or one given by URL. A PEFT adapter folder is served as base + adapter
 (vLLM's LoRA support), never merged. Requests of every batch are in flight together (up to
 ``max_in_flight``), so the server batches them continuously; batches come back in order, so the runner writes
-its shards as each one completes. See docs/evaluation.md, "Generation engines".
+its shards as each one completes.
+
+An engine generates only for the weights it was asked about: a server given by URL must list the checkpoint's
+folder as a model's root (:mod:`medunlearn.evaluation.vllm_served`), an in-memory model never goes to a URL
+(:func:`make_engine` gives it the hf engine), and a model vLLM's CPU backend cannot run is refused before a
+server starts (:func:`medunlearn.llm.server.check_vllm_cpu_can_serve`). See docs/evaluation.md, "Generation
+engines".
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator, Sequence
@@ -28,13 +34,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from medunlearn.errors import InputError, MedunlearnError
+from medunlearn.errors import InputError
+from medunlearn.evaluation.vllm_served import (
+    IN_MEMORY_COPY,
+    GenerationEngineError,
+    choose_served_model,
+    list_served_models,
+    served_checkpoint,
+    served_weights_identity,
+)
 from medunlearn.generation import Decoding, greedy_generate, model_device, resolve_decoding
 
 ENGINES = ("hf", "vllm")
 Engine = Literal["hf", "vllm"]
-# vLLM accepts these LoRA ranks only (vllm.config.lora.MaxLoRARanks in 0.32).
-VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 # Generation-config options under which transformers' greedy decoding is no longer a plain argmax; the vLLM
 # engine does not reproduce them and refuses a model that sets them.
 ARGMAX_CHANGING_OPTIONS = {
@@ -50,10 +62,6 @@ ARGMAX_CHANGING_OPTIONS = {
     "min_length": 0,
     "min_new_tokens": None,
 }
-
-
-class GenerationEngineError(MedunlearnError, RuntimeError):
-    """The generation server failed mid-run (it died, refused a request); the message names its URL."""
 
 
 @dataclass
@@ -101,68 +109,6 @@ class HFEngine:
         self.close()
 
 
-@dataclass
-class ServedCheckpoint:
-    """How a checkpoint folder is served: the base model folder, and the adapter (name, folder, rank) when
-    the checkpoint is a PEFT LoRA adapter."""
-
-    model_dir: str
-    adapter_dir: str | None = None
-    adapter_rank: int | None = None
-
-
-def served_checkpoint(checkpoint: str | Path) -> ServedCheckpoint:
-    """The base and adapter of a checkpoint folder (a built-in name such as ``smollm2-135m`` is resolved to
-    its cached folder; a Hub id is passed to vLLM as is).
-
-    A LoRA adapter's base is read from its ``adapter_config.json`` (``base_model_name_or_path``; a relative
-    path is taken from the current folder, as PEFT does); its rank is the largest of ``r`` and
-    ``rank_pattern``, rounded up to a rank vLLM accepts.
-    """
-    path = Path(resolve_builtin(str(checkpoint)))
-    adapter_config = path / "adapter_config.json"
-    if not adapter_config.is_file():
-        return ServedCheckpoint(str(path.resolve()) if path.exists() else str(checkpoint))
-    config = json.loads(adapter_config.read_text())
-    if config.get("peft_type", "LORA") != "LORA":
-        raise InputError(
-            f"{checkpoint}: a {config.get('peft_type')} adapter; vLLM serves LoRA adapters only "
-            "(use --engine hf)"
-        )
-    base = config.get("base_model_name_or_path")
-    if not base:
-        raise InputError(f"{adapter_config}: no base_model_name_or_path, so the base model is unknown")
-    base = resolve_builtin(base)
-    rank = max([int(config.get("r", 8)), *map(int, (config.get("rank_pattern") or {}).values())])
-    base_path = Path(base)
-    return ServedCheckpoint(
-        str(base_path.resolve()) if base_path.exists() else base,
-        str(path.resolve()),
-        vllm_lora_rank(rank, str(checkpoint)),
-    )
-
-
-def vllm_lora_rank(rank: int, where: str = "the adapter") -> int:
-    """The smallest ``--max-lora-rank`` vLLM accepts that holds an adapter of rank ``rank``.
-
-    >>> vllm_lora_rank(12), vllm_lora_rank(8), vllm_lora_rank(100)
-    (16, 8, 128)
-    """
-    allowed = [r for r in VLLM_LORA_RANKS if r >= rank]
-    if not allowed:
-        raise InputError(f"{where}: LoRA rank {rank} is above vLLM's largest ({VLLM_LORA_RANKS[-1]})")
-    return allowed[0]
-
-
-def resolve_builtin(name: str) -> str:
-    """A built-in model name's folder (``smollm2-135m``); any other name unchanged."""
-    if name == "smollm2-135m":
-        from medunlearn.models import smollm2_checkpoint
-
-        return str(smollm2_checkpoint())
-    return name
-
-
 def check_plain_greedy(model) -> None:
     """Raise if ``model``'s generation config changes transformers' greedy decoding in a way the vLLM engine
     does not reproduce (a repetition penalty, banned n-grams, a minimum length…)."""
@@ -198,8 +144,9 @@ class VLLMEngine:
             + adapter) under evaluation. ``None`` with ``model``: the in-memory model is saved to a temporary
             folder and served from there.
         url (`str` or `None`): a running server's base URL (``http://HOST:PORT/v1``); then nothing is started.
+            It must serve ``checkpoint`` (list its folder as a root); an in-memory model never goes to a URL.
         served_model (`str` or `None`): the model name to request at ``url``; by default the one whose root is
-            ``checkpoint``, else the only one it serves.
+            ``checkpoint``. A named one must have that root too (see :mod:`.vllm_served`).
         python (`str`, `Path` or `None`): the Python that runs a started server (``$MEDUNLEARN_VLLM_PYTHON``,
             else ``.venv-vllm/bin/python``; see :mod:`medunlearn.llm.server`).
         dtype (`str`, defaults to ``"float32"``): the started server's ``--dtype``; give the dtype
@@ -228,8 +175,13 @@ class VLLMEngine:
         kv_cache_bytes: int = 1 << 30,
         model=None,
     ):
-        if checkpoint is None and model is None and url is None:
-            raise InputError("the vLLM engine needs a checkpoint folder, an in-memory model or a server URL")
+        if checkpoint is None and model is None:
+            raise InputError("the vLLM engine needs a checkpoint folder or an in-memory model")
+        if checkpoint is None and url is not None:
+            raise InputError(
+                f"an in-memory model is never generated at a URL ({url}): the server there does not hold its "
+                "weights; leave out the URL (a server is started from a copy) or use the hf engine"
+            )
         self.checkpoint = str(checkpoint) if checkpoint is not None else None
         self.url = url.rstrip("/") if url else None
         self.served_model = served_model
@@ -242,6 +194,7 @@ class VLLMEngine:
         self.model = model
         self.server = None  # a VLLMServer this engine started
         self._saved_dir: str | None = None
+        self._checked_url = False  # whether the model requested at ``url`` was matched to the checkpoint
 
     @property
     def base_url(self) -> str | None:
@@ -262,6 +215,9 @@ class VLLMEngine:
         from medunlearn.llm.server import VLLMServer, VLLMServerConfig
 
         checkpoint = self.checkpoint
+        on_gpu = _cuda_available()
+        if not on_gpu:  # before any server starts: what vLLM's CPU backend cannot run, it refuses mid-run
+            check_checkpoint_servable(checkpoint, self.dtype, model=self.model)
         if checkpoint is None:
             checkpoint = self._save_in_memory_model()
         served = served_checkpoint(checkpoint)
@@ -282,7 +238,6 @@ class VLLMEngine:
                 "--max-lora-rank",
                 str(served.adapter_rank),
             ]
-        on_gpu = _cuda_available()
         if on_gpu and not any(a.startswith("--gpu-memory-utilization") for a in self.server_args):
             # The evaluating process holds the transformers model on the same GPU (its teacher-forced pass).
             arguments += ["--gpu-memory-utilization", "0.5"]
@@ -313,50 +268,31 @@ class VLLMEngine:
         return self._saved_dir
 
     def _choose_served_model(self) -> None:
-        """At a given URL: check that it answers and pick the model to request."""
-        import openai
+        """At a given URL: check that it answers and that it serves the checkpoint, and pick that model."""
+        listed = list_served_models(self.url)
+        self.served_model = choose_served_model(self.url, listed, self.checkpoint, self.served_model)
+        self._checked_url = True
 
-        client = openai.OpenAI(base_url=self.url, api_key="EMPTY", max_retries=1, timeout=15.0)
-        try:
-            models = client.models.list().data
-        except openai.APIConnectionError as error:
-            raise GenerationEngineError(
-                f"cannot reach the vLLM server at {self.url} ({type(error).__name__}: {error}); "
-                "is it running?"
-            ) from None
-        finally:
-            client.close()
-        names = [model.id for model in models]
-        if self.served_model is not None:
-            if self.served_model not in names:
-                raise InputError(
-                    f"the vLLM server at {self.url} serves {names}, not {self.served_model!r} (--vllm-model)"
-                )
-            return
-        if self.checkpoint is not None:
-            served = served_checkpoint(self.checkpoint)
-            wanted = served.adapter_dir or served.model_dir
-            for model in models:
-                root = getattr(model, "root", None)
-                if root and _same_path(root, wanted):
-                    self.served_model = model.id
-                    return
-            if served.adapter_dir is not None:
-                raise InputError(
-                    f"the vLLM server at {self.url} does not serve the adapter {served.adapter_dir} "
-                    f"(it serves {names}); start it with --enable-lora --lora-modules NAME=PATH, or name the "
-                    "model with --vllm-model"
-                )
-        if len(names) != 1:
-            raise InputError(f"the vLLM server at {self.url} serves {names}: name one with --vllm-model")
-        self.served_model = names[0]
+    def served_weights(self) -> str:
+        """Which weights generate, for the outputs' fingerprint (:func:`.served_weights_identity`); at a URL
+        this first checks that the server serves the checkpoint (and raises before anything is written)."""
+        if self.checkpoint is None:
+            return IN_MEMORY_COPY
+        if self.url is not None and not self._checked_url:
+            self._choose_served_model()
+        return served_weights_identity(self.checkpoint)
 
     def _describe_failure(self, error: BaseException) -> str:
         where = f"the vLLM server at {self.base_url}"
-        if self.server is not None and self.server.process is not None:
-            status = self.server.process.poll()
-            if status is not None:
-                where += f" (exited with status {status}; its log: {self.server.log_file})"
+        process = self.server.process if self.server is not None else None
+        if process is not None and process.poll() is not None:
+            # The server died: its log says why (a model it cannot run, memory); a rerun alone would not help.
+            return (
+                f"{where} exited with status {process.returncode} during the generation pass; the end of its "
+                f"log {self.server.log_file}:\n{self.server.log_cause()}\n"
+                "The batches written so far are kept (a rerun resumes from them once the cause is fixed; "
+                "a model the server cannot run needs --engine hf)"
+            )
         return (
             f"{where} stopped answering during the generation pass ({type(error).__name__}: {error}); "
             "the batches written so far are kept: rerun the same command to resume from them"
@@ -375,7 +311,7 @@ class VLLMEngine:
         needed = max(len(prompt) for prompts in batches for prompt in prompts) + settings.max_new_tokens
         if self.url is None and (self.server is None or self.server.config.max_model_len < needed):
             self.start(needed)  # a started server too short for these prompts is started again, longer
-        elif self.url is not None and self.served_model is None:
+        elif self.url is not None and not self._checked_url:
             self._choose_served_model()
         stream = _BackgroundRequests(self, batches, settings)
         try:
@@ -497,21 +433,89 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-def _same_path(a: str, b: str) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return a.rstrip("/") == b.rstrip("/")
+def check_checkpoint_servable(checkpoint, dtype: str | None = None, *, model=None, flag: str = "") -> None:
+    """Raise :class:`InputError` (saying to use ``--engine hf``) when vLLM's CPU backend cannot serve the
+    checkpoint (its ``config.json``, or ``model``'s config) in ``dtype`` (``None``: not checked): see
+    :func:`medunlearn.llm.server.check_vllm_cpu_can_serve`. A name with no local folder is not checked."""
+    from medunlearn.llm.server import check_vllm_cpu_can_serve
+
+    where = f"{flag} {checkpoint}".strip() if checkpoint is not None else "the in-memory model"
+    if model is not None and getattr(model, "config", None) is not None:
+        config = model.config.to_dict()
+        config["architectures"] = config.get("architectures") or [type(model).__name__]  # unset until saved
+    else:
+        config_file = Path(served_checkpoint(checkpoint).model_dir) / "config.json"
+        if not config_file.is_file():
+            return
+        config = json.loads(config_file.read_text())
+    check_vllm_cpu_can_serve(config, dtype, where)
+
+
+def check_engine_serves(config, models: dict) -> None:
+    """Before an evaluation writes anything: raise when ``config``'s vLLM engine cannot generate for one of
+    ``models`` (flag -> a checkpoint folder or name; in-memory models and ``None`` are skipped, they never go
+    to a URL): at ``config.vllm_url``, no served model was loaded from the checkpoint; without a URL, on CPU,
+    vLLM cannot serve the checkpoint's shape. Nothing to check on the hf engine."""
+    if getattr(config, "engine", "hf") != "vllm":
+        return
+    checkpoints = {
+        flag: str(value) for flag, value in models.items() if isinstance(value, (str, Path)) and str(value)
+    }
+    if config.vllm_url and checkpoints:
+        listed = list_served_models(config.vllm_url.rstrip("/"))
+        for flag, checkpoint in checkpoints.items():
+            choose_served_model(config.vllm_url.rstrip("/"), listed, checkpoint, config.vllm_model, flag)
+    elif not config.vllm_url and not _cuda_available():
+        for flag, checkpoint in checkpoints.items():
+            check_checkpoint_servable(checkpoint, flag=flag)
+
+
+def refuse_one_url_for_many_models(runner: dict) -> None:
+    """A study evaluates a different model in every cell (and its baselines): one server at a URL serves
+    fixed weights, so ``vllm_url`` is refused for it (before anything is trained or written)."""
+    if runner.get("vllm_url"):
+        raise InputError(
+            f"--vllm-url {runner['vllm_url']} (evaluation.runner.vllm_url): a study evaluates a different "
+            "model in every cell, and one server serves fixed weights; use --engine vllm without --vllm-url "
+            "(a server is started for each model), or --engine hf"
+        )
+
+
+def in_memory_fallback(config, model) -> str | None:
+    """Why the vLLM engine cannot generate for the in-memory ``model`` (it then runs on transformers), or
+    ``None`` when a server started from a temporary copy of it can."""
+    if config.vllm_url:
+        return f"the server at --vllm-url {config.vllm_url} does not hold an in-memory model's weights"
+    if hasattr(model, "peft_config"):
+        return "vLLM serves a LoRA model from its saved adapter folder, and this one is in memory"
+    if getattr(model, "hf_quantizer", None) is not None or getattr(model, "is_quantized", False):
+        return "a quantized model in memory (vLLM would load other weights)"
+    if not _cuda_available():
+        try:
+            check_checkpoint_servable(None, model_dtype(model), model=model)
+        except InputError as error:
+            return str(error)
+    return None
 
 
 def make_engine(config, model, checkpoint: str | Path | None = None):
     """The engine a :class:`~medunlearn.evaluation.runner.RunnerConfig` asks for, for ``model`` (loaded from
-    ``checkpoint`` when it is a folder or name; ``None``: an in-memory model, saved for a started server)."""
+    ``checkpoint`` when it is a folder or name; ``None``: an in-memory model, saved for a started server).
+
+    An in-memory model that vLLM cannot be given (at a URL, which serves other weights; a PEFT or quantized
+    model; a shape the CPU backend does not run) generates on transformers instead, said on stderr: its
+    outputs are then fingerprinted as the hf engine's (docs/evaluation.md, "Generation engines")."""
     engine = getattr(config, "engine", "hf")
     if engine == "hf":
         return HFEngine(model, getattr(config, "decoding", "dynamic"))
     if engine != "vllm":
         raise InputError(f"unknown generation engine {engine!r}; engines: {', '.join(ENGINES)}")
+    if checkpoint is None:
+        reason = in_memory_fallback(config, model)
+        if reason is not None:
+            name = getattr(getattr(model, "config", None), "name_or_path", "") or "model"
+            print(f"{name} (in-memory): generating with transformers, not vLLM: {reason}", file=sys.stderr)
+            return HFEngine(model, getattr(config, "decoding", "dynamic"))
     check_plain_greedy(model)
     return VLLMEngine(
         checkpoint,

@@ -27,7 +27,7 @@ import pandas as pd
 
 from medunlearn.chat import PRESETS, warn_if_conventions_differ
 from medunlearn.errors import InputError, MissingInputError
-from medunlearn.evaluation.engines import HFEngine, make_engine
+from medunlearn.evaluation.engines import HFEngine, check_engine_serves, make_engine
 from medunlearn.evaluation.populations import FORGET_POPULATIONS, PopulationConfig, load_populations
 from medunlearn.evaluation.runner import (
     GENERATION,
@@ -99,6 +99,9 @@ def evaluate_unlearning(
             "--engine vllm runs in one process (the vLLM server batches for the whole device); "
             "launch without torchrun / accelerate, or use --engine hf"
         )
+    # Before anything is written: a server at --vllm-url must serve each generating role's checkpoint, and a
+    # started server must be able to run it (docs/evaluation.md, "Generation engines").
+    check_engine_serves(runner_config, {FLAGS["model"]: model, FLAGS["before"]: before})
     is_main = processes.is_main
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

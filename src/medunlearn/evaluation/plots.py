@@ -26,9 +26,28 @@ def _value(x) -> float:
     return np.nan if x is None else float(x)
 
 
+def _interval_bars(axes, x, intervals, color) -> None:
+    """Vertical error bars from each interval's low to its high (the interval as given: a percentile
+    bootstrap interval need not be centred on the estimate); ``None`` draws nothing."""
+    drawn = [(position, interval) for position, interval in zip(x, intervals) if interval is not None]
+    if not drawn:
+        return
+    positions = [position for position, _ in drawn]
+    lows = np.array([_value(interval[0]) for _, interval in drawn])
+    highs = np.array([_value(interval[1]) for _, interval in drawn])
+    axes.errorbar(
+        positions, (lows + highs) / 2, yerr=(highs - lows) / 2, fmt="none", ecolor=color, capsize=3, lw=1
+    )
+
+
+def _legend_outside(axes, **kwargs) -> None:
+    """The legend right of the plotting area, where it covers no point or bar."""
+    axes.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, **kwargs)
+
+
 def plot_tradeoff(methods: list[dict], path: Path) -> Path:
     plt = _pyplot()
-    figure, axes = plt.subplots(figsize=(6, 4.5))
+    figure, axes = plt.subplots(figsize=(7.5, 4.5))
     for index, method in enumerate(methods):
         color = f"C{index % 10}"
         afe = _value(method["afe"])
@@ -36,29 +55,49 @@ def plot_tradeoff(methods: list[dict], path: Path) -> Path:
             [afe], [_value(method["mu_same_disease"])], color=color, marker="o", label=f"{method['method']}"
         )
         axes.scatter([afe], [_value(method["mu_out_of_disease"])], color=color, marker="^", facecolors="none")
+        for key in ("mu_same_disease_ci", "mu_out_of_disease_ci"):
+            _interval_bars(axes, [afe], [method.get(key)], color)
     axes.set_xlabel("AFE on forget patients (seen QA)")
     axes.set_ylabel("MU of retained patients")
     axes.set_xlim(-0.05, 1.05)
     axes.set_ylim(-0.05, 1.05)
     axes.set_title("Forgetting vs utility (● same disease, △ out of disease)")
-    axes.legend(fontsize="small", loc="lower left")
+    _legend_outside(axes, title="method")
+    _interval_caption(figure, _has_intervals(methods, ("mu_same_disease_ci", "mu_out_of_disease_ci")))
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    figure.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(figure)
     return path
+
+
+def _has_intervals(methods: list[dict], keys) -> bool:
+    return any(method.get(key) for method in methods for key in keys)
+
+
+def _interval_caption(figure, has_intervals: bool) -> None:
+    if has_intervals:
+        figure.text(
+            0.01,
+            0.0,
+            "Error bars: the MU intervals of the report table (patient-cluster bootstrap, report.json).",
+            fontsize="x-small",
+            va="bottom",
+        )
 
 
 def _grouped_bars(
     methods: list[dict], series: list[tuple[str, str]], ylabel: str, title: str, path: Path
 ) -> Path:
     plt = _pyplot()
-    figure, axes = plt.subplots(figsize=(max(7, 1.4 * len(methods) + 2), 4))
+    figure, axes = plt.subplots(figsize=(max(8, 1.4 * len(methods) + 3), 4))
     x = np.arange(len(methods))
     width = 0.8 / len(series)
     for offset, (key, label) in enumerate(series):
         values = np.array([_value(m[key]) for m in methods])
         positions = x + (offset - (len(series) - 1) / 2) * width
         bars = axes.bar(positions, np.nan_to_num(values), width, label=label)
+        # Where the table has an interval for the bar (``<key>_ci``), it is drawn on it.
+        _interval_bars(axes, positions, [m.get(f"{key}_ci") for m in methods], "black")
         # A missing value (e.g. no out-of-disease patient in a random forget set) is marked, not drawn as 0.
         for position, value in zip(positions, values):
             if np.isnan(value):
@@ -75,9 +114,10 @@ def _grouped_bars(
     axes.set_ylim(0, 1.05)
     axes.set_ylabel(ylabel)
     axes.set_title(title)
-    axes.legend(fontsize="small")
+    _legend_outside(axes)
+    _interval_caption(figure, _has_intervals(methods, [f"{key}_ci" for key, _ in series]))
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    figure.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(figure)
     return path
 
@@ -181,13 +221,17 @@ def plot_against_forget_size(
     return path
 
 
-def write_study_figures(points: list[dict], out_dir: str | Path, bootstrap) -> list[Path]:
-    """The study report's five figures (PNG) for ``medunlearn.evaluation.report.study_points``."""
+def write_study_figures(
+    points: list[dict], out_dir: str | Path, bootstrap, intervals: str | None = None
+) -> list[Path]:
+    """The study report's five figures (PNG) for ``medunlearn.evaluation.report.study_points``;
+    ``intervals``: what the bands are (``report.study_interval_text``), default the patient bootstrap."""
     out_dir = Path(out_dir)
-    bands = (
-        f"Bands: {bootstrap.level:.0%} patient-cluster bootstrap ({bootstrap.n_resamples} resamples, seed "
-        f"{bootstrap.seed}); line style = split series."
+    intervals = intervals or (
+        f"{bootstrap.level:.0%} patient-cluster bootstrap ({bootstrap.n_resamples} resamples, seed "
+        f"{bootstrap.seed})"
     )
+    bands = f"Bands: {intervals}; line style = split series."
     figures = (
         (
             "study_mu_vs_forget_size.png",

@@ -20,7 +20,17 @@ import pandas as pd
 
 from medunlearn.errors import MedunlearnError
 from medunlearn.evaluation.populations import FORGET_POPULATIONS, POPULATIONS
-from medunlearn.evaluation.uncertainty import PER_EXAMPLE, afe_interval, mu_interval
+from medunlearn.evaluation.robustness import (
+    NOT_DISTINGUISHABLE,
+    ROBUSTNESS_PLOT,
+    STUDY_ROBUSTNESS_PLOT,
+    WORST_CASE_KEYS,
+    read_attack_summary,
+    seeds_worst_cases,
+    worst_case_caption,
+    worst_case_text,
+)
+from medunlearn.evaluation.uncertainty import PER_EXAMPLE, TRAINING_SEED, afe_interval, mu_interval
 from medunlearn.metrics.bootstrap import BootstrapConfig
 
 # (column header, summary key). Cells where a metric does not apply (MU on forget rows) stay empty.
@@ -64,55 +74,6 @@ def method_names(summaries: list[dict], eval_dirs: list[Path]) -> list[str]:
         f"{name} ({Path(folder).name})" if counts[name] > 1 else name
         for name, folder in zip(names, eval_dirs)
     ]
-
-
-ATTACKS_FILE = "attacks.json"
-ROBUSTNESS_PLOT = "afe_vs_worst_case_recovery.png"
-STUDY_ROBUSTNESS_PLOT = "study_afe_vs_worst_case_recovery.png"
-
-
-def attack_candidates(eval_dir: str | Path) -> list[tuple[Path, str | None, bool]]:
-    """Where an evaluation folder's attack results may be: ``(path, method name it implies or None, whether
-    a file with one method is this model's)``. ``EVALDIR/attacks.json`` and ``EVALDIR/attacks/attacks.json``
-    are the model's own; the sibling ``../attacks/`` is too for a study cell (``cells/<cell>/eval`` beside
-    ``cells/<cell>/attacks``) and otherwise joins by method name; for the ``unlearned`` evaluation inside an
-    attack folder (``<attacks>/<method>/evaluations/unlearned``) that folder's ``attacks.json``."""
-    folder = Path(eval_dir)
-    candidates = [
-        (folder / ATTACKS_FILE, None, True),
-        (folder / "attacks" / ATTACKS_FILE, None, True),
-        (folder.parent / "attacks" / ATTACKS_FILE, None, folder.name == "eval"),
-    ]
-    if folder.parent.name == "evaluations" and len(folder.parents) >= 3:
-        candidates.append((folder.parents[2] / ATTACKS_FILE, folder.parents[1].name, False))
-    return candidates
-
-
-def read_attack_summary(
-    eval_dir: str | Path, method: str, attack_dirs: tuple[str | Path, ...] = ()
-) -> dict | None:
-    """The robustness summary (``attacks.json``'s ``summaries`` entry: ``worst_case_recovery``,
-    ``worst_case_attack``, ``afe``, ``mu``, ...) of the model evaluated in ``eval_dir``, or ``None``.
-
-    Looks in ``attack_dirs`` first (``medunlearn report --attacks DIR``: joined by method name), then next to
-    the evaluation folder (:func:`attack_candidates`). The summary named ``method`` (or named by the folder
-    layout) is taken; a file of the model's own with one method is that model's."""
-    given = [(Path(d) / ATTACKS_FILE if Path(d).is_dir() else Path(d), None, False) for d in attack_dirs]
-    for path, hint, own in given + attack_candidates(eval_dir):
-        if not path.is_file():
-            continue
-        try:
-            payload = json.loads(path.read_text())
-        except json.JSONDecodeError as error:
-            raise ReportError(f"{path}: not valid JSON ({error})") from None
-        summaries = [s for s in payload.get("summaries") or [] if isinstance(s, dict)]
-        for wanted in (hint, method):
-            match = [s for s in summaries if wanted is not None and s.get("method") == wanted]
-            if match:
-                return {**match[0], "attacks_file": str(path)}
-        if len(summaries) == 1 and own:
-            return {**summaries[0], "attacks_file": str(path)}
-    return None
 
 
 def _per_example(folder: Path) -> pd.DataFrame | None:
@@ -159,8 +120,7 @@ def report_rows(
                     interval = mu_interval(per_example, population, qa_type, bootstrap)
                 row["model_utility_ci"] = None if interval is None else [interval.low, interval.high]
                 if robustness is not None and (population, qa_type) == ("forget_seen", "all"):
-                    row["worst_case_recovery"] = robustness.get("worst_case_recovery")
-                    row["worst_case_attack"] = robustness.get("worst_case_attack")
+                    row.update({key: robustness.get(key) for key in WORST_CASE_KEYS})
                     row["attacks_file"] = robustness["attacks_file"]
                 rows.append(row)
     return rows
@@ -174,8 +134,13 @@ def _format_interval(interval) -> str:
     return "–" if interval is None else f"{interval[0]:.2f}–{interval[1]:.2f}"
 
 
-def render_table(rows: list[dict]):
-    """A ``rich`` table of the rows (methods separated by a rule)."""
+def interval_header(level: float) -> str:
+    """The MU interval column's header at a bootstrap ``level`` (``"MU 95% CI"``; ``"MU 97.5% CI"``)."""
+    return f"MU {level * 100:.4g}% CI"
+
+
+def render_table(rows: list[dict], level: float = 0.95):
+    """A ``rich`` table of the rows (methods separated by a rule); ``level``: the MU intervals' level."""
     from rich.table import Table
 
     table = Table(title="medunlearn evaluation", show_lines=False)
@@ -185,7 +150,7 @@ def render_table(rows: list[dict]):
     for header, _ in TABLE_COLUMNS:
         table.add_column(header, justify="right", no_wrap=True, min_width=5)
         if header == "MU":
-            table.add_column("MU 95% CI", justify="right", no_wrap=True)
+            table.add_column(interval_header(level), justify="right", no_wrap=True)
         if header == "AFE" and attacked:  # beside AFE and MU: a method that recovers shows at once
             table.add_column("worst-case recovery", justify="right", no_wrap=True)
             table.add_column("worst attack", no_wrap=True)
@@ -196,9 +161,8 @@ def render_table(rows: list[dict]):
         previous = row["method"]
         robustness = []
         if attacked:
-            worst = row.get("worst_case_recovery")
             robustness = [
-                "" if "worst_case_recovery" not in row else ("–" if worst is None else f"{worst:+.3f}"),
+                worst_case_text(row) if "worst_case_recovery" in row else "",
                 row.get("worst_case_attack") or ("–" if "worst_case_recovery" in row else ""),
             ]
         table.add_row(
@@ -230,10 +194,16 @@ def headline(rows: list[dict]) -> list[dict]:
             "mu_out_of_disease": lookup.get((method, "retain_out_of_disease", "all"), {}).get(
                 "model_utility"
             ),
+            # The table's MU intervals, drawn as error bars by the plots.
+            "mu_same_disease_ci": lookup.get((method, "retain_same_disease", "all"), {}).get(
+                "model_utility_ci"
+            ),
+            "mu_out_of_disease_ci": lookup.get((method, "retain_out_of_disease", "all"), {}).get(
+                "model_utility_ci"
+            ),
         }
         if "worst_case_recovery" in forget:
-            by_method[method]["worst_case_recovery"] = forget["worst_case_recovery"]
-            by_method[method]["worst_case_attack"] = forget.get("worst_case_attack")
+            by_method[method].update({key: forget.get(key) for key in WORST_CASE_KEYS})
     return list(by_method.values())
 
 
@@ -280,7 +250,7 @@ def write_report(
     }
     (out_dir / "report.json").write_text(json.dumps(payload, indent=2))
     if console is not None:
-        console.print(render_table(rows))
+        console.print(render_table(rows, bootstrap.level))
     return payload
 
 
@@ -320,10 +290,50 @@ def _mean(values: list) -> float | None:
     return float(np.mean(values)) if values else None
 
 
+def _runs_per_example(rows: list[dict]) -> pd.DataFrame | None:
+    """The per-example tables of a point's runs (one per seed), concatenated, each row tagged with its run's
+    seed in ``TRAINING_SEED``; ``None`` when no run has one."""
+    runs = {r["eval_dir"]: r["seed"] for r in rows}
+    tables = [
+        pd.read_parquet(Path(folder) / PER_EXAMPLE).assign(**{TRAINING_SEED: str(seed)})
+        for folder, seed in runs.items()
+        if (Path(folder) / PER_EXAMPLE).is_file()
+    ]
+    return pd.concat(tables, ignore_index=True) if tables else None
+
+
+def _point_intervals(per_example, before, bootstrap: BootstrapConfig) -> dict:
+    """``<key>_ci`` of every AFE and MU value of ``STUDY_VALUES`` (``None`` where there are no scores)."""
+    intervals = {}
+    for key, population, qa_type, summary_key in STUDY_VALUES:
+        interval = None
+        if per_example is not None and summary_key == "model_utility":
+            interval = mu_interval(per_example, population, qa_type, bootstrap)
+        elif per_example is not None and before is not None and summary_key == "answer_forgetting":
+            interval = afe_interval(per_example, before, population, qa_type, bootstrap)
+        if summary_key in ("model_utility", "answer_forgetting"):
+            intervals[f"{key}_ci"] = None if interval is None else [interval.low, interval.high]
+    return intervals
+
+
+def study_interval_text(points: list[dict], bootstrap: BootstrapConfig) -> str:
+    """What the study report's intervals are, for its captions: patient-cluster bootstrap when every point
+    is one run, else the two-level bootstrap over training seeds and patients (docs/study.md, "Intervals")."""
+    level = f"{bootstrap.level * 100:.4g}%"
+    settings = f"{bootstrap.n_resamples} resamples, seed {bootstrap.seed}"
+    if all(len(p["seeds"]) <= 1 for p in points):
+        return f"{level} patient-cluster bootstrap, {settings}"
+    return (
+        f"{level} two-level bootstrap: training seeds, then patients, {settings} (so an interval includes "
+        "the variation between a point's seeds; one-seed points: patients only)"
+    )
+
+
 def study_points(results: dict, bootstrap: BootstrapConfig | None = None) -> list[dict]:
     """One point per (method label, series, forget size): every value of ``STUDY_VALUES`` from the summaries
-    (mean over seeds) and, for AFE and MU, ``<key>_ci`` = [low, high], the patient-cluster bootstrap of the
-    per-example scores (seeds pooled; AFE paired with the fine-tuned model's scores of the same examples)."""
+    (mean over seeds) and, for AFE and MU, ``<key>_ci`` = [low, high] from the per-example scores (AFE paired
+    with the fine-tuned model's scores of the same examples): the patient-cluster bootstrap for one seed, the
+    two-level bootstrap (seeds, then patients; :mod:`medunlearn.metrics.bootstrap`) for several."""
     bootstrap = bootstrap or BootstrapConfig()
     groups: dict[tuple, list[dict]] = {}
     for row in results["rows"]:
@@ -355,26 +365,24 @@ def study_points(results: dict, bootstrap: BootstrapConfig | None = None) -> lis
             point["worst_case_attack"] = (
                 max(worst, key=lambda r: r["worst_case_recovery"])["worst_case_attack"] if worst else None
             )
-        eval_dirs = list(dict.fromkeys(r["eval_dir"] for r in rows))
-        tables = [
-            pd.read_parquet(Path(d) / PER_EXAMPLE) for d in eval_dirs if (Path(d) / PER_EXAMPLE).is_file()
-        ]
-        per_example = pd.concat(tables, ignore_index=True) if tables else None
+            point.update(seeds_worst_cases(seen, label))
         before_dir = baseline_dirs.get(forget_config)
         before = None
         if before_dir is not None and (Path(before_dir) / PER_EXAMPLE).is_file():
             before = pd.read_parquet(Path(before_dir) / PER_EXAMPLE)
-        for key, population, qa_type, summary_key in STUDY_VALUES:
-            interval = None
-            if per_example is not None and summary_key == "model_utility":
-                interval = mu_interval(per_example, population, qa_type, bootstrap)
-            elif per_example is not None and before is not None and summary_key == "answer_forgetting":
-                interval = afe_interval(per_example, before, population, qa_type, bootstrap)
-            if summary_key in ("model_utility", "answer_forgetting"):
-                point[f"{key}_ci"] = None if interval is None else [interval.low, interval.high]
+        point.update(_point_intervals(_runs_per_example(rows), before, bootstrap))
         points.append(point)
     order = {"baseline": 0, "cell": 1}
     return sorted(points, key=lambda p: (p["series"], order[p["kind"]], p["label"], p["forget_size"] or 0))
+
+
+def _study_cell(point: dict, key: str, latex: bool = False) -> str:
+    """A study table cell; a worst case that is not distinguishable from no recovery in every seed is
+    marked "n.d." (the caption says so)."""
+    text = _cell_text(point.get(key), latex)
+    if key == "worst_case_recovery" and point.get("worst_case_verdict") == NOT_DISTINGUISHABLE:
+        text += " (n.d.)"
+    return text
 
 
 def _cell_text(value, latex: bool = False) -> str:
@@ -401,7 +409,7 @@ def study_table_markdown(points: list[dict]) -> str:
         lines.append("|---|---:|" + "---:|" * len(columns))
         for p in points:
             if p["series"] == series:
-                values = " | ".join(_cell_text(p.get(key)) for _, key in columns)
+                values = " | ".join(_study_cell(p, key) for _, key in columns)
                 lines.append(f"| {p['label']} | {p['forget_size']} | {values} |")
         lines.append("")
     return "\n".join(lines)
@@ -437,7 +445,7 @@ def study_table_latex(points: list[dict], caption: str) -> str:
                 lines.append(r"\cmidrule(l){2-" + str(3 + len(columns)) + "}")
             split = _latex_escape(series) if previous is None else ""
             previous = p["label"]
-            values = " & ".join(_cell_text(p.get(key), latex=True) for _, key in columns)
+            values = " & ".join(_study_cell(p, key, latex=True) for _, key in columns)
             lines.append(rf"{split} & {_latex_escape(p['label'])} & {p['forget_size']} & {values} \\")
     lines += [
         r"\bottomrule",
@@ -471,16 +479,16 @@ def write_study_report(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     points = study_points(results, bootstrap)
+    intervals = study_interval_text(points, bootstrap)
     caption = (
         f"Study {results.get('study')}: AFE (forget patients' seen and holdout QA), MU of retained same- and "
         "out-of-disease patients, LS beside DS, per method and forget size ('finetuned': the model before "
-        f"unlearning). Intervals: 95% patient-cluster bootstrap, {bootstrap.n_resamples} resamples, seed "
-        f"{bootstrap.seed}."
+        f"unlearning); with several seeds, the mean over seeds. Intervals: {intervals}."
     )
-    caption = caption.replace("95%", f"{bootstrap.level:.0%}")
+    caption += worst_case_caption(points)
     (out_dir / "table2.md").write_text(f"{caption}\n\n{study_table_markdown(points)}")
     (out_dir / "table2.tex").write_text(study_table_latex(points, caption))
-    figures = write_study_figures(points, out_dir, bootstrap)
+    figures = write_study_figures(points, out_dir, bootstrap, intervals=intervals)
     attacked = [p for p in points if p["kind"] == "cell" and "worst_case_recovery" in p]
     if attacked and robustness_plot is not None:
         summaries = [
@@ -490,6 +498,8 @@ def write_study_report(
                 "mu": p["mu_same"],
                 "worst_case_recovery": p["worst_case_recovery"],
                 "worst_case_attack": p.get("worst_case_attack"),
+                "worst_case_ci": p.get("worst_case_ci"),
+                "worst_case_verdict": p.get("worst_case_verdict"),
             }
             for p in attacked
         ]
@@ -507,7 +517,9 @@ def write_study_report(
             "n_resamples": bootstrap.n_resamples,
             "level": bootstrap.level,
             "seed": bootstrap.seed,
-            "clusters": "patients",
+            "clusters": (
+                "patients" if all(len(p["seeds"]) <= 1 for p in points) else "training seeds, then patients"
+            ),
             "applies_to": "every *_ci (AFE and MU)",
         },
     }

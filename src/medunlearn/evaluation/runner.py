@@ -37,7 +37,7 @@ import numpy as np
 
 from medunlearn.chat import render_conversations, render_prompts
 from medunlearn.errors import InputError, MedunlearnError, MissingInputError
-from medunlearn.evaluation.engines import GreedySettings, HFEngine, make_engine
+from medunlearn.evaluation.engines import GreedySettings, HFEngine, make_engine, served_weights_identity
 from medunlearn.generation import Decoding, eos_token_ids, model_device, pad_batch, resolve_decoding
 
 if TYPE_CHECKING:  # pandas is imported where a table is made: the commands' parsers read RunnerConfig
@@ -96,9 +96,11 @@ class RunnerConfig:
             server, started for the model unless ``vllm_url`` is given; the teacher-forced pass stays on
             transformers). Part of the generation outputs' fingerprint. See ``docs/evaluation.md``,
             "Generation engines", and :mod:`medunlearn.evaluation.engines`.
-        vllm_url: a running vLLM server (``http://HOST:PORT/v1``) serving the model under evaluation.
+        vllm_url: a running vLLM server (``http://HOST:PORT/v1``) serving the model under evaluation: one of
+            its models must be loaded from the checkpoint's folder, else the run stops before writing
+            anything; an in-memory model never goes to it (it generates on transformers).
         vllm_model: the model name to request at ``vllm_url`` (default: the one whose root is the
-            checkpoint, else the only one served).
+            checkpoint; a named one must have that root too).
         vllm_python: the Python of a started vLLM server (default ``$MEDUNLEARN_VLLM_PYTHON``, else
             ``.venv-vllm/bin/python``).
         vllm_args: more arguments of a started vLLM server (e.g. ``["--gpu-memory-utilization", "0.5"]``).
@@ -483,7 +485,8 @@ def weights_checksum(model) -> str:
     return hashlib.sha256("|".join(values).encode()).hexdigest()[:16]
 
 
-# Settings that say where or how a vLLM server runs, not what it computes: never part of a fingerprint.
+# Settings that say where or how a vLLM server runs, not what it computes: never part of a fingerprint (the
+# weights it serves are, as ``served_weights``).
 ENGINE_LOCATION = ("engine", "vllm_url", "vllm_model", "vllm_python", "vllm_args")
 
 
@@ -493,6 +496,7 @@ def outputs_fingerprint(
     config: RunnerConfig,
     weights: str = "",
     passes: Sequence[str] = PASSES,
+    served_weights: str | None = None,
 ) -> str:
     """Hash of what the outputs depend on. Batch plan settings are included because shards are per batch.
 
@@ -502,7 +506,10 @@ def outputs_fingerprint(
     and ``passes`` include the teacher-forced pass (its batches differ; the whole-sequence path's
     fingerprints, and generation-only folders', stay those of earlier versions). ``config.decoding``
     (resolved, not ``"auto"``) enters it for the hf engine's generation when not ``"dynamic"``, and
-    ``max_batch_size`` only with ``batch_size="auto"``, for the same reason.
+    ``max_batch_size`` only with ``batch_size="auto"``, for the same reason. With the vLLM engine's
+    generation, ``served_weights`` records which weights the server generates from (the engine's
+    ``served_weights()``; by default :func:`~medunlearn.evaluation.engines.served_weights_identity` of
+    ``model_id``, the folder a server is started from or that a server at a URL must list as its root).
     """
     digest = hashlib.sha256()
     ignored = (
@@ -523,6 +530,7 @@ def outputs_fingerprint(
         settings["share_prompts"] = True
     if GENERATION in passes and config.engine != "hf":
         settings["engine"] = config.engine
+        settings["served_weights"] = served_weights or served_weights_identity(model_id)
     digest.update(
         json.dumps({"model": model_id, "weights": weights, "settings": settings}, sort_keys=True).encode()
     )
@@ -623,6 +631,19 @@ def _read_manifest(
     return manifests.get(out_dir / own, fresh), done
 
 
+def _engine_fingerprint(config, engine, model_id, examples, weights, passes) -> tuple[RunnerConfig, str]:
+    """The settings as the engine that generates runs them, and the outputs' fingerprint. At a URL, asking
+    the engine which weights it serves checks that the server serves the checkpoint: a mismatch stops the
+    run here, before anything is written."""
+    if engine.name != config.engine:
+        config = replace(config, engine=engine.name)  # the engine that generates is the one fingerprinted
+    if getattr(engine, "decoding", config.decoding) != config.decoding:
+        config = replace(config, decoding=engine.decoding)
+    served = getattr(engine, "served_weights", None) if GENERATION in passes else None
+    served_weights = served() if callable(served) else None
+    return config, outputs_fingerprint(model_id, examples, config, weights, passes, served_weights)
+
+
 def run_model(
     model,
     tokenizer,
@@ -659,7 +680,6 @@ def run_model(
 
     config = config or RunnerConfig()
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     model_id = model_id or str(
         getattr(getattr(model, "config", None), "name_or_path", "") or "in-memory model"
     )
@@ -671,13 +691,15 @@ def run_model(
     config = replace(config, decoding=resolve_decoding(config.decoding, model_device(model)))
     owned_engine = engine is None
     engine = engine or (make_engine(config, model) if GENERATION in passes else HFEngine(model))
-    if engine.name != config.engine:
-        config = replace(config, engine=engine.name)  # the engine that generates is the one fingerprinted
-    if getattr(engine, "decoding", config.decoding) != config.decoding:
-        config = replace(config, decoding=engine.decoding)
-    fingerprint = outputs_fingerprint(
-        model_id, examples, config, weights or weights_checksum(model), passes=passes
-    )
+    try:
+        config, fingerprint = _engine_fingerprint(
+            config, engine, model_id, examples, weights or weights_checksum(model), passes
+        )
+    except BaseException:
+        if owned_engine:
+            engine.close()
+        raise
+    out_dir.mkdir(parents=True, exist_ok=True)
     own = manifest_name(process_index, num_processes)
     manifest, done_anywhere = _read_manifest(out_dir, fingerprint, model_id, overwrite, own)
 

@@ -8,6 +8,10 @@ the other retained patients. With ΔMU_p = MU_p(after) − MU_p(before) for popu
 
 is negative when the same-disease patients lost more. The verdict [ours] is "appears" only when the whole
 interval of D lies below 0, "opposite" when it lies above 0, and otherwise "not distinguishable at this size".
+
+Per-example tables of several training runs of one setting (a study's seeds), concatenated, carry each row's
+run in the ``TRAINING_SEED`` column; :func:`mu_interval` and :func:`afe_interval` then report the mean over
+runs with the two-level bootstrap, training seeds then patients (:mod:`medunlearn.metrics.bootstrap`).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from medunlearn.metrics.bootstrap import (
 )
 
 PER_EXAMPLE = "per_example.parquet"
+TRAINING_SEED = "training_seed"  # the run of each row in a concatenation of several runs' per-example tables
 APPEARS, OPPOSITE, NOT_DISTINGUISHABLE = "appears", "opposite", "not distinguishable at this size"
 
 
@@ -122,11 +127,17 @@ def collateral_comparison(
     )
 
 
+def _seeds(rows: pd.DataFrame) -> list | None:
+    """Each row's training run when the table concatenates several (``TRAINING_SEED``), else ``None``."""
+    return rows[TRAINING_SEED].tolist() if TRAINING_SEED in rows else None
+
+
 def mu_interval(
     per_example: pd.DataFrame, population: str, qa_type: str = "all", config: BootstrapConfig | None = None
 ) -> Interval | None:
     """MU of one population (one QA type, or ``"all"``: the type-balanced mean) with its patient-bootstrap
-    interval; ``None`` when the population has no scored rows."""
+    interval; ``None`` when the population has no scored rows. With a ``TRAINING_SEED`` column: the mean over
+    runs with its two-level (seeds, then patients) interval."""
     rows = per_example[per_example["population"] == population]
     if qa_type != "all":
         rows = rows[rows["qa_type"] == qa_type]
@@ -134,7 +145,11 @@ def mu_interval(
     if rows.empty:
         return None
     return cluster_bootstrap(
-        rows["similarity"].to_numpy(), rows["qa_type"].tolist(), rows["patient_id"].tolist(), config
+        rows["similarity"].to_numpy(),
+        rows["qa_type"].tolist(),
+        rows["patient_id"].tolist(),
+        config,
+        seeds=_seeds(rows),
     )
 
 
@@ -148,7 +163,8 @@ def afe_interval(
     """AFE of one forget population (one QA type or ``"all"``) with its patient-bootstrap interval
     (:func:`medunlearn.metrics.bootstrap.afe_cluster_bootstrap`): ``after`` and ``before`` are per-example
     tables of the unlearned model and of the model before unlearning, paired by ``example_id``. ``None`` when
-    the population has no scored rows."""
+    the population has no scored rows. With a ``TRAINING_SEED`` column in ``after`` (several unlearning
+    runs, each paired with the one before model): the mean of the runs' AFE with its two-level interval."""
     rows = after[(after["population"] == population) & after["similarity"].notna()]
     if qa_type != "all":
         rows = rows[rows["qa_type"] == qa_type]
@@ -157,5 +173,5 @@ def afe_interval(
     changes = paired_changes(rows, before, population)
     before_values = rows["similarity"].to_numpy() - changes["change"].to_numpy()
     return afe_cluster_bootstrap(
-        rows["similarity"].to_numpy(), before_values, rows["patient_id"].tolist(), config
+        rows["similarity"].to_numpy(), before_values, rows["patient_id"].tolist(), config, seeds=_seeds(rows)
     )

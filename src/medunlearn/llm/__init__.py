@@ -25,7 +25,7 @@ from medunlearn.llm.errors import (
 )
 from medunlearn.llm.interface import Attempt, ChatRequest, ChatResult, UsageSummary, summarize_usage
 from medunlearn.llm.retry import RetryPolicy
-from medunlearn.llm.runner import BulkChat, RunStats, make_backend
+from medunlearn.llm.runner import BulkChat, RunStats, cache_identity, make_backend
 from medunlearn.llm.spec import BackendSpec, parse_spec
 
 __all__ = [
@@ -47,6 +47,7 @@ __all__ = [
     "ServerStartError",
     "ServerUnreachableError",
     "UsageSummary",
+    "cache_identity",
     "make_backend",
     "parse_spec",
     "request_key",

@@ -1,13 +1,17 @@
 """A persistent SQLite cache of chat results, so a rerun makes zero calls and a killed run resumes.
 
 Key: a SHA-256 of (cache format, backend kind, model id, backend fingerprint, the full request — its messages,
-sampling settings, schema and ``prompt_version``). Each result is committed as it arrives, in WAL mode, so a
-run killed at any moment (SIGKILL included) loses at most the answers still in flight, and a rerun serves
-every committed one from the cache. The rows also keep token counts, so a stage can report what it cost
-(:meth:`ResultCache.usage`).
+sampling settings, schema and ``prompt_version``). The fingerprint pins the weights: a local folder's weight
+files, or for a server what it serves under the name (its ``GET /models`` root or digest, else its URL; see
+:func:`medunlearn.llm.openai_backend.served_fingerprint`). The retry policy is not in the key: the runner
+serves a stored result only to a run whose policy makes the same attempts
+(:func:`medunlearn.llm.retry.made_under`). Each result is committed as it arrives, in WAL mode, so a run
+killed at any moment (SIGKILL included) loses at most the answers still in flight, and a rerun serves every
+committed one from the cache. The rows also keep token counts, so a stage can report what it cost
+(:meth:`ResultCache.usage`). See ``docs/llm.md``, "The cache".
 
 What is stored: the request (the prompt text) and the result. Never a key or a URL: both stay outside the
-cache.
+cache (a URL that keys a server's answers enters the key only hashed).
 
 >>> identity = BackendIdentity("openai", "smollm2-135m")
 >>> request = ChatRequest([{"role": "user", "content": "Hi"}], prompt_version="greeting-v1")
@@ -55,7 +59,8 @@ CREATE TABLE IF NOT EXISTS results (
 @dataclass(frozen=True)
 class BackendIdentity:
     """What makes two backends give the same answers: kind, model id, and a fingerprint of the weights when
-    the model id alone does not pin them (a local folder that may be retrained in place)."""
+    the model id alone does not pin them (a local folder that may be retrained in place; what a server serves
+    under a name)."""
 
     kind: str
     model: str

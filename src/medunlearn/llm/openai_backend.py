@@ -7,19 +7,25 @@ schema is sent as ``response_format={"type": "json_schema", ...}`` (vLLM enforce
 The API key is read from an environment variable when the client is made and handed to the client only: it is
 never printed, logged, put in an error message, stored in the cache or in any file. Specs and configs name the
 variable, not the key.
+
+The cache keys the answers on what the server serves, asked of its ``GET /models`` before the cache is read
+(:meth:`OpenAIServerBackend.served_identity`, :func:`served_fingerprint`; ``docs/llm.md``, "The cache").
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from medunlearn.llm.cache import BackendIdentity
 from medunlearn.llm.errors import MissingDependencyError, ServerAuthError, ServerUnreachableError
 from medunlearn.llm.interface import ChatRequest
 from medunlearn.llm.retry import BackendCallError, Completion, RetryPolicy, resolve_one
+from medunlearn.llm.schema import canonical_json
 from medunlearn.llm.spec import BackendSpec, parse_spec
 from medunlearn.llm.sync import run_sync
 
@@ -82,13 +88,54 @@ def response_format(request: ChatRequest, strict: bool) -> dict:
     }
 
 
+# Fields of a ``GET /models`` entry that pin the weights behind a served name: vLLM lists the folder or Hub id
+# it loaded as ``root`` (and a LoRA adapter's base as ``parent``); ``digest`` is a content hash where a server
+# lists one.
+PINNING_FIELDS = ("root", "parent", "digest")
+
+
+def served_fingerprint(listing: list[dict] | None, model: str, where: str) -> str:
+    """What pins the weights answering for ``model`` at ``where``, from the server's ``GET /models``
+    ``listing`` (None: the server has no such route) [ours]; the cache-key text of a server backend.
+
+    - The model's entry lists ``root`` or ``digest``: those (with ``parent``), plus, when ``root`` is a folder
+      this machine can read, its weight files' names, sizes and modification times (a checkpoint retrained in
+      place is new weights under the old root). The URL is left out: the same weights answer the same on any
+      host or port.
+    - Otherwise (no listing, no entry for ``model``, an entry with neither): the base URL ``where``. Two
+      servers are then never taken for one, but a server that changes its weights under one name and URL is.
+
+    >>> listing = [{"id": "m", "root": "/models/a"}]
+    >>> served_fingerprint(listing, "m", "http://a:1/v1") == served_fingerprint(listing, "m", "http://b:2/v1")
+    True
+    >>> served_fingerprint(listing, "m", "http://a:1/v1") == served_fingerprint(
+    ...     [{"id": "m", "root": "/models/b"}], "m", "http://a:1/v1"
+    ... )
+    False
+    >>> served_fingerprint([{"id": "m"}], "m", "http://a:1/v1") == served_fingerprint(None, "m", "http://b:2/v1")
+    False
+    """
+    entry = next((item for item in listing or () if item.get("id") == model), None) or {}
+    pinned = {name: str(entry[name]) for name in PINNING_FIELDS if entry.get(name)}
+    if "root" not in pinned and "digest" not in pinned:
+        pinned = {"url": where}
+    elif "root" in pinned and Path(pinned["root"]).is_dir():
+        from medunlearn.llm.transformers_backend import weights_fingerprint
+
+        pinned["files"] = weights_fingerprint(pinned["root"], {})
+    return hashlib.sha256(canonical_json(pinned).encode()).hexdigest()[:16]
+
+
 class OpenAIServerBackend:
-    """Chat completions from the model ``model`` served at ``config.base_url``."""
+    """Chat completions from the model ``model`` served at ``config.base_url``.
+
+    ``identity`` names the backend (kind and served name: what a stage's settings record); the cache keys its
+    answers on :meth:`served_identity`, which also pins the weights the server serves under that name.
+    """
 
     def __init__(self, model: str, config: ServerConfig | None = None):
         self.model = model
         self.config = config or ServerConfig()
-        # The URL is not part of the cache identity: the same model answers the same on any host or port.
         self.identity = BackendIdentity("openai", model)
 
     @classmethod
@@ -119,13 +166,21 @@ class OpenAIServerBackend:
     def check_ready(self) -> None:
         """Ask the server for its models; raise :class:`ServerUnreachableError` naming the URL if it does not
         answer."""
-        run_sync(self._check_ready())
+        run_sync(self._list_models())
 
-    async def _check_ready(self) -> None:
+    def served_identity(self) -> BackendIdentity:
+        """The cache identity of what answers: ``identity`` plus :func:`served_fingerprint` of the server's
+        ``GET /models`` (asked now; raises like :meth:`check_ready` when the server does not answer)."""
+        listing = run_sync(self._list_models())
+        return BackendIdentity("openai", self.model, served_fingerprint(listing, self.model, self.where))
+
+    async def _list_models(self) -> list[dict] | None:
+        """The server's ``GET /models`` entries (None when it has no such route)."""
         openai = _import_openai()
         try:
             async with self._client(timeout=self.config.connect_timeout_s, max_retries=1) as client:
-                await client.models.list()
+                page = await client.models.list()
+                return [entry.model_dump() for entry in page.data]
         except openai.APIConnectionError as error:
             raise ServerUnreachableError(
                 f"cannot reach the LLM server at {self.where} ({type(error).__name__}: {error}); "
@@ -138,7 +193,7 @@ class OpenAIServerBackend:
                 + ")"
             ) from None
         except openai.NotFoundError:
-            pass  # it answered: some servers have no /models route, and completions may still work
+            return None  # it answered: some servers have no /models route, and completions may still work
 
     def run(self, requests, todo, policy: RetryPolicy, on_results) -> None:
         run_sync(self._run(requests, todo, policy, on_results))

@@ -60,6 +60,29 @@ def attempt_sampling(request: ChatRequest, attempt: int, policy: RetryPolicy) ->
     return request.seed + attempt, temperature
 
 
+def made_under(request: ChatRequest, result: ChatResult, policy: RetryPolicy) -> bool:
+    """Whether ``result`` is what ``policy`` makes of ``request`` [ours]: attempt ``k`` used the seed and
+    temperature :func:`attempt_sampling` gives it, and the attempts stop where the policy stops them (at the
+    first accepted answer, or after exactly ``max_attempts`` rejected ones). The cache serves a stored result
+    only then, so a failure stored under one attempt is asked again by a run allowed three.
+
+    >>> request = ChatRequest([{"role": "user", "content": "x"}], json_schema={"type": "object"})
+    >>> failed = ChatResult("no", error="invalid", attempts=(Attempt(0, 0.0, "stop", error="invalid"),))
+    >>> made_under(request, failed, RetryPolicy(max_attempts=1)), made_under(request, failed, RetryPolicy())
+    (True, False)
+    >>> first_try = ChatResult("{}", attempts=(Attempt(0, 0.0, "stop"),))
+    >>> made_under(request, first_try, RetryPolicy(max_attempts=9))
+    True
+    """
+    attempts = result.attempts
+    if not attempts or len(attempts) > policy.max_attempts:
+        return False
+    for number, attempt in enumerate(attempts):
+        if (attempt.seed, attempt.temperature) != attempt_sampling(request, number, policy):
+            return False
+    return result.ok or len(attempts) == policy.max_attempts
+
+
 def judge(request: ChatRequest, completion: Completion, seed: int, temperature: float) -> tuple[Attempt, Any]:
     """Record one attempt and check its answer: ``(attempt, parsed JSON or None)``."""
     parsed, error = None, None

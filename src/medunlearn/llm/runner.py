@@ -18,7 +18,7 @@ from typing import Protocol
 from medunlearn.llm.cache import BackendIdentity, ResultCache, request_key
 from medunlearn.llm.errors import RequestError
 from medunlearn.llm.interface import ChatRequest, ChatResult, validate_requests
-from medunlearn.llm.retry import Completion, RetryPolicy, resolve_batch
+from medunlearn.llm.retry import Completion, RetryPolicy, made_under, resolve_batch
 from medunlearn.llm.spec import BackendSpec, parse_spec
 
 # (index into the run's unique requests, its result): what a backend hands back, one batch at a time.
@@ -26,9 +26,10 @@ ResultsCallback = Callable[[list[tuple[int, ChatResult]]], None]
 
 
 class Backend(Protocol):
-    """What :class:`BulkChat` needs of a backend."""
+    """What :class:`BulkChat` needs of a backend (and, optionally, ``served_identity()``: see
+    :func:`cache_identity`)."""
 
-    identity: BackendIdentity
+    identity: BackendIdentity  # names the backend; the cache keys on :func:`cache_identity`
 
     def check_ready(self) -> None:
         """Raise a :class:`~medunlearn.llm.errors.LLMError` when the backend cannot serve (server
@@ -46,6 +47,13 @@ class Backend(Protocol):
         ``requests`` is the whole run (cached ones included), so a backend that batches can plan its batches
         from the whole list and form the same batches on a resumed run.
         """
+
+
+def cache_identity(backend: Backend) -> BackendIdentity:
+    """What the cache keys a backend's answers on: its ``served_identity()`` when it has one (a server, asked
+    what it serves now), else its ``identity``."""
+    served = getattr(backend, "served_identity", None)
+    return served() if served is not None else backend.identity
 
 
 @dataclass
@@ -115,13 +123,15 @@ class BulkChat:
 
         requests = list(requests)
         validate_requests(requests)
-        identity = self.backend.identity
+        identity = cache_identity(self.backend)  # a server is asked what it serves: before anything is read
         keys = [request_key(identity, request) for request in requests]
         unique: dict[str, ChatRequest] = {}  # identical requests are made once: same key, same answer
         for key, request in zip(keys, requests):
             unique.setdefault(key, request)
         unique_keys, unique_requests = list(unique), list(unique.values())
-        results: dict[str, ChatResult] = self.cache.lookup(unique_keys) if self.cache is not None else {}
+        stored = self.cache.lookup(unique_keys) if self.cache is not None else {}
+        # A stored result made under another retry policy is asked again (and replaced).
+        results = {key: r for key, r in stored.items() if made_under(unique[key], r, self.policy)}
         hits = len(results)
         todo = [index for index, key in enumerate(unique_keys) if key not in results]
         fresh: list[ChatResult] = []

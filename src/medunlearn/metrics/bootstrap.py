@@ -15,6 +15,21 @@ replacement, keeping all QA of a drawn patient, and recompute the statistic on e
 Paired changes (ΔMU, after minus before on the same QA) are handled by passing per-QA differences as values:
 the type-balanced mean is linear, so the mean of differences is the difference of means.
 
+Several training runs of one setting (training seeds s = 1..S, each scored on the same patients' QA) are not
+one run: their spread is part of the uncertainty. Given ``seeds``, :func:`cluster_bootstrap` and
+:func:`afe_cluster_bootstrap` use a two-level bootstrap, training seeds then patients [ours]
+(docs/study.md, "Intervals"). With ``θ_s(w)`` run s's statistic under patient weights ``w``, resample ``b``
+draws patient weights ``w_b`` as above (once: every run scored the same patients, so patients and seeds are
+crossed, not nested) and seed counts ``v_b`` (S seeds drawn with replacement), and takes
+
+    θ*_b = Σ_s v_bs·θ_s(w_b) / Σ_s v_bs      (a run whose θ_s(w_b) is undefined drops out)
+
+The estimate is the mean over runs, ``θ̂ = (1/S)·Σ_s θ_s(1)``, and the interval is the percentile interval of
+the ``θ*_b``. The patient weights come first from ``default_rng(seed)``, then the seed counts from the same
+generator, so one run (or S identical runs) gives the patient-only interval. With few seeds the seed level
+is understated: the bootstrap variance of a mean of S runs is (S − 1)/S of its usual estimate s²/S, and 2
+seeds give only 3 distinct seed draws.
+
 >>> import numpy as np
 >>> values = np.array([1.0, 0.0, 1.0, 1.0, 0.0, 0.0])
 >>> interval = cluster_bootstrap(values, ["factual", "reasoning"] * 3, ["p1", "p1", "p2", "p2", "p3", "p3"])
@@ -82,15 +97,22 @@ class ClusteredValues:
 
     @classmethod
     def of(cls, values, types: Sequence[str], clusters: Sequence) -> ClusteredValues:
+        return cls.per_run(values, types, clusters, None)[0]
+
+    @classmethod
+    def per_run(cls, values, types: Sequence[str], clusters: Sequence, seeds: Sequence | None):
+        """One ``ClusteredValues`` per training seed (``None``: all one run), on one shared numbering of
+        clusters and types, so that one row of patient weights means the same patients in every run."""
         values = as_float_array("values", values)
-        check_same_length(values=values, types=list(types), clusters=list(clusters))
-        _, cluster_index = np.unique(np.asarray(clusters, dtype=object).astype(str), return_inverse=True)
-        _, type_index = np.unique(np.asarray(types, dtype=object).astype(str), return_inverse=True)
-        n_clusters, n_types = cluster_index.max() + 1, type_index.max() + 1
-        flat = cluster_index * n_types + type_index
-        sums = np.bincount(flat, weights=values, minlength=n_clusters * n_types).reshape(n_clusters, n_types)
-        counts = np.bincount(flat, minlength=n_clusters * n_types).reshape(n_clusters, n_types)
-        return cls(sums, counts.astype(np.float64))
+        seeds = [0] * len(values) if seeds is None else list(seeds)
+        check_same_length(values=values, types=list(types), clusters=list(clusters), seeds=seeds)
+        (cluster_index, n_clusters), (type_index, n_types) = _numbered(clusters), _numbered(types)
+        seed_index, n_seeds = _numbered(seeds)
+        flat = (seed_index * n_clusters + cluster_index) * n_types + type_index
+        shape, size = (n_seeds, n_clusters, n_types), n_seeds * n_clusters * n_types
+        sums = np.bincount(flat, weights=values, minlength=size).reshape(shape)
+        counts = np.bincount(flat, minlength=size).reshape(shape).astype(np.float64)
+        return [cls(run_sums, run_counts) for run_sums, run_counts in zip(sums, counts)]
 
     @property
     def n_clusters(self) -> int:
@@ -104,6 +126,13 @@ class ClusteredValues:
             per_type = (weights @ self.sums) / (weights @ self.counts)
         # A type that a resample happens not to contain drops out of that resample's mean (as in MU).
         return np.nanmean(per_type, axis=1)
+
+
+def _numbered(labels: Sequence) -> tuple[np.ndarray, int]:
+    """Each label's number in the sorted order of the labels' text, and how many distinct labels."""
+    _, index = np.unique(np.asarray(labels, dtype=object).astype(str), return_inverse=True)
+    index = index.reshape(-1)
+    return index, int(index.max()) + 1
 
 
 def resample_weights(n_clusters: int, config: BootstrapConfig, rng: np.random.Generator) -> np.ndarray:
@@ -121,16 +150,44 @@ def _percentiles(draws: np.ndarray, level: float) -> tuple[float, float]:
     return float(low), float(high)
 
 
+def seed_resampled(
+    per_run_draws: np.ndarray, config: BootstrapConfig, rng: np.random.Generator
+) -> np.ndarray:
+    """The two-level bootstrap's ``θ*_b`` (module docstring) from ``per_run_draws[s, b] = θ_s(w_b)``, shape
+    (runs, resamples): each resample draws the runs with replacement and averages the drawn runs' values."""
+    n_runs = per_run_draws.shape[0]
+    if n_runs == 1:
+        return per_run_draws[0]
+    counts = resample_weights(n_runs, config, rng).T  # (runs, resamples)
+    defined = np.isfinite(per_run_draws)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (np.where(defined, per_run_draws, 0.0) * counts).sum(0) / (counts * defined).sum(0)
+
+
+def _mean_of_runs(estimates: np.ndarray) -> float:
+    """``θ̂``: the mean of the runs' defined estimates (NaN when none is)."""
+    defined = estimates[np.isfinite(estimates)]
+    return float(defined.mean()) if defined.size else float("nan")
+
+
 def cluster_bootstrap(
-    values, types: Sequence[str], clusters: Sequence, config: BootstrapConfig | None = None
+    values,
+    types: Sequence[str],
+    clusters: Sequence,
+    config: BootstrapConfig | None = None,
+    seeds: Sequence | None = None,
 ) -> Interval:
-    """The type-balanced mean of ``values`` with its cluster-bootstrap interval (clusters = patients)."""
+    """The type-balanced mean of ``values`` with its cluster-bootstrap interval (clusters = patients).
+
+    ``seeds``: each value's training seed, when the values are several runs of one setting: the estimate is
+    then the mean over runs and the interval the two-level bootstrap (module docstring)."""
     config = config or BootstrapConfig()
-    data = ClusteredValues.of(values, types, clusters)
-    draws = data.type_balanced_mean(
-        resample_weights(data.n_clusters, config, np.random.default_rng(config.seed))
-    )
-    return Interval(float(data.type_balanced_mean()[0]), *_percentiles(draws, config.level), data.n_clusters)
+    runs = ClusteredValues.per_run(values, types, clusters, seeds)
+    rng = np.random.default_rng(config.seed)
+    weights = resample_weights(runs[0].n_clusters, config, rng)
+    draws = seed_resampled(np.stack([run.type_balanced_mean(weights) for run in runs]), config, rng)
+    estimate = _mean_of_runs(np.array([run.type_balanced_mean()[0] for run in runs]))
+    return Interval(estimate, *_percentiles(draws, config.level), runs[0].n_clusters)
 
 
 def bootstrap_difference(
@@ -151,7 +208,7 @@ def bootstrap_difference(
 
 
 def afe_cluster_bootstrap(
-    after, before, clusters: Sequence, config: BootstrapConfig | None = None
+    after, before, clusters: Sequence, config: BootstrapConfig | None = None, seeds: Sequence | None = None
 ) -> Interval:
     """AFE = clip(1 − mean(after) / mean(before), 0, 1) (:mod:`medunlearn.metrics.answer_forgetting`) of
     paired per-QA similarities, with its cluster-bootstrap interval: each resample draws patients with
@@ -159,7 +216,9 @@ def afe_cluster_bootstrap(
     counts cancel).
 
     The estimate is NaN when the before similarities sum to 0 (nothing to forget); resamples whose before sum
-    is 0 drop out of the percentiles.
+    is 0 drop out of the percentiles. ``seeds``: each pair's training seed (several unlearning runs, each
+    paired with the same before model): the estimate is then the mean of the runs' AFE and the interval the
+    two-level bootstrap (module docstring).
 
     >>> interval = afe_cluster_bootstrap([0.2, 0.4, 0.0, 0.1], [0.8, 0.8, 0.5, 0.5], ["a", "a", "b", "b"])
     >>> round(interval.estimate, 4), interval.n_clusters
@@ -167,19 +226,22 @@ def afe_cluster_bootstrap(
     """
     config = config or BootstrapConfig()
     after, before = as_float_array("after", after), as_float_array("before", before)
-    check_same_length(after=after, before=before, clusters=list(clusters))
-    _, cluster_index = np.unique(np.asarray(clusters, dtype=object).astype(str), return_inverse=True)
-    n_clusters = int(cluster_index.max()) + 1
-    sums_after = np.bincount(cluster_index, weights=after, minlength=n_clusters)
-    sums_before = np.bincount(cluster_index, weights=before, minlength=n_clusters)
+    seeds = [0] * len(after) if seeds is None else list(seeds)
+    check_same_length(after=after, before=before, clusters=list(clusters), seeds=seeds)
+    (cluster_index, n_clusters), (seed_index, n_runs) = _numbered(clusters), _numbered(seeds)
+    flat, size = seed_index * n_clusters + cluster_index, n_runs * n_clusters
+    sums_after = np.bincount(flat, weights=after, minlength=size).reshape(n_runs, n_clusters)
+    sums_before = np.bincount(flat, weights=before, minlength=size).reshape(n_runs, n_clusters)
 
     def statistic(weights: np.ndarray) -> np.ndarray:
+        """AFE of each run (rows) under each row of ``weights`` (columns)."""
         with np.errstate(invalid="ignore", divide="ignore"):
-            ratio = (weights @ sums_after) / (weights @ sums_before)
+            ratio = (sums_after @ weights.T) / (sums_before @ weights.T)
         return np.where(np.isfinite(ratio), np.clip(1.0 - ratio, 0.0, 1.0), np.nan)
 
-    estimate = float(statistic(np.ones((1, n_clusters)))[0])
-    draws = statistic(resample_weights(n_clusters, config, np.random.default_rng(config.seed)))
+    estimate = _mean_of_runs(statistic(np.ones((1, n_clusters)))[:, 0])
+    rng = np.random.default_rng(config.seed)
+    draws = seed_resampled(statistic(resample_weights(n_clusters, config, rng)), config, rng)
     if not np.isfinite(draws).any():
         return Interval(estimate, float("nan"), float("nan"), n_clusters)
     return Interval(estimate, *_percentiles(draws, config.level), n_clusters)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from medunlearn.metrics.validation import as_float_array, check_same_length, check_sequence
+from medunlearn.ontology.amnesia import QA_TYPES
 
 __all__ = ["harmonic_mean_utility", "model_utility"]
 
@@ -25,7 +26,9 @@ def model_utility(similarities, qa_types=None) -> dict:
 
     Args:
         similarities: per-example similarity s in [0, 1].
-        qa_types: per-example QA type (e.g. "factual" / "reasoning"), same length; optional.
+        qa_types: per-example QA type, one of ``QA_TYPES`` ("factual" / "reasoning"), same length; optional.
+            Any other value is a ``ValueError`` naming its index: an unknown type would be a QA type of its
+            own and weigh as much as a real one.
 
     Returns ``{"model_utility": float, "per_type": {qa_type: mean s}, "counts": {qa_type: n}}``.
 
@@ -38,7 +41,8 @@ def model_utility(similarities, qa_types=None) -> dict:
         raise ValueError("`similarities` must be in [0, 1]")
     if qa_types is None:
         qa_types = ["all"] * len(values)
-    check_sequence("qa_types", qa_types)
+    else:
+        check_qa_types(qa_types)
     check_same_length(similarities=values, qa_types=qa_types)
     names, type_index = np.unique(np.asarray([str(t) for t in qa_types]), return_inverse=True)
     counts = np.bincount(type_index, minlength=len(names))
@@ -48,6 +52,20 @@ def model_utility(similarities, qa_types=None) -> dict:
         "per_type": {str(name): float(mean) for name, mean in zip(names, means)},
         "counts": {str(name): int(count) for name, count in zip(names, counts)},
     }
+
+
+def check_qa_types(qa_types) -> None:
+    """Every entry of ``qa_types`` is one of ``QA_TYPES``.
+
+    >>> check_qa_types(["factual", "bogus"])
+    Traceback (most recent call last):
+    ...
+    ValueError: `qa_types`[1] is 'bogus'; allowed: factual, reasoning
+    """
+    check_sequence("qa_types", qa_types)
+    for index, qa_type in enumerate(qa_types):
+        if qa_type not in QA_TYPES:
+            raise ValueError(f"`qa_types`[{index}] is {qa_type!r}; allowed: {', '.join(QA_TYPES)}")
 
 
 def harmonic_mean_utility(values) -> float:

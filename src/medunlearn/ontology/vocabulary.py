@@ -15,9 +15,11 @@ Phrases in which a term has another sense (``data/wrong_sense_terms.yaml``: "dep
 The classifier and the disease keywords [ours] count only affirmed mentions: negated and ruled-out ones
 ("no dental infection", "negative for hepatitis B", "the differential diagnosis included IgA nephropathy")
 are found by NegEx (Chapman et al. 2001) as implemented by negspacy, with its ``en_clinical`` termset and
-our additions (``data/negation_terms.yaml``), over sentences from spaCy's blank English pipeline; see
-:func:`negation_pipeline`. The title comes first, ties are broken by the title, and each classification
-reports a confidence (:meth:`DiseaseVocabulary.analyse_records`, :class:`RecordAnalysis`).
+our additions (``data/negation_terms.yaml``: differentials, hypotheses, family history), over sentences from
+spaCy's blank English pipeline; see :func:`negation_pipeline`. The category follows how a clinician reads a
+title (:mod:`medunlearn.ontology.principles`), and each classification reports the principle that decided and
+a confidence (:meth:`DiseaseVocabulary.analyse_records`, :class:`RecordAnalysis`). A term followed by "-like"
+names a resemblance, not the disease; "-oma" words name neoplasms (:func:`is_neoplasm_name`).
 """
 
 from __future__ import annotations
@@ -34,33 +36,46 @@ import yaml
 
 from medunlearn.errors import InputError
 from medunlearn.ontology.amnesia import DISEASES
+from medunlearn.ontology.icd10cm import (  # noqa: F401  (re-exported: the vocabulary's ICD-derived terms)
+    ICD_CHAPTER_CATEGORIES,
+    ICD_TERMS_FILE,
+    derive_icd10cm_terms,
+    icd10cm_symptom_terms,
+    icd10cm_terms,
+    render_icd_terms_file,
+)
+from medunlearn.ontology.principles import NEOPLASM_CUE, PREGNANCY_CUE, decide_note, decide_title
 
 _WORD = re.compile(r"[a-z0-9]+")
 
-# ICD-10-CM chapter (or block) -> our category [ours]. Unlisted chapters (eye, ear, skin, symptoms, injuries,
-# external causes, health-service factors) give no terms: they say little about a disease category.
-ICD_CHAPTER_CATEGORIES: dict[str, str] = {
-    "1": "infection_immune",
-    "2": "cancer",
-    "D80-D89": "infection_immune",  # immune mechanism disorders; the rest of chapter 3 is blood
-    "4": "endocrine_metabolic",
-    "5": "mental_behavioral",
-    "6": "neurological",
-    "9": "cardiovascular",
-    "10": "respiratory",
-    "11": "digestive",
-    "13": "musculoskeletal",
-    "14": "kidney_urinary",
-    "15": "maternal_child",
-    "16": "maternal_child",
-    "17": "maternal_child",
-}
-# ICD descriptions holding one of these words are too generic or compound to be a keyword.
-_ICD_STOPWORDS = re.compile(
-    r"\b(of|and|with|other|due|nos|unspecified|without|in|to|for|by|specified|classified|elsewhere|sequelae|"
-    r"personal|history|family|encounter|screening|complications?|disorders?|diseases?|conditions?|abnormal|"
-    r"findings?|syndrome|benign|status)\b"
+NEOPLASM_CATEGORY = "cancer"
+# Neoplasm morphology [ours]: ICD-O names neoplasms "-oma" ("pseudomyxoma", "lymphangioma"); these "-oma"
+# words
+# name no neoplasm (a collection, a scar, an infection, a sign) and are not read as one.
+_NOT_NEOPLASMS = frozenset(
+    "hematoma haematoma granuloma lipogranuloma glaucoma trachoma scotoma stoma coma diploma aroma atheroma "
+    "xanthoma seroma urinoma biloma lymphocele cholesteatoma tuberculoma mycetoma eumycetoma actinomycetoma "
+    "endometrioma condyloma leukoma leucoma staphyloma chalazoma hygroma stroma".split()
 )
+_OMA = re.compile(r"[a-z]{3,}omas?")
+_LIKENESS = re.compile(r"\s*[-\u2010\u2011\u2013]\s*(like|resembling|mimicking)\b", re.IGNORECASE)
+_ANATOMICAL_PREFIX = re.compile(
+    r"^(intra|inter|extra|peri|para|sub|supra|retro|trans|endo|epi|post|pre|leuko|leuco|poly|hemi|hyper|hypo|"
+    r"micro|macro|pan)(?=[a-z]{4})"
+)
+
+
+def is_neoplasm_name(word: str) -> bool:
+    """Whether a lowercase ``word`` has the morphology of a neoplasm's name ("-oma", "-omas") and is not one
+    of
+    the "-oma" words that name something else (a hematoma, a granuloma, glaucoma).
+
+    >>> [is_neoplasm_name(w) for w in ("pseudomyxoma", "lymphangiomas", "hematoma", "glaucoma", "somatic")]
+    [True, True, False, False, False]
+    """
+    if not _OMA.fullmatch(word):
+        return False
+    return (word[:-1] if word.endswith("s") else word) not in _NOT_NEOPLASMS
 
 
 def _fold_char(ch: str) -> str:
@@ -112,10 +127,11 @@ class RecordAnalysis:
     ``category`` is ``None`` when no affirmed term was found (the record is skipped and counted, never
     guessed). ``scores``: per category, ``title_weight`` × distinct affirmed mentions in the title + distinct
     affirmed mentions in the note. ``confidence`` [ours]: the winning category's share of all the scores
-    (1.0 = every affirmed term points to it; 0.0 when skipped). ``rule``: which rule decided — ``"title"``
-    (the only or most-named category of the title), ``"title, first named"`` (a tie among title categories,
-    broken by the one named first in the title), ``"note"``, ``"note, first named"``, or ``"no affirmed
-    term"``. ``keywords``: the affirmed terms of title then note (nested terms included), each once.
+    (1.0 = every affirmed term points to it; 0.0 when skipped; a title decided by a cue alone counts the cue
+    as one title mention). ``rule``: the principle that decided (:mod:`medunlearn.ontology.principles`:
+    ``"title: primary diagnosis"``, ``"title: underlying neoplasm"``, ``"note: presenting problem"``…) or
+    ``"no affirmed term"``. ``keywords``: the affirmed terms of title then note (nested terms of the same
+    category included), each once.
     """
 
     category: str | None
@@ -181,10 +197,19 @@ class DiseaseVocabulary:
     """
 
     def __init__(
-        self, term_categories: Mapping[str, str], wrong_senses: Iterable[str] = (), negation: bool = True
+        self,
+        term_categories: Mapping[str, str],
+        wrong_senses: Iterable[str] = (),
+        negation: bool = True,
+        neoplasm_morphology: bool = False,
+        cues: DiseaseVocabulary | None = None,
+        roots: Mapping[str, str] | None = None,
     ):
         self.term_categories: dict[str, str] = {}
         self.negation = negation
+        self.neoplasm_morphology = neoplasm_morphology
+        self.cues = cues
+        self.roots = dict(roots or {})
         self._by_words: dict[tuple[str, ...], str | None] = {}
         for phrase in wrong_senses:
             key = tuple(words(phrase))
@@ -216,6 +241,20 @@ class DiseaseVocabulary:
                     return singular
         return None
 
+    def _word_category(self, word: str) -> str | None:
+        """The category a word's form gives when no term matched it: a neoplasm's "-oma"
+        (:func:`is_neoplasm_name`, with ``neoplasm_morphology``), or an organ root after an anatomical prefix
+        (``roots``: "intrahepatic" -> hepat -> digestive)."""
+        if self.neoplasm_morphology and is_neoplasm_name(word):
+            return NEOPLASM_CATEGORY
+        if self.roots and len(word) >= 5:
+            stem = _ANATOMICAL_PREFIX.sub("", word)
+            for length in range(min(len(stem), 8), 3, -1):
+                category = self.roots.get(stem[:length])
+                if category is not None:
+                    return category
+        return None
+
     def mentions(self, text: str) -> list[Mention]:
         """The outermost term occurrences of ``text``, in order, each with the terms nested in it; terms
         inside a wrong-sense phrase are dropped. A term is reported as written (lowercase words: "seizures"
@@ -236,6 +275,12 @@ class DiseaseVocabulary:
                 if canonical is not None:
                     term = by_words[canonical]
                     hits.append((start, start + length, None if term is None else self.term_categories[term]))
+        if self.neoplasm_morphology or self.roots:
+            named = {hit[0] for hit in hits}
+            for start, token in enumerate(tokens):
+                category = None if start in named else self._word_category(token)
+                if category is not None:
+                    hits.append((start, start + 1, category))
         hits.sort(key=lambda hit: (hit[0], -hit[1]))
         mentions: list[Mention] = []
         cover_end = -1
@@ -245,8 +290,12 @@ class DiseaseVocabulary:
             cover_end = end
             if category is None:
                 continue  # a wrong-sense phrase: it and everything in it is not a disease mention
+            if _LIKENESS.match(text, spans[end - 1][1]):
+                continue  # "tumor-like", "sarcoid-like": it resembles the disease, it is not the disease
             inside = [(s, e, c) for s, e, c in hits[index + 1 :] if s < end and e <= end]
-            nested = [" ".join(tokens[s:e]) for s, e, _ in inside]
+            # A nested term of another category names another disease ("hypertension" in "portal
+            # hypertension").
+            nested = [" ".join(tokens[s:e]) for s, e, c in inside if c == category]
             if any(c is None for _, _, c in inside):
                 nested = []  # a wrong-sense phrase inside a longer term: keep the term, not its words
             mentions.append(
@@ -281,6 +330,11 @@ class DiseaseVocabulary:
             for term in mention.nested:
                 found.setdefault(term)
         return list(found)
+
+    def title_cues(self, title: str) -> list[Mention]:
+        """Organ, pregnancy and neoplasm-treatment words of ``title`` (``data/title_cues.yaml``), for
+        :mod:`medunlearn.ontology.principles`; none for a vocabulary built without ``cues``."""
+        return self.cues.mentions(title) if self.cues is not None else []
 
     def analyse_texts(self, texts: Sequence[str], batch_size: int = 64) -> list[list[Mention]]:
         """:meth:`mentions` of every text with ``negated`` set by NegEx; texts go through spaCy in batches
@@ -341,15 +395,15 @@ class DiseaseVocabulary:
     ) -> list[RecordAnalysis]:
         """Category, confidence and keywords of each record [ours], batched (see :class:`RecordAnalysis`).
 
-        The title comes first: when the title names an affirmed disease term, the category is the title's
-        category with the most distinct affirmed mentions, a tie going to the one named first in the title;
-        the note only counts towards the confidence. Otherwise the note's category with the most distinct
-        affirmed mentions, a tie going to the one named first in the note. Never the order of ``DISEASES``.
+        The category is decided by the principles of :mod:`medunlearn.ontology.principles` (the title's
+        pregnancy, neoplasm, cause, primary diagnosis or organ system first; only then the note's underlying
+        neoplasm or presenting problem); the note otherwise only counts towards the confidence. Never the
+        order of ``DISEASES``.
 
         >>> vocabulary = default_vocabulary()
         >>> result = vocabulary.analyse_records(["Acute gout of the toe"], ["Urate high; no infection."])[0]
         >>> result.category, result.rule, result.confidence, result.keywords
-        ('musculoskeletal', 'title', 1.0, ['gout'])
+        ('musculoskeletal', 'title: primary diagnosis', 1.0, ['gout'])
         """
         titles, notes = list(titles), list(notes)
         if len(titles) != len(notes):
@@ -359,8 +413,8 @@ class DiseaseVocabulary:
         for title, note, title_mentions, note_mentions in zip(
             titles, notes, analysed[: len(titles)], analysed[len(titles) :]
         ):
-            title_counts, title_first = self._affirmed_counts(title, title_mentions)
-            note_counts, note_first = self._affirmed_counts(note, note_mentions)
+            title_counts, _ = self._affirmed_counts(title, title_mentions)
+            note_counts, _ = self._affirmed_counts(note, note_mentions)
             scores: dict[str, float] = {}
             for category, distinct in title_counts.items():
                 scores[category] = scores.get(category, 0.0) + title_weight * len(distinct)
@@ -374,20 +428,20 @@ class DiseaseVocabulary:
                     for term in (mention.term, *mention.nested)
                 )
             )
-            if title_counts:
-                counts, first, rule = title_counts, title_first, "title"
-            elif note_counts:
-                counts, first, rule = note_counts, note_first, "note"
-            else:
-                results.append(RecordAnalysis(None, 0.0, "no affirmed term", scores, keywords))
+            affirmed_title = [m for m in title_mentions if not m.negated]
+            decision = decide_title(title, affirmed_title, self.title_cues(title)) or decide_note(
+                note, [m for m in note_mentions if not m.negated]
+            )
+            if decision.category is None:
+                results.append(RecordAnalysis(None, 0.0, decision.rule, scores, keywords))
                 continue
-            most = max(len(distinct) for distinct in counts.values())
-            tied = [category for category, distinct in counts.items() if len(distinct) == most]
-            category = min(tied, key=first.__getitem__)
-            if len(tied) > 1:
-                rule += ", first named"
-            confidence = scores[category] / sum(scores.values())
-            results.append(RecordAnalysis(category, round(confidence, 4), rule, scores, keywords))
+            # A title decided by a cue alone has no score of its own: the cue counts as one title mention.
+            if decision.category not in scores:
+                scores[decision.category] = title_weight
+            confidence = scores[decision.category] / sum(scores.values())
+            results.append(
+                RecordAnalysis(decision.category, round(confidence, 4), decision.rule, scores, keywords)
+            )
         return results
 
     def record_keywords(self, titles: Iterable[str], notes: Iterable[str]) -> list[list[str]]:
@@ -434,36 +488,6 @@ def curated_terms() -> dict[str, str]:
     return terms
 
 
-ICD_TERMS_FILE = "icd10cm_terms.tsv"
-
-
-def derive_icd10cm_terms(chapter_categories: Mapping[str, str] = ICD_CHAPTER_CATEGORIES) -> dict[str, str]:
-    """Short ICD-10-CM category descriptions and inclusion terms, mapped to our categories.
-
-    This walks all of ICD-10-CM (seconds), so its result ships as ``data/icd10cm_terms.tsv``; regenerate it
-    with ``python -m medunlearn.ontology.vocabulary`` (a test checks the shipped file is current).
-    """
-    import simple_icd_10_cm as cm
-
-    terms: dict[str, str] = {}
-    for code in cm.get_all_codes(False):
-        if not cm.is_category(code):
-            continue
-        ancestors = cm.get_ancestors(code)
-        category = next((chapter_categories[a] for a in ancestors if a in chapter_categories), None)
-        if category is None:
-            continue
-        for description in [cm.get_description(code), *cm.get_inclusion_term(code)]:
-            # "(...)" and "[...]" hold qualifiers or synonyms ("varicella [chickenpox]"), not part of the name
-            description = re.sub(r"\s*(\(.*?\)|\[.*?\])", "", description).replace(" NOS", "")
-            description = re.sub(r"^(unspecified|other|acute|chronic) ", "", description.lower()).strip()
-            if "," in description or _ICD_STOPWORDS.search(description):
-                continue
-            if len(description.split()) <= 3 and len(description) >= 5:
-                terms.setdefault(description, category)
-    return terms
-
-
 def condition_terms() -> dict[str, str]:
     """The diagnoses of the fictitious cohort, so every synthetic note has at least one keyword of its
     category."""
@@ -474,19 +498,36 @@ def condition_terms() -> dict[str, str]:
     }
 
 
-def render_icd_terms_file(terms: Mapping[str, str]) -> str:
-    return "term\tcategory\n" + "".join(f"{term}\t{category}\n" for term, category in sorted(terms.items()))
-
-
-def icd10cm_terms() -> dict[str, str]:
-    """The shipped ICD-10-CM derived terms (see :func:`derive_icd10cm_terms`)."""
-    text = resources.files("medunlearn.ontology").joinpath("data").joinpath(ICD_TERMS_FILE).read_text()
-    return dict(line.split("\t") for line in text.splitlines()[1:])
-
-
 def wrong_sense_terms() -> list[str]:
     """Phrases in which a disease term does not name the disease (``data/wrong_sense_terms.yaml``) [ours]."""
     return [str(phrase) for phrase in _load_yaml("wrong_sense_terms.yaml")]
+
+
+def title_cue_terms() -> dict[str, str]:
+    """Title cue -> ``"pregnancy"``, ``"neoplasm"`` or an organ system's category (``data/title_cues.yaml``
+    and the ICD-10-CM symptom terms)."""
+    data = _load_yaml("title_cues.yaml")
+    cues = {str(cue): PREGNANCY_CUE for cue in data["pregnancy"]}
+    cues.update({str(cue): NEOPLASM_CUE for cue in data["neoplasm"]})
+    for term, category in icd10cm_symptom_terms().items():
+        cues.setdefault(term, category)
+    for category, words_of_organ in data["organ"].items():
+        if category not in DISEASES:
+            raise InputError(
+                f"title_cues.yaml: unknown category {category!r}; allowed: {', '.join(DISEASES)}"
+            )
+        for cue in words_of_organ:
+            cues.setdefault(str(cue), category)
+    return cues
+
+
+def organ_roots() -> dict[str, str]:
+    """Organ root -> its system's category (``data/title_cues.yaml``, ``organ_roots``)."""
+    return {
+        str(root): category
+        for category, roots in _load_yaml("title_cues.yaml")["organ_roots"].items()
+        for root in roots
+    }
 
 
 @lru_cache(maxsize=1)
@@ -495,12 +536,5 @@ def default_vocabulary() -> DiseaseVocabulary:
     merged.update(icd10cm_terms())
     merged.update(condition_terms())
     merged.update(curated_terms())  # curated last: it wins
-    return DiseaseVocabulary(merged, wrong_senses=wrong_sense_terms())
-
-
-if __name__ == "__main__":
-    from pathlib import Path
-
-    target = Path(__file__).parent / "data" / ICD_TERMS_FILE
-    target.write_text(render_icd_terms_file(derive_icd10cm_terms()))
-    print(f"wrote {target}")
+    cues = DiseaseVocabulary(title_cue_terms(), negation=False, roots=organ_roots())
+    return DiseaseVocabulary(merged, wrong_senses=wrong_sense_terms(), neoplasm_morphology=True, cues=cues)

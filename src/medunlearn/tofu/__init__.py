@@ -1,18 +1,40 @@
 """TOFU-compatible benchmark mode: TOFU-format data, the TOFU metric set through the one-pass runner, and the
 reference implementation's conventions (OpenUnlearning) as a selectable preset. See ``docs/tofu.md``."""
 
-from medunlearn.tofu.conventions import PRESETS, ConventionTokenizer, TofuConventions, preset
-from medunlearn.tofu.data import (
-    ALL_CONFIGS,
-    HUB_ID,
-    TofuInputError,
-    load_tofu,
-    retain_config_for,
-    tofu_splits,
-)
-from medunlearn.tofu.evaluate import evaluate_tofu, score_tofu, tofu_examples
-from medunlearn.tofu.scoring import REFERENCE_NAMES, reference_summary, summarise_tofu
-from medunlearn.tofu.synthetic import build_tofu_configs, build_tofu_folder
+import importlib
+
+# Imported on first use (PEP 562), so that `medunlearn tofu --help` does not load the evaluation (pandas).
+_HOMES = {
+    "PRESETS": "conventions",
+    "ConventionTokenizer": "conventions",
+    "TofuConventions": "conventions",
+    "preset": "conventions",
+    "ALL_CONFIGS": "data",
+    "HUB_ID": "data",
+    "TofuInputError": "data",
+    "load_tofu": "data",
+    "retain_config_for": "data",
+    "tofu_splits": "data",
+    "evaluate_tofu": "evaluate",
+    "score_tofu": "evaluate",
+    "tofu_examples": "evaluate",
+    "REFERENCE_NAMES": "scoring",
+    "reference_summary": "scoring",
+    "summarise_tofu": "scoring",
+    "build_tofu_configs": "synthetic",
+    "build_tofu_folder": "synthetic",
+}
+
+
+def __getattr__(name: str):
+    if name in _HOMES:
+        return getattr(importlib.import_module(f"medunlearn.tofu.{_HOMES[name]}"), name)
+    raise AttributeError(f"module 'medunlearn.tofu' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOMES))
+
 
 __all__ = [
     "ALL_CONFIGS",

@@ -27,7 +27,7 @@ import pandas as pd
 
 from medunlearn.chat import warn_if_conventions_differ
 from medunlearn.errors import MissingInputError
-from medunlearn.evaluation.engines import make_engine
+from medunlearn.evaluation.engines import check_engine_serves, make_engine
 from medunlearn.evaluation.runner import (
     GENERATION,
     TEACHER_FORCED,
@@ -282,6 +282,8 @@ def evaluate_tofu(
         if isinstance(value, (str, Path)) and str(value) != "tiny-llama":
             check_model_name(str(value), flag)  # before any work: a bad name fails at once, plainly
     examples = tofu_examples(source, forget)  # validates the data before any model loads
+    if str(model) != "tiny-llama":  # built in memory here: it never goes to a server at a URL
+        check_engine_serves(runner_config or RunnerConfig(), {"--model": model})  # before anything is written
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     examples.to_parquet(out_dir / "examples.parquet", index=False)

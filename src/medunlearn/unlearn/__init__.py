@@ -69,6 +69,9 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(
-        set(globals()) | set(_BASE_MODULES) | _ERROR_NAMES | _TABLE_NAMES | _RUN_NAMES | set(_class_index())
-    )
+    return sorted(set(globals()) | set(__all__))
+
+
+# Every lazily imported name, the method table's config and trainer classes included (methods.py imports no
+# torch).
+__all__ = sorted(set(_BASE_MODULES) | _ERROR_NAMES | _TABLE_NAMES | _RUN_NAMES | set(_class_index()))

@@ -1,63 +1,93 @@
-"""Publishing a model folder to the Hub: the checks before any upload, then ``huggingface_hub``'s upload."""
+"""Publishing a model folder to the Hub: the checks before any upload, then ``huggingface_hub``'s commit of
+the model's files, and only those (docs/cli.md, "Publishing")."""
 
 from __future__ import annotations
 
+import fnmatch
 from pathlib import Path
 
-from medunlearn.errors import MedunlearnError, MissingInputError
 from medunlearn.unlearn.errors import UnlearningInputError
-from medunlearn.utils.digest import DIGEST_FILE
+from medunlearn.utils.publishing import (
+    PublishError,
+    check_repo_id,
+    checked_files,
+    existing_folder,
+    upload_files,
+)
+
+__all__ = ["MODEL_FILES", "PublishError", "files_to_publish", "publish_model"]
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl")
-# Never uploaded: the weights-digest cache the evaluation writes beside a model folder (a local cache keyed by
-# file modification times, meaningless on the Hub).
-UPLOAD_IGNORE_PATTERNS = (DIGEST_FILE,)
+# What a model folder written by `finetune` or `unlearn` holds that belongs on the Hub: weights, configs,
+# tokenizer files, the card and the project's own records. Anything else (a .env, the evaluation's weights
+# digest cache, notes) stays local. The probe's best/ step is a model folder of the same files.
+MODEL_FILES = (
+    "README.md",
+    "*.safetensors",
+    "model.safetensors.index.json",
+    "config.json",
+    "generation_config.json",
+    "adapter_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "tokenizer.model",
+    "vocab.json",
+    "merges.txt",
+    "chat_template.jinja",
+    "chat_template.json",
+    "unlearning_config.json",
+    "conventions.json",
+    "probe.json",
+)
+MODEL_SUBFOLDERS = ("best",)
 
 
-class PublishError(MedunlearnError, RuntimeError):
-    """The upload itself failed (network, authentication, permissions); the message names the repository."""
+def _entries(folder: Path) -> list[str]:
+    """The names in ``folder`` and in its ``best/`` (not a link), as paths relative to ``folder``."""
+    names = []
+    for prefix in ("", *(f"{sub}/" for sub in MODEL_SUBFOLDERS)):
+        place = folder / prefix
+        if place.is_dir() and not place.is_symlink():
+            names += [prefix + entry.name for entry in sorted(place.iterdir())]
+    return names
+
+
+def _is_model_file(name: str) -> bool:
+    return any(fnmatch.fnmatchcase(Path(name).name, pattern) for pattern in MODEL_FILES)
 
 
 def files_to_publish(folder: Path) -> list[Path]:
-    """The folder's files, after checking it has a model card and safetensors weights only."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise MissingInputError(f"model folder {folder} does not exist")
-    files = sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith("."))
+    """The model files of ``folder`` (:data:`MODEL_FILES`), after checking it has a model card and safetensors
+    weights only, and that no listed file is a link leading out of it."""
+    folder = existing_folder(folder, "model folder")
     if not (folder / "README.md").is_file():
         raise UnlearningInputError(f"{folder} has no README.md model card (written by `medunlearn unlearn`)")
-    pickled = [p for p in files if p.suffix in PICKLE_SUFFIXES]
+    entries = _entries(folder)
+    pickled = [name for name in entries if Path(name).suffix in PICKLE_SUFFIXES]
     if pickled:
-        raise UnlearningInputError(
-            f"{folder}: refusing pickled files {[str(p.relative_to(folder)) for p in pickled]}"
-        )
-    if not any(p.suffix == ".safetensors" for p in files):
+        raise UnlearningInputError(f"{folder}: refusing pickled files {pickled}")
+    names = checked_files(
+        folder, [(name, f"{folder} model file") for name in entries if _is_model_file(name)]
+    )
+    if not any(name.endswith(".safetensors") for name in names):
         raise UnlearningInputError(f"{folder} holds no .safetensors weights")
-    return files
+    return [folder / name for name in names]
 
 
 def publish_model(
     folder: str | Path, repo_id: str, *, private: bool = False, dry_run: bool = False
 ) -> list[Path]:
-    """Check ``folder`` and upload it to the model repository ``repo_id`` (nothing with ``dry_run``); returns
-    the files. The token comes from ``HF_TOKEN`` or the user's login, never from an argument."""
+    """Check ``folder`` and upload its model files to the model repository ``repo_id`` (nothing with
+    ``dry_run``); returns the files. The token comes from ``HF_TOKEN`` or the user's login, never from an
+    argument."""
+    check_repo_id(repo_id, "--repo-id")
     files = files_to_publish(Path(folder))
-    if "/" not in repo_id:
-        raise UnlearningInputError(f"--repo-id must be owner/name, got {repo_id!r}")
     if dry_run:
         return files
-    from huggingface_hub import HfApi
-    from huggingface_hub.errors import HfHubHTTPError
-
-    api = HfApi()
-    try:
-        api.create_repo(repo_id, private=private, exist_ok=True)
-        api.upload_folder(
-            folder_path=str(folder),
-            repo_id=repo_id,
-            commit_message="medunlearn publish",
-            ignore_patterns=list(UPLOAD_IGNORE_PATTERNS),
-        )
-    except (HfHubHTTPError, OSError) as error:  # network / auth / permission: a clear line, not a traceback
-        raise PublishError(f"upload to {repo_id} failed: {error}") from error
+    names = [str(path.relative_to(folder)) for path in files]
+    upload_files(
+        Path(folder), names, repo_id, repo_type="model", private=private, message="medunlearn publish"
+    )
     return files

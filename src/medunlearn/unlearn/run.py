@@ -20,6 +20,9 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import os
+import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -34,12 +37,13 @@ from medunlearn.chat import (
     write_model_conventions,
 )
 from medunlearn.data_loading import load_split, retain_config_for
-from medunlearn.errors import MissingInputError
+from medunlearn.errors import MedunlearnError, MissingInputError
 from medunlearn.models import ModelArguments, load_model
 from medunlearn.unlearn.card import write_model_card
 from medunlearn.unlearn.errors import UnlearningInputError
 from medunlearn.unlearn.methods import METHODS, MethodSpec, resolve_method
-from medunlearn.utils.distributed import leave_process_group
+from medunlearn.utils.distributed import launched_processes, leave_process_group
+from medunlearn.utils.files import check_output_folder, commit_staging, discard_staging, open_staging
 
 logger = logging.getLogger(__name__)
 
@@ -190,17 +194,79 @@ def method_of_config(config) -> MethodSpec:
 
 
 # ---------------------------------------------------------------------------------------------------------
+# The output folder: checked before any work, trained into a staging folder, swapped in whole at the end
+
+
+def check_training_output(out: str | Path, model: str, data: str, overwrite: bool) -> None:
+    """Refuse, before loading anything, an output that exists (without ``overwrite``) or that is, holds or
+    lies inside ``--model`` or ``--data`` (:func:`medunlearn.utils.files.check_output_folder`)."""
+    check_output_folder(out, overwrite=overwrite, inputs={"--model": model, "--data": data})
+
+
+def _keep_failed_checkpoints(staging: Path, out: Path) -> Path | None:
+    """Move the Trainer checkpoints a failed run wrote (``checkpoint-*``, at the top of the staging folder or
+    in a stage's folder) to ``OUT.checkpoints/``, replacing an earlier failed run's; ``None`` when there are
+    none. The user asked for them to survive a failure; the output folder itself stays absent or unchanged."""
+    found = sorted(staging.glob("checkpoint-*")) + sorted(staging.glob("*/checkpoint-*"))
+    if not found:
+        return None
+    kept = out.with_name(out.name + ".checkpoints")
+    shutil.rmtree(kept, ignore_errors=True)
+    for checkpoint in found:
+        target = kept / checkpoint.relative_to(staging)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(checkpoint, target)
+    return kept
+
+
+def train_into_staging(out: Path, overwrite: bool, train: Callable[[Path], bool], config=None) -> bool:
+    """Run ``train(staging)``, with the trainer ``config`` (if given) pointed at a staging folder beside
+    ``out`` meanwhile; when it returns True (the process that writes) the staging folder replaces ``out``
+    whole.
+
+    A failure removes the staging folder (a kill leaves it to the next run, which removes it); checkpoints it
+    held are kept in ``OUT.checkpoints/`` and a project error's message names that place. A rerun trains from
+    the start, so a killed run rerun gives the same weights.
+    """
+    main = launched_processes().is_main  # launched processes share the folder: one of them cleans it up
+    staging = open_staging(out)
+    output_dir = None if config is None else config.output_dir
+    if config is not None:
+        config.output_dir = str(staging)  # checkpoints and the probe's best/ land in the staged folder
+    try:
+        writer = train(staging)
+        if writer:
+            commit_staging(staging, out, overwrite=overwrite)
+    except BaseException as error:
+        kept = _keep_failed_checkpoints(staging, out) if main else None
+        if main:
+            discard_staging(staging)
+        if kept is not None and isinstance(error, MedunlearnError) and str(staging) in str(error):
+            error.args = (str(error).replace(str(staging), str(kept)), *error.args[1:])
+        raise
+    finally:
+        if config is not None:
+            config.output_dir = output_dir
+    return writer
+
+
+# ---------------------------------------------------------------------------------------------------------
 # Unlearning
 
 
-def run_unlearning(config, model_args: ModelArguments, data_args: UnlearningDataArguments) -> Path | None:
+def run_unlearning(
+    config, model_args: ModelArguments, data_args: UnlearningDataArguments, *, overwrite: bool = False
+) -> Path | None:
     """Unlearn ``data_args.forget`` from ``model_args``'s model with the method whose config ``config`` is.
 
     Writes ``config.output_dir``: the weights (safetensors, or the LoRA adapter), the tokenizer,
     ``unlearning_config.json``, ``conventions.json`` and a model card. Returns that folder on the process
-    that wrote it. Examples are rendered by ``data_args.conventions``.
+    that wrote it. Examples are rendered by ``data_args.conventions``. The folder is written whole or not at
+    all; an existing non-empty one is replaced only with ``overwrite``, and never when it is (or holds, or
+    lies inside) the model or the data (docs/cli.md, "Output folders").
     """
-
+    out = Path(config.output_dir)
+    check_training_output(out, model_args.model_name_or_path, data_args.data, overwrite)
     spec = method_of_config(config)
     conventions = resolve_conventions(data_args.conventions)
     warn_if_conventions_differ(model_args.model_name_or_path, conventions, "--model")
@@ -214,7 +280,6 @@ def run_unlearning(config, model_args: ModelArguments, data_args: UnlearningData
             preset_averaging,
         )
     _, trainer_class = spec.load()
-    out = Path(config.output_dir)
     forget = load_split(data_args.data, data_args.forget)
     retain_name = retain = None
     if trainer_class.uses_retain or config.eval_probe_steps is not None:  # the probe scores retained patients
@@ -223,42 +288,57 @@ def run_unlearning(config, model_args: ModelArguments, data_args: UnlearningData
     # A LoRA checkpoint is merged, so that the reference (adapter disabled) is the starting model.
     model, tokenizer = load_model(model_args, merge_adapter=True)
     peft_config = model_args.lora_config()
-    trainer = trainer_class(
-        model,
-        config,
-        forget,
-        retain,
-        processing_class=tokenizer,
-        peft_config=peft_config,
-        conventions=conventions,
-    )
-    trainer.train()
-    trainer.save_model(str(out))  # every process takes part (sharded states), the main one writes
-    writer = trainer.is_world_process_zero()
-    if writer:
-        tokenizer.save_pretrained(str(out))
-        # The Trainer pickles its arguments; the output holds only safetensors and JSON (the JSON below
-        # replaces it).
-        (out / "training_args.bin").unlink(missing_ok=True)
-        (out / "unlearning_config.json").write_text(config.to_json_string())
-        probe = trainer.probe_callback.record() if trainer.probe_callback is not None else None
-        if probe is not None:
-            (out / "probe.json").write_text(json.dumps(probe, indent=2))
-        write_model_conventions(out, conventions)
-        write_model_card(
-            out,
-            base_model=model_args.model_name_or_path,
-            method=spec,
-            config=config,
-            data_args=data_args,
-            retain=retain_name,
-            forget_rows=forget,
-            peft=peft_config is not None,
+    trainers = []
+
+    def train(staging: Path) -> bool:
+        trainer = trainer_class(
+            model,
+            config,
+            forget,
+            retain,
+            processing_class=tokenizer,
+            peft_config=peft_config,
             conventions=conventions,
-            probe=probe,
         )
-    leave_process_group(trainer.accelerator)
+        trainers.append(trainer)
+        trainer.train()
+        trainer.save_model(str(staging))  # every process takes part (sharded states), the main one writes
+        writer = trainer.is_world_process_zero()
+        if writer:
+            probe = trainer.probe_callback.record() if trainer.probe_callback is not None else None
+            _write_unlearned_extras(staging, tokenizer, config, out, probe)
+            write_model_conventions(staging, conventions)
+            write_model_card(
+                staging,
+                base_model=model_args.model_name_or_path,
+                method=spec,
+                config=config,
+                data_args=data_args,
+                retain=retain_name,
+                forget_rows=forget,
+                peft=peft_config is not None,
+                conventions=conventions,
+                probe=probe,
+            )
+        return writer
+
+    writer = train_into_staging(out, overwrite, train, config)
+    leave_process_group(trainers[0].accelerator)
     return out if writer else None
+
+
+def _write_unlearned_extras(staging: Path, tokenizer, config, out: Path, probe: dict | None) -> None:
+    """The tokenizer, ``unlearning_config.json`` (its ``output_dir`` the final folder, not the staging one)
+    and ``probe.json``, beside the weights."""
+    tokenizer.save_pretrained(str(staging))
+    # The Trainer pickles its arguments; the output holds only safetensors and JSON (the JSON below replaces
+    # it).
+    (staging / "training_args.bin").unlink(missing_ok=True)
+    saved = json.loads(config.to_json_string())
+    saved["output_dir"] = str(out)
+    (staging / "unlearning_config.json").write_text(json.dumps(saved, indent=2))
+    if probe is not None:
+        (staging / "probe.json").write_text(json.dumps(probe, indent=2))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -312,7 +392,10 @@ def default_sft_config(model_args: ModelArguments, output_dir: str | Path, overr
         "save_strategy": "no",
         "report_to": "none",
         "logging_steps": 10,
-        "gradient_checkpointing": False,
+        # TRL defaults the deprecated `gradient_checkpointing` to True, which transformers 5 warns about;
+        # unset, transformers resolves `activation_checkpointing` to False, and a user's
+        # --gradient_checkpointing or --activation_checkpointing still takes effect.
+        "gradient_checkpointing": None,
     }
     if model_args.is_tiny_llama:
         defaults["learning_rate"] = TINY_LLAMA_LEARNING_RATE
@@ -334,34 +417,76 @@ def _stage_config(template, out: Path, stage: str, epochs: float):
     return config
 
 
-def run_finetune(args: FinetuneArguments, model_args: ModelArguments, sft_config=None) -> Path | None:
+def run_finetune(
+    args: FinetuneArguments, model_args: ModelArguments, sft_config=None, *, overwrite: bool = False
+) -> Path | None:
     """Both stages; returns ``args.output_dir`` on the process that wrote it (``None`` on the others).
 
     ``sft_config`` (an ``SFTConfig``) holds the training settings of both stages; its ``output_dir`` and
     ``num_train_epochs`` are replaced per stage (``args.notes_epochs``, ``args.qa_epochs``). ``None`` takes
     :func:`default_sft_config`. With LoRA the adapter is merged at the end (with 4-bit weights only the
-    adapter is saved).
+    adapter is saved). The folder is written whole or not at all, as ``run_unlearning``'s (``overwrite``);
+    a run that would train no step is refused before any work.
     """
-    import datasets
-    from trl import SFTTrainer
-
     out = Path(args.output_dir)
+    check_training_output(out, model_args.model_name_or_path, args.data, overwrite)
     template = sft_config if sft_config is not None else default_sft_config(model_args, out)
     notes = None if args.benchmark == "tofu" else load_split(args.data, "notes")  # TOFU has QA only
     qa = load_split(args.data, "full")
     if len(qa) == 0:
         raise UnlearningInputError(f"{args.data}: config 'full' split 'train' has no rows")
     texts = [] if notes is None else notes_texts(notes)
+    check_finetune_trains(args, template, has_notes=bool(texts))
     tokenizer_texts = texts + list(qa["question"]) + list(qa["answer"]) if model_args.is_tiny_llama else None
     model, tokenizer = load_model(model_args, texts=tokenizer_texts)
     conventions = resolve_conventions(args.conventions)
     require_chat_template(tokenizer, conventions)
-    peft_config = model_args.lora_config()
+    qa_rows = qa_training_rows(qa, tokenizer, conventions, template.max_length)
+    trainers = []
 
+    def train(staging: Path) -> bool:
+        trainer = _train_stages(args, template, staging, model, tokenizer, texts, qa_rows, model_args)
+        trainers.append(trainer)
+        finished = trainer.accelerator.unwrap_model(trainer.model)
+        if hasattr(finished, "merge_and_unload") and not model_args.load_in_4bit:
+            finished = finished.merge_and_unload()
+        writer = trainer.is_world_process_zero()  # under accelerate launch, one process writes the folder
+        if writer:
+            _write_finetuned_folder(staging, finished, tokenizer)
+            write_model_conventions(staging, conventions)
+        return writer
+
+    writer = train_into_staging(out, overwrite, train)
+    leave_process_group(trainers[0].accelerator)
+    return out if writer else None
+
+
+def check_finetune_trains(args: FinetuneArguments, template, has_notes: bool) -> None:
+    """Refuse a fine-tuning that would train no step, which would write the base model as "fine-tuned": the QA
+    stage needs positive epochs (or a positive ``max_steps``), and epochs are never negative."""
+    for flag, epochs in (("--notes-epochs", args.notes_epochs), ("--qa-epochs", args.qa_epochs)):
+        if epochs < 0:
+            raise UnlearningInputError(f"{flag} must be at least 0, got {epochs}")
+    steps_cap = getattr(template, "max_steps", -1)  # Trainer: a positive max_steps overrides the epochs
+    if args.qa_epochs == 0 and steps_cap <= 0:
+        notes_stage = " (the notes stage alone does not make a fine-tuned QA model)" if has_notes else ""
+        raise UnlearningInputError(
+            f"--qa-epochs {args.qa_epochs} with --max_steps {steps_cap}: the QA stage would train 0 steps"
+            f"{notes_stage}"
+        )
+
+
+def _train_stages(args, template, staging: Path, model, tokenizer, texts, qa_rows, model_args):
+    """Stage 1 (notes, when asked for and present) then stage 2 (QA) into ``staging``; returns the QA stage's
+    trainer."""
+    import datasets
+    from trl import SFTTrainer
+
+    peft_config = model_args.lora_config()
     if args.notes_epochs > 0 and texts:
         trainer = SFTTrainer(
             model=model,
-            args=_stage_config(template, out, "notes", args.notes_epochs),
+            args=_stage_config(template, staging, "notes", args.notes_epochs),
             train_dataset=datasets.Dataset.from_dict({"text": texts}),
             processing_class=tokenizer,
             peft_config=peft_config,
@@ -371,21 +496,13 @@ def run_finetune(args: FinetuneArguments, model_args: ModelArguments, sft_config
         peft_config = None  # stage 2 continues the same adapter
     trainer = SFTTrainer(
         model=model,
-        args=_stage_config(template, out, "qa", args.qa_epochs),
-        train_dataset=qa_training_rows(qa, tokenizer, conventions, template.max_length),
+        args=_stage_config(template, staging, "qa", args.qa_epochs),
+        train_dataset=qa_rows,
         processing_class=tokenizer,
         peft_config=peft_config,
     )
     trainer.train()
-    model = trainer.accelerator.unwrap_model(trainer.model)
-    if hasattr(model, "merge_and_unload") and not model_args.load_in_4bit:
-        model = model.merge_and_unload()
-    writer = trainer.is_world_process_zero()  # under accelerate launch, one process writes the folder
-    if writer:
-        _write_finetuned_folder(out, model, tokenizer)
-        write_model_conventions(out, conventions)
-    leave_process_group(trainer.accelerator)
-    return out if writer else None
+    return trainer
 
 
 def _write_finetuned_folder(out: Path, model, tokenizer) -> None:

@@ -2,7 +2,8 @@
 
 A reader (a person, ``datasets``, a resumed run) never sees half a file: text goes to a temporary file in the
 same folder, then ``os.replace`` renames it over the target (atomic on POSIX). A folder is built in a staging
-folder beside it and swapped in whole.
+folder beside it and swapped in whole: :func:`output_folder` is the one way every command writes its output
+folder (checks first, then :func:`staged_folder`; docs/cli.md, "Output folders").
 
 >>> import tempfile
 >>> from pathlib import Path
@@ -19,12 +20,16 @@ import hashlib
 import json
 import math
 import os
+import re
 import shutil
+import socket
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from medunlearn.errors import InputError, OutputExistsError
 
 
 def _umask() -> int:
@@ -60,26 +65,214 @@ def atomic_write_lines(path: str | os.PathLike, lines: Iterable[str]) -> Path:
     return atomic_write_text(path, "".join(f"{line}\n" for line in lines))
 
 
-@contextmanager
-def staged_folder(out_dir: str | os.PathLike) -> Iterator[Path]:
-    """Yield an empty staging folder beside ``out_dir``; on success it replaces ``out_dir`` (whatever was
-    there), on any failure it is removed and ``out_dir`` is left as it was."""
+# ---------------------------------------------------------------------------------------------------------
+# Output folders: the one way a command writes one (docs/cli.md, "Output folders")
+#
+# A run builds its folder in ``.OUT.partial-PID-HOST-XXXX`` beside ``OUT`` and renames it into place at the
+# end. A killed run leaves that staging folder behind; the next run writing beside it removes the staging
+# folders whose process is dead (PID and HOST are in the name, so a folder of another machine sharing the file
+# system, or of a run still going, is never touched).
+
+STAGING_KINDS = ("partial", "old")
+
+
+def _host_tag() -> str:
+    """8 hex digits of this machine's name (process ids only mean something on the machine that made them)."""
+    return hashlib.sha256(socket.gethostname().encode("utf-8")).hexdigest()[:8]
+
+
+def staging_owner_pid() -> int:
+    """The process a staging folder is named after: this one or, under ``accelerate launch`` / torchrun
+    (``WORLD_SIZE`` > 1), the launcher, the parent all launched processes share, so they agree on one
+    folder."""
+    return os.getppid() if int(os.environ.get("WORLD_SIZE", "1")) > 1 else os.getpid()
+
+
+def _staging_prefix(out_dir: Path, kind: str, pid: int) -> str:
+    return f".{out_dir.name}.{kind}-{pid}-{_host_tag()}-"
+
+
+def staging_owner(out_dir: str | os.PathLike, path: str | os.PathLike) -> tuple[str, int] | None:
+    """``(kind, pid)`` when ``path`` is a staging folder of ``out_dir`` made on this machine, else ``None``.
+
+    >>> staging_owner("runs/model", f"runs/.model.partial-42-{_host_tag()}-x1y2")
+    ('partial', 42)
+    >>> staging_owner("runs/model", "runs/.model-2.partial-42-0000aaaa-x1y2") is None
+    True
+    """
+    kinds = "|".join(STAGING_KINDS)
+    pattern = rf"\.{re.escape(Path(out_dir).name)}\.({kinds})-(\d+)-{_host_tag()}-"
+    match = re.match(pattern, Path(path).name)
+    return (match[1], int(match[2])) if match else None
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this machine (another user's process counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_staging(out_dir: str | os.PathLike) -> list[Path]:
+    """Remove the staging folders of ``out_dir`` whose process is dead; returns them.
+
+    A ``partial`` folder is a half-written output. An ``old`` folder holds the previous output while the new
+    one is renamed in: when the kill fell between the two renames ``out_dir`` is missing, and the previous
+    output is put back first, so the target is always the old folder or the whole new one.
+    """
     out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-", dir=out_dir.parent))
-    os.chmod(staging, 0o777 & ~_umask())
+    if not out_dir.parent.is_dir():
+        return []
+    removed = []
+    for path in sorted(out_dir.parent.iterdir()):
+        owner = staging_owner(out_dir, path)
+        if owner is None or not path.is_dir() or process_alive(owner[1]):
+            continue
+        previous = path / out_dir.name
+        if owner[0] == "old" and os.path.lexists(previous) and not os.path.lexists(out_dir):
+            os.replace(previous, out_dir)
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def _is_non_empty(path: Path) -> bool:
+    return path.is_dir() and any(path.iterdir())
+
+
+def _input_conflict(out: Path, name: str, value: Any) -> str | None:
+    """Why writing ``out`` would touch the input ``name`` (a local path; Hub ids and absent paths pass)."""
+    if value is None or str(value) == "" or not Path(value).expanduser().exists():
+        return None
+    source = Path(value).expanduser().resolve()
+    if out == source:
+        return f"is the {name} folder"
+    if source in out.parents:
+        return f"lies inside {name} {value}"
+    if out in source.parents:
+        return f"contains {name} {value} (replacing it would delete the input)"
+    return None
+
+
+def _location_problem(out: Path) -> str | None:
+    """Why ``out`` cannot be a folder this command replaces: the current folder (or above it), a file, or a
+    path below a file."""
+    cwd = Path.cwd().resolve()
+    if out == cwd or out in cwd.parents:
+        return f"is the current folder or holds it ({cwd}); name a folder to create"
+    if out.exists() and not out.is_dir():
+        return "is a file, not a folder"
+    existing = next(parent for parent in out.parents if parent.exists())
+    if not existing.is_dir():
+        return f"lies below {existing}, which is a file"
+    return None
+
+
+def check_output_folder(
+    out_dir: str | os.PathLike,
+    *,
+    overwrite: bool = False,
+    inputs: Mapping[str, Any] | None = None,
+    flag: str = "--out",
+) -> Path:
+    """Raise before any work when ``out_dir`` may not be written; returns it.
+
+    Refused with :class:`~medunlearn.errors.InputError` even with ``overwrite``: an output that is, lies
+    inside or contains one of ``inputs`` (``{"--model": path, "--data": path}``; Hub ids and absent paths are
+    skipped), that is the current folder or above it, a file, or below a file. Refused with
+    :class:`~medunlearn.errors.OutputExistsError` unless ``overwrite``: an existing folder that is not empty
+    (an empty one is simply replaced).
+    """
+    out_dir = Path(out_dir)
+    out = out_dir.expanduser().resolve()
+    for name, value in (inputs or {}).items():
+        conflict = _input_conflict(out, name, value)
+        if conflict:
+            raise InputError(f"{flag} {out_dir} {conflict}: a command never writes into its input")
+    problem = _location_problem(out)
+    if problem:
+        raise InputError(f"{flag} {out_dir} {problem}")
+    if not overwrite and _is_non_empty(out):
+        raise OutputExistsError(f"{out_dir} already exists (pass --overwrite to replace it)")
+    return out_dir
+
+
+def open_staging(out_dir: str | os.PathLike) -> Path:
+    """An empty staging folder beside ``out_dir`` (after removing the stale ones); launched processes share
+    one.
+
+    An unwritable place is an :class:`~medunlearn.errors.InputError` naming it, not a traceback.
+    """
+    out_dir = Path(out_dir)
+    owner = staging_owner_pid()
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_staging(out_dir)
+        if owner != os.getpid():
+            staging = out_dir.parent / (_staging_prefix(out_dir, "partial", owner) + "launch")
+            staging.mkdir(exist_ok=True)
+        else:
+            staging = Path(
+                tempfile.mkdtemp(prefix=_staging_prefix(out_dir, "partial", owner), dir=out_dir.parent)
+            )
+        os.chmod(staging, 0o777 & ~_umask())
+    except OSError as error:
+        raise InputError(
+            f"cannot write {out_dir}: {error.strerror or error} ({error.filename or out_dir})"
+        ) from error
+    return staging
+
+
+def commit_staging(staging: Path, out_dir: str | os.PathLike, *, overwrite: bool = True) -> Path:
+    """Rename the finished ``staging`` folder to ``out_dir``, replacing what was there whole. Without
+    ``overwrite``, a non-empty folder that appeared there during the run is kept and this raises."""
+    out_dir = Path(out_dir)
+    if not overwrite and _is_non_empty(out_dir):
+        raise OutputExistsError(f"{out_dir} already exists (pass --overwrite to replace it)")
+    if not os.path.lexists(out_dir):
+        os.replace(staging, out_dir)
+        return out_dir
+    old = Path(tempfile.mkdtemp(prefix=_staging_prefix(out_dir, "old", os.getpid()), dir=out_dir.parent))
+    os.replace(out_dir, old / out_dir.name)
+    os.replace(staging, out_dir)
+    shutil.rmtree(old)
+    return out_dir
+
+
+def discard_staging(staging: Path) -> None:
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+@contextmanager
+def staged_folder(out_dir: str | os.PathLike, *, overwrite: bool = True) -> Iterator[Path]:
+    """Yield an empty staging folder beside ``out_dir``; on success it replaces ``out_dir`` (see
+    :func:`commit_staging`), on any failure it is removed and ``out_dir`` is left as it was."""
+    staging = open_staging(out_dir)
     try:
         yield staging
-        if out_dir.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
-            os.replace(out_dir, old / out_dir.name)
-            os.replace(staging, out_dir)
-            shutil.rmtree(old)
-        else:
-            os.replace(staging, out_dir)
+        commit_staging(staging, out_dir, overwrite=overwrite)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        discard_staging(staging)
         raise
+
+
+@contextmanager
+def output_folder(
+    out_dir: str | os.PathLike,
+    *,
+    overwrite: bool = False,
+    inputs: Mapping[str, Any] | None = None,
+    flag: str = "--out",
+) -> Iterator[Path]:
+    """The one way a command writes its output folder: :func:`check_output_folder`, then
+    :func:`staged_folder` (nothing half-written, stale staging of killed runs removed)."""
+    check_output_folder(out_dir, overwrite=overwrite, inputs=inputs, flag=flag)
+    with staged_folder(out_dir, overwrite=overwrite) as staging:
+        yield staging
 
 
 def canonical_json(value: Any) -> str:

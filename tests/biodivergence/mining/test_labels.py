@@ -89,6 +89,44 @@ def test_heuristic_confidence_by_hand():
     assert ((extremes >= 0) & (extremes <= 1)).all()
 
 
+def test_no_conflict_confidence_rests_on_agreeing_stances_not_on_a_shared_topic():
+    # not reversed, S = 0.6, no negation, no context difference:
+    # stances agree: 0.20 + 0.30 * 0.6 + 0.15 = 0.53; they do not: 0.20 + 0.18 = 0.38
+    assert heuristic_confidence([0, 0], [0, 0], [0, 0], [0.6, 0.6], [0, 0], [0.0, 0.0], [1, 0]).tolist() == [
+        0.53,
+        0.38,
+    ]
+    # "no conflict" includes claims about different questions: an entity mismatch does not lower it
+    assert heuristic_confidence([0], [0], [0], [0.6], [0], [1.0], [1]).tolist() == [0.53]
+    # a reversal is unchanged: 0.45 + 0.10 * 0.6 - 0.10 * 1.0 = 0.41
+    assert heuristic_confidence([1], [0], [0], [0.6], [0], [1.0], [1]).tolist() == [0.41]
+
+
+def test_opposite_stances_are_a_contradiction_only_about_one_question():
+    pairs = pd.DataFrame(
+        {
+            "pair_id": ["same", "different", "nulls"],
+            "text_a": ["Statins reduced mortality.", "Statins reduced mortality.", "X did not differ."],
+            "text_b": [
+                "Statins did not reduce mortality.",
+                "Colchicine did not change gout flares.",
+                "No significant difference was found.",
+            ],
+            "polarity_reversal": [1, 1, 0],
+            "negation_mismatch": [1, 1, 0],
+            "entity_mismatch": [0.0, 1.0, 0.0],
+            "shared_entities": [1, 0, 0],
+            "context_families": ["", "", ""],
+            "similarity": [0.9, 0.6, 0.6],
+        }
+    )
+    labels = heuristic_labels(pairs).set_index("pair_id")
+    assert labels.at["same", "conflict_type"] == "direct_contradiction"
+    assert labels.at["different", "conflict_type"] == "no_conflict"  # opposite, but about different things
+    # two null findings read from the texts agree: 0.20 + 0.30 * 0.6 + 0.15 = 0.53
+    assert labels.at["nulls", "conflict_type"] == "no_conflict" and labels.at["nulls", "confidence"] == 0.53
+
+
 def test_heuristic_labels_follow_the_shared_rules_and_are_valid():
     pairs = signal_pairs()
     labels = heuristic_labels(pairs)

@@ -292,6 +292,8 @@ def test_cli_mine_and_build_from_abstracts(corpus, tmp_path, capsys):
                 "20",
                 "--neighbours",
                 "6",
+                "--eval-labels",
+                "heuristic",
             ]
         )
         == 0
@@ -299,6 +301,43 @@ def test_cli_mine_and_build_from_abstracts(corpus, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "v1.0 pairs (train / dev / test)" in printed
     assert main(["biodivergence", "audit", str(build)]) == 0
+
+
+def test_cli_build_from_abstracts_without_a_labeller_refuses_before_writing_anything(
+    corpus, tmp_path, capsys
+):
+    """Without an LLM labeller v1.0 would have no dev or test split: the build says so with exit 2, names both
+    ways out, and writes nothing (neither the folder nor its mining folder)."""
+    from medunlearn.cli import main
+
+    out = tmp_path / "bd"
+    assert main(["biodivergence", "build", "--abstracts", str(corpus), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--labeller BACKEND:MODEL" in err and "--eval-labels heuristic" in err and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["abstracts.jsonl"]
+
+
+def test_cli_build_with_eval_labels_heuristic_prints_splits_and_labelled_share(corpus, tmp_path, capsys):
+    """Asked with --eval-labels heuristic, dev and test exist and hold heuristic labels only; the build prints
+    the split sizes and the share of mined pairs with a usable label, and the audit passes and warns."""
+    from medunlearn.biodivergence.audit import read_hub_folder
+    from medunlearn.cli import main
+
+    out = tmp_path / "bd"
+    command = ["biodivergence", "build", "--abstracts", str(corpus), "--out", str(out)]
+    command += ["--cap-per-domain", "30", "--neighbours", "6", "--eval-labels", "heuristic"]
+    assert main(command) == 0
+    printed = capsys.readouterr().out
+    labels = read_jsonl(tmp_path / "bd-mining" / "labels.jsonl")
+    usable = int((labels["confidence"].astype(float) >= 0.45).sum())
+    assert f"pairs with a usable label: {usable} of {len(labels)} ({usable / len(labels):.1%};" in printed
+    configs = read_hub_folder(out)["v1.0"]
+    sizes = {split: len(frame) for split, frame in configs.items()}
+    assert sizes["dev"] > 0 and sizes["test"] > 0
+    assert f"v1.0 {sizes}" in printed and "dev/test labels: heuristic" in printed
+    assert all((frame["label_source"] == "heuristic").all() for frame in configs.values())
+    assert main(["biodivergence", "audit", str(out)]) == 0
+    assert "WARN v1.0 dev/test hold" in capsys.readouterr().out
 
 
 def test_cli_names_the_file_row_and_field_of_a_bad_record_and_writes_nothing(tmp_path, capsys):
@@ -312,7 +351,17 @@ def test_cli_names_the_file_row_and_field_of_a_bad_record_and_writes_nothing(tmp
         + "\n"
     )
     out = tmp_path / "bd"
-    assert main(["biodivergence", "build", "--abstracts", str(bad), "--out", str(out)]) == 2
+    command = [
+        "biodivergence",
+        "build",
+        "--abstracts",
+        str(bad),
+        "--out",
+        str(out),
+        "--eval-labels",
+        "heuristic",
+    ]
+    assert main(command) == 2
     err = capsys.readouterr().err
     assert "bad.jsonl" in err and "2" in err and "abstract" in err and "Traceback" not in err
     assert not out.exists()

@@ -141,3 +141,37 @@ def test_empty_and_bad_input():
         divergence_signals(["a", "b"], ["c"])
     with pytest.raises(InputError, match=r"text_b\[1\] is NoneType"):
         divergence_signals(["a", "b"], ["c", None])
+
+
+@pytest.mark.parametrize(
+    ("text_a", "text_b"),
+    [
+        # a negated decrease is no effect, not a decrease: the old rule read both as "down"
+        ("Metformin reduced HbA1c.", "Metformin did not reduce HbA1c."),
+        ("Statins reduced mortality.", "No significant difference in mortality was found (p = 0.41)."),
+        ("Smoking was associated with asthma.", "Asthma rates were similar in smokers and non-smokers."),
+    ],
+)
+def test_an_effect_against_no_effect_is_a_reversal(text_a, text_b):
+    assert one(text_a, text_b)["polarity_reversal"] == 1
+    assert one(text_b, text_a)["polarity_reversal"] == 1
+
+
+def test_stances_read_a_denial_to_the_end_of_its_clause():
+    from medunlearn.biodivergence.mining.signals import claim_stances
+
+    texts = [
+        "Infection was not associated with increased mortality or decreased survival.",
+        "X did not differ between groups (P>0.05).",
+        "X reduced pain, but it did not change mobility.",
+        "The gene maps to chromosome 5.",
+    ]
+    assert claim_stances(texts).tolist() == ["null", "null", "mixed", "none"]
+    # two denials agree: no reversal
+    assert one(texts[0], texts[1])["polarity_reversal"] == 0
+
+
+def test_shared_entities_count_the_entities_both_claims_name():
+    frame = one("Imatinib improved survival in CML.", "Imatinib and erlotinib did not improve survival.")
+    assert frame["shared_entities"] == 1 and frame["stance_a"] == "up" and frame["stance_b"] == "null"
+    assert one("The mutation maps here.", "The gene maps there.")["shared_entities"] == 0

@@ -10,14 +10,16 @@ The paper's construction [paper], as a pipeline of :mod:`medunlearn.llm` request
    per QA: nothing empty, no duplicate question, the answer not verbatim in the question, a groundedness score
    (the share of the answer's content words found in the note) of at least ``min_groundedness``, and for a
    reasoning QA at least two findings found in the note.
-3. **Judge panel.** Each of N judges (``BACKEND:MODEL`` specs, default: the generator three times) rates all
-   of a patient's pending QA in one request, on the paper's four criteria (clarity, correctness,
-   derivability from the note, clinical significance), and says whether the note supports the label. A QA is
-   valid when a majority of the panel rates it true on all four; a judge whose request failed votes no. Failed
-   QA are regenerated (one request per patient for its failed slots), up to ``max_regenerations`` times; a
-   patient still short of valid QA after that is skipped and counted by reason.
-4. **Report.** Panel figures beside the paper's (91.8% labels supported, 97.6% QA valid), Fleiss' κ
-   (statsmodels), a per-judge breakdown, skips by reason and tokens per stage.
+3. **Judge panel.** Each distinct judge (``BACKEND:MODEL`` specs, default: the generator three times; greedy
+   copies of one model are one judge, :mod:`~medunlearn.amnesia.sources.judge_panel`) rates all of a
+   patient's pending QA in one request, on the paper's four criteria (clarity, correctness, derivability from
+   the note, clinical significance), and says whether the note supports the label. A QA is valid when more
+   than half of the distinct judges rate it true on all four (one distinct judge: its own vote); a judge whose
+   request failed votes no. Failed QA are regenerated (one request per patient for its failed slots), up to
+   ``max_regenerations`` times; a patient still short of valid QA after that is skipped and counted by reason.
+4. **Report.** The distinct judges, panel figures beside the paper's (91.8% labels supported, 97.6% QA
+   valid), Fleiss' κ (statsmodels; not for one distinct judge), a per-judge breakdown, skips by reason and
+   tokens per stage.
 
 Every stage is one :meth:`BulkChat.complete` over a deterministic list of requests, so a rerun reads
 everything from the cache (zero new calls) and a killed run resumes with the same results. Prompts are
@@ -41,12 +43,24 @@ from typing import Any
 
 from medunlearn.amnesia.pmc_patients import classifier_summary, read_note_records
 from medunlearn.amnesia.schema import NOTES_SCHEMA, QA_SCHEMA
+from medunlearn.amnesia.sources.judge_panel import (  # the paper's figures and κ: re-exported from here
+    CRITERIA,
+    PAPER_LABELS_SUPPORTED,  # noqa: F401
+    PAPER_QA_VALID,  # noqa: F401
+    PanelJudge,
+    distinct_judges,
+    fleiss_kappa_of_votes,  # noqa: F401
+    majority,
+    panel_report,
+)
+from medunlearn.amnesia.sources.judge_panel import share as _share
 from medunlearn.errors import MedunlearnError
 from medunlearn.llm import (
     BulkChat,
     ChatRequest,
     ChatResult,
     ResultCache,
+    cache_identity,
     make_backend,
     parse_spec,
     summarize_usage,
@@ -57,10 +71,6 @@ from medunlearn.ontology.amnesia import DISEASES, QA_TYPES
 from medunlearn.ontology.vocabulary import default_vocabulary, words
 
 PROMPT_NAMES = ("disease_label", "qa_generation", "judge")
-CRITERIA = ("clarity", "correctness", "derivability", "clinical_significance")
-# The paper's panel figures [paper]: the share of disease labels and of QA the three judges found valid.
-PAPER_LABELS_SUPPORTED = 0.918
-PAPER_QA_VALID = 0.976
 DEFAULT_PANEL_SIZE = 3
 SKIP_NO_LABEL = "no disease label (the label request failed and the rule-based classifier found no term)"
 SKIP_GENERATION = "QA generation failed (no schema-valid answer) after every regeneration"
@@ -108,7 +118,9 @@ class ConstructionConfig:
         generator (`str`): the ``BACKEND:MODEL`` spec that writes the QA, e.g. ``openai:smollm2-135m@URL`` or
             ``transformers:smollm2-135m``.
         judges (`tuple[str]`, defaults to ``()``): one spec per judge, any mix of backends; empty: the
-            generator ``DEFAULT_PANEL_SIZE`` (3) times, judge ``j`` sampling with seed ``seed + j``.
+            generator ``DEFAULT_PANEL_SIZE`` (3) times, judge ``j`` sampling with seed ``seed + j``. At
+            ``judge_temperature`` 0, entries with one cache identity are one distinct judge, asked once
+            (:mod:`~medunlearn.amnesia.sources.judge_panel`): the default panel is then one judge.
         labeler (`str` or `None`, defaults to None): the spec that labels the diseases; None: the generator.
         cache (`str` or `Path` or `None`): the SQLite cache of every LLM answer (what makes reruns free and
             killed runs resumable); None keeps nothing.
@@ -127,7 +139,7 @@ class ConstructionConfig:
         regeneration_temperature (`float`, defaults to 0.7): sampling temperature of regenerations (greedy
             decoding would write the same QA again).
         judge_temperature (`float`, defaults to 0.0): the judges' temperature. Several copies of one model at
-            0 vote alike; above 0 each copy samples with its own seed.
+            0 vote alike and count as one judge; above 0 each copy samples with its own seed and is a judge.
         judge_all (`bool`, defaults to False): also judge, in the last round, the QA of a patient that is lost
             anyway (one of its QA failed generation or the checks). The panel's figures then cover every QA
             that passed the checks, as in the paper's measurement, at the cost of those judge calls; the
@@ -361,29 +373,6 @@ def judge_schema(n_qa: int) -> dict:
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Agreement
-
-
-def fleiss_kappa_of_votes(votes: Sequence[Sequence[bool]]) -> float | None:
-    """Fleiss' κ of binary votes, one row per item and one column per judge (statsmodels' ``fleiss_kappa``);
-    None with fewer than two judges or items, or when every vote is the same (κ is then undefined).
-
-    >>> round(fleiss_kappa_of_votes([[True, True, False], [True, True, True], [False, False, False],
-    ...                               [True, False, False]]), 4)
-    0.3333
-    """
-    import numpy as np
-    from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
-
-    if len(votes) < 2 or len(votes[0]) < 2:
-        return None
-    table, _ = aggregate_raters(np.asarray(votes, dtype=int), n_cat=2)
-    if (table.sum(axis=0) == 0).any():  # one category only: chance agreement is 1, κ is 0/0
-        return None
-    return float(fleiss_kappa(table, method="fleiss"))
-
-
-# ----------------------------------------------------------------------------------------------------------
 # The pipeline
 
 
@@ -453,6 +442,10 @@ class _Chats:
         """Every backend answers, before any request is sent or the cache file is made."""
         for chat in self._chats.values():
             chat.backend.check_ready()
+
+    def identities(self) -> dict[str, Any]:
+        """Each spec's cache identity (what its backend serves): what tells distinct judges apart."""
+        return {spec: cache_identity(chat.backend) for spec, chat in self._chats.items()}
 
     @property
     def calls(self) -> int:
@@ -554,6 +547,45 @@ def _complete(chats: _Chats, spec: str, requests: list[ChatRequest], stage: str)
     return results
 
 
+def _judge_round(
+    chats: _Chats,
+    judges: Sequence[PanelJudge],
+    to_judge: list[tuple[PatientState, list[dict]]],
+    prompt: PromptTemplate,
+    config: ConstructionConfig,
+) -> list[ChatResult]:
+    """Ask each distinct judge about ``to_judge``'s candidates, record every candidate's votes and verdict
+    (and a patient's label votes, once); return the judges' results (for the token counts)."""
+    answers: list[list[ChatResult]] = [[] for _ in judges]
+    judges_by_spec: dict[str, list[int]] = {}
+    for number, judge in enumerate(judges):
+        judges_by_spec.setdefault(judge.spec, []).append(number)
+    spent: list[ChatResult] = []
+    # Judges that share a spec go in one request list, so a server batches them all at once.
+    for spec, numbers in judges_by_spec.items():
+        requests = [
+            _judge_request(p, c, prompt, config, judges[number].seed_offset)
+            for number in numbers
+            for p, c in to_judge
+        ]
+        results = _complete(chats, spec, requests, "judge")
+        spent += results
+        for k, number in enumerate(numbers):
+            answers[number] = results[k * len(to_judge) : (k + 1) * len(to_judge)]
+    for position, (patient, candidates) in enumerate(to_judge):
+        mine = [answers[number][position] for number in range(len(judges))]
+        if patient.label_votes is None:
+            patient.label_votes = [a.parsed["label_supported"] if a.ok else None for a in mine]
+        for number, candidate in enumerate(candidates):
+            votes = [a.parsed["ratings"][number] if a.ok else None for a in mine]
+            valid = [None if v is None else all(v[c] for c in CRITERIA) for v in votes]
+            candidate["try"]["votes"] = votes
+            candidate["try"]["valid"] = majority(valid, len(judges))
+            if candidate["try"]["valid"]:
+                candidate["slot"].qa = candidate["qa"]
+    return spent
+
+
 def _skip_reason(pending: Sequence[Slot]) -> str:
     """Why a patient short of valid QA is skipped, read from its pending slots' last tries: a failed
     generation, else a failed check (a patient with either is not judged in the last round), else the
@@ -564,11 +596,6 @@ def _skip_reason(pending: Sequence[Slot]) -> str:
     if any(attempt.get("checks_failed") for attempt in last_tries):
         return SKIP_CHECKS
     return SKIP_PANEL  # every last try passed generation and the checks, so the panel rejected one
-
-
-def _majority(votes: Sequence[bool | None], panel_size: int) -> bool:
-    """More than half of the panel voted yes; a judge that gave no answer (None) counts as no."""
-    return sum(vote is True for vote in votes) * 2 > panel_size
 
 
 def construct_records(
@@ -625,7 +652,7 @@ def construct_records(
             patients.append(PatientState(note, disease, "llm" if llm else "rule", rule, llm, slots))
 
         # 2-3. Generation, checks and the panel, round by round (round 0, then the regenerations).
-        panel = config.judge_specs
+        judges = distinct_judges(config.judge_specs, chats.identities(), config.judge_temperature)
         regenerated_slots: dict[int, int] = {}
         for round_number in range(config.max_regenerations + 1):
             todo = [patient for patient in patients if patient.pending]
@@ -670,34 +697,8 @@ def construct_records(
                         candidate["try"]["judged"] = False
                 elif candidates:
                     to_judge.append((patient, candidates))
-            if not to_judge:
-                continue
-            # Judges that share a spec go in one request list, so a server batches them all at once.
-            judge_results: list[list[ChatResult]] = [[] for _ in panel]
-            judges_by_spec: dict[str, list[int]] = {}
-            for judge_index, spec in enumerate(panel):
-                judges_by_spec.setdefault(spec, []).append(judge_index)
-            for spec, judge_indices in judges_by_spec.items():
-                requests = [
-                    _judge_request(p, c, prompts["judge"], config, judge_index)
-                    for judge_index in judge_indices
-                    for p, c in to_judge
-                ]
-                results = _complete(chats, spec, requests, "judge")
-                usage["judge"] += results
-                for k, judge_index in enumerate(judge_indices):
-                    judge_results[judge_index] = results[k * len(to_judge) : (k + 1) * len(to_judge)]
-            for position, (patient, candidates) in enumerate(to_judge):
-                answers = [judge_results[j][position] for j in range(len(panel))]
-                if patient.label_votes is None:
-                    patient.label_votes = [a.parsed["label_supported"] if a.ok else None for a in answers]
-                for number, candidate in enumerate(candidates):
-                    votes = [a.parsed["ratings"][number] if a.ok else None for a in answers]
-                    valid = [None if v is None else all(v[c] for c in CRITERIA) for v in votes]
-                    candidate["try"]["votes"] = votes
-                    candidate["try"]["valid"] = _majority(valid, len(panel))
-                    if candidate["try"]["valid"]:
-                        candidate["slot"].qa = candidate["qa"]
+            if to_judge:
+                usage["judge"] += _judge_round(chats, judges, to_judge, prompts["judge"], config)
     finally:
         chats.close()
 
@@ -750,6 +751,12 @@ def construct_records(
         prompts=prompts,
         usage=usage,
         rule_analyses=rule_analyses,
+        panel=panel_report(
+            judges,
+            [public_spec(judge.spec) for judge in judges],
+            [t for p in patients for s in p.slots for t in s.tries if "votes" in t],
+            [p.label_votes for p in patients if p.label_votes is not None],
+        ),
     )
     return Construction(
         notes=notes_table,
@@ -760,10 +767,6 @@ def construct_records(
         cache_hits=chats.cache_hits,
         seconds=time.perf_counter() - started,
     )
-
-
-def _share(numerator: int, denominator: int) -> float | None:
-    return round(numerator / denominator, 4) if denominator else None
 
 
 _TRY_FIELDS = ("round", "groundedness", "checks_failed", "judged", "votes", "valid", "error")
@@ -786,57 +789,20 @@ def construction_report(
     config,
     prompts,
     usage,
+    panel,
     rule_analyses=None,
 ) -> dict:
     """The construction report: JSON-ready and deterministic (no times or run counters), so a rerun writes
-    the same. ``rule_analyses``: the rule-based classifier's analysis per used note's patient id."""
+    the same. ``panel``: :func:`~medunlearn.amnesia.sources.judge_panel.panel_report`'s section;
+    ``rule_analyses``: the rule-based classifier's analysis per used note's patient id."""
     rule_analyses = rule_analyses or {}
-    panel = config.judge_specs
     judged = [t for p in patients for s in p.slots for t in s.tries if "votes" in t]
     checked = [t for p in patients for s in p.slots for t in s.tries if t.get("qa") is not None]
-    label_voted = [p for p in patients if p.label_votes is not None]
     failed_checks: dict[str, int] = {}
     for attempt in checked:
         for check in attempt["checks_failed"]:
             failed_checks[check] = failed_checks.get(check, 0) + 1
 
-    # κ over the items every judge answered: a failed request is a missing rating, not a vote.
-    def complete_rows(rows):
-        return [row for row in rows if None not in row]
-
-    qa_valid_votes = complete_rows(
-        [[None if v is None else all(v[c] for c in CRITERIA) for v in t["votes"]] for t in judged]
-    )
-    kappa = {
-        "qa_valid": fleiss_kappa_of_votes(qa_valid_votes),
-        "label_supported": fleiss_kappa_of_votes(complete_rows([p.label_votes for p in label_voted])),
-    }
-    for criterion in CRITERIA:
-        kappa[criterion] = fleiss_kappa_of_votes(
-            complete_rows([[None if v is None else v[criterion] for v in t["votes"]] for t in judged])
-        )
-    kappa = {name: None if value is None else round(value, 4) for name, value in kappa.items()}
-    per_judge = []
-    for j, spec in enumerate(panel):
-        answered = [t["votes"][j] for t in judged if t["votes"][j] is not None]
-        labels = [p.label_votes[j] for p in label_voted if p.label_votes[j] is not None]
-        majority = [t["valid"] for t in judged if t["votes"][j] is not None]
-        own = [all(v[c] for c in CRITERIA) for v in answered]
-        per_judge.append(
-            {
-                "judge": j + 1,
-                "model": public_spec(spec),
-                "qa_rated": len(answered),
-                "qa_missing": len(judged) - len(answered),
-                "qa_valid": _share(sum(own), len(own)),
-                **{
-                    criterion: _share(sum(v[criterion] for v in answered), len(answered))
-                    for criterion in CRITERIA
-                },
-                "labels_supported": _share(sum(labels), len(labels)),
-                "agreement_with_majority": _share(sum(a == m for a, m in zip(own, majority)), len(own)),
-            }
-        )
     disagreements = [
         {
             "patient_id": p.note.patient_id,
@@ -879,7 +845,7 @@ def construction_report(
         "models": {
             "labeler": public_spec(config.labeler_spec),
             "generator": public_spec(config.generator),
-            "judges": [public_spec(spec) for spec in panel],
+            "judges": [public_spec(spec) for spec in config.judge_specs],
         },
         "prompts": {
             name: {
@@ -912,27 +878,7 @@ def construction_report(
         },
         # Over every used note (by deciding rule, confidence, share below 0.5, notes without a term) [ours].
         "rule_classifier": classifier_summary(rule_analyses.values()),
-        "panel": {
-            "judges": len(panel),
-            "labels_supported": {
-                "ours": _share(
-                    sum(_majority(p.label_votes, len(panel)) for p in label_voted), len(label_voted)
-                ),
-                "paper": PAPER_LABELS_SUPPORTED,
-                "n": len(label_voted),
-            },
-            "qa_valid": {
-                "ours": _share(sum(t["valid"] for t in judged), len(judged)),
-                "paper": PAPER_QA_VALID,
-                "n": len(judged),
-            },
-            "fleiss_kappa": kappa,
-            "kappa_items": {
-                "qa": len(qa_valid_votes),
-                "labels": len(complete_rows([p.label_votes for p in label_voted])),
-            },
-            "per_judge": per_judge,
-        },
+        "panel": panel,
         "qa": {
             "generated": len(checked),
             "generation_failures": sum(

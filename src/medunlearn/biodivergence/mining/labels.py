@@ -5,31 +5,7 @@ Two labellers, both writing labels that are valid under the ontology
 (:mod:`medunlearn.ontology.biodivergence`) by construction, each with a ``label_source`` and a
 ``confidence`` in [0, 1]:
 
-**Heuristic** [ours] (:func:`heuristic_labels`). The rules are the PubMedQA pool's
-(:func:`medunlearn.biodivergence.pools.rule_labels`), fed from the pair's divergence signals
-(:mod:`~medunlearn.biodivergence.mining.signals`) instead of PubMedQA's decisions and MeSH terms:
-
-- *opposite*: the two claims' directions are reversed (``polarity_reversal``);
-- *hedged*: opposite, and one claim carries a hedge (the claim extractor's ``hedge`` cue: may, might,
-  could, likely, ...);
-- *differing axes*: the context families that differ (``context_families``), mapped to axes: population →
-  ``population``, geography → ``geography``, period → ``time_period``, dose → ``intervention``, assay →
-  ``assay_protocol``, design → ``study_design``.
-
-So: hedged → insufficient evidence; opposite with a differing axis → contextual contradiction (confounder: the
-first such axis in registry order); opposite without one → direct contradiction; else no conflict. The
-evidence span of each claim is the claim itself (the v1.0 claim-verbatim rule). The confidence, with P the
-polarity reversal (0/1), N the negation mismatch (0/1), C the number of differing context families, S the
-pair's cosine similarity clipped to [0, 1], H the hedge (0/1) and E the entity mismatch (in [0, 1]):
-
-    reversed (P = 1):     confidence = 0.45 + 0.10·N + 0.075·min(C, 2) + 0.10·S − 0.20·H − 0.10·E
-    not reversed (P = 0): confidence = 0.20 + 0.30·S − 0.10·N − 0.05·min(C, 2) − 0.10·E
-
-clipped to [0, 1] and rounded to 3 decimals. A reversal on similar claims of one topic is the surface
-conflict the rules can see, and a context difference is what makes it contextual: those raise it. A hedge (the
-rules cannot weigh it), a different topic (entities) and, for "no conflict", a negation on one side only or a
-context difference lower it. A no-conflict label needs S ≥ 0.84 to reach the paper's 0.45 train threshold;
-a hedged reversal never does.
+**Heuristic** [ours] (:func:`heuristic_labels`, :mod:`.heuristic`: its rules and confidence formula).
 
 **LLM** (:func:`llm_labels`), through :class:`medunlearn.llm.BulkChat`: one request per pair, from a
 versioned prompt (``prompts/silver_label.yaml``, ``version`` part of the cache key, replaceable by a file),
@@ -55,14 +31,6 @@ resumes.
 The paper's rules [paper] (dev and test only LLM-labelled; train adds heuristic labels with confidence ≥ 0.45)
 are the split builder's (:mod:`medunlearn.biodivergence.splits`): the labels here keep every label made, both
 sources, and :func:`pool_rows` turns them into pool rows (one per label; the builder keeps a pair's LLM copy).
-
->>> pairs = pd.DataFrame({"pair_id": ["p1"], "text_a": ["Drug X increased survival in children."],
-...     "text_b": ["Drug X decreased survival in adults."], "polarity_reversal": [1],
-...     "negation_mismatch": [0], "entity_mismatch": [0.0], "context_cues": [1],
-...     "context_families": ["population"], "similarity": [0.8]})
->>> label = heuristic_labels(pairs).iloc[0]
->>> label["conflict_type"], label["axes"], label["dominant_confounder"], float(label["confidence"])
-('contextual_contradiction', ['population'], 'population', 0.605)
 """
 
 from __future__ import annotations
@@ -70,15 +38,21 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from medunlearn.biodivergence.mining.claims import CUE_PATTERNS
-from medunlearn.biodivergence.pools import rule_labels
+from medunlearn.biodivergence.mining.heuristic import (
+    FAMILY_AXES,
+    LABEL_COLUMNS,
+    PAIR_INPUT_COLUMNS,
+    LabelInputError,
+    _check_pairs,
+    heuristic_confidence,
+    heuristic_labels,
+)
 from medunlearn.biodivergence.schema import MIN_CONFIDENCE
 from medunlearn.errors import InputError, MedunlearnError
 from medunlearn.llm import BulkChat, ChatRequest, ChatResult, parse_spec, summarize_usage
@@ -115,33 +89,6 @@ PROMPT_NAME = "silver_label"
 MAX_AXES = 4  # [ours] a pair's contexts rarely differ on more; the schema's bound on the axes list
 MAX_RECONCILIATION_CHARS = 240  # [ours]
 MAX_SPAN_CHARS = 400  # [ours] a span is a substring of a claim (claims have at most 80 words)
-# [ours] The signal context families (signals.CONTEXT_FAMILIES) and the ontology axis each one feeds.
-FAMILY_AXES: dict[str, str] = {
-    "population": "population",
-    "geography": "geography",
-    "period": "time_period",
-    "dose": "intervention",
-    "assay": "assay_protocol",
-    "design": "study_design",
-}
-LABEL_COLUMNS: tuple[str, ...] = (
-    "pair_id",
-    "label_source",
-    "conflict_type",
-    "axes",
-    "dominant_confounder",
-    "reconciliation",
-    "evidence_a",
-    "evidence_b",
-    "confidence",
-    "repairs",
-)
-PAIR_INPUT_COLUMNS = ("pair_id", "text_a", "text_b")
-SIGNAL_INPUT_COLUMNS = ("polarity_reversal", "negation_mismatch", "entity_mismatch", "context_families")
-
-
-class LabelInputError(InputError):
-    """Pairs the labellers cannot read (a missing column, a bad value); the message names row and field."""
 
 
 class LabellingIncompleteError(MedunlearnError, ConnectionError):
@@ -188,99 +135,6 @@ class LabelConfig:
             raise InputError(f"llm_pairs_per_domain must be >= 0, got {self.llm_pairs_per_domain}")
         if self.max_tokens < 16:
             raise InputError(f"max_tokens must be at least 16 for a label, got {self.max_tokens}")
-
-
-def _check_pairs(pairs: pd.DataFrame, columns: Sequence[str]) -> None:
-    missing = [name for name in columns if name not in pairs.columns]
-    if missing:
-        raise LabelInputError(f"pairs lack the column(s) {missing}; got {list(pairs.columns)}")
-    for name in ("text_a", "text_b"):
-        if name in columns:
-            bad = ~pairs[name].map(lambda value: isinstance(value, str) and bool(value.strip()))
-            if bad.any():
-                row = int(np.flatnonzero(bad.to_numpy())[0])
-                raise LabelInputError(
-                    f"pairs row {row} (pair {pairs['pair_id'].iat[row]!r}), field `{name}`: "
-                    "must be a non-empty string"
-                )
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Heuristic labels
-
-
-def _hedged(texts: pd.Series) -> np.ndarray:
-    return texts.str.contains(re.compile(CUE_PATTERNS["hedge"], re.IGNORECASE), regex=True).to_numpy(bool)
-
-
-def _number(pairs: pd.DataFrame, name: str, default: float = 0.0) -> np.ndarray:
-    if name not in pairs.columns:
-        return np.full(len(pairs), default, dtype=np.float64)
-    return pd.to_numeric(pairs[name], errors="coerce").fillna(default).to_numpy(np.float64)
-
-
-def heuristic_confidence(
-    polarity_reversal, negation_mismatch, context_cues, similarity, hedged, entity_mismatch
-) -> np.ndarray:
-    """The heuristic label's confidence (the module docstring's formula [ours]), vectorised.
-
-    >>> heuristic_confidence([1, 0], [0, 0], [1, 0], [0.8, 0.9], [0, 0], [0.0, 0.0]).tolist()
-    [0.605, 0.47]
-    """
-    p, n, c, s, h, e = (
-        np.asarray(values, dtype=np.float64)
-        for values in (
-            polarity_reversal,
-            negation_mismatch,
-            context_cues,
-            similarity,
-            hedged,
-            entity_mismatch,
-        )
-    )
-    c, s = np.minimum(c, 2.0), np.clip(s, 0.0, 1.0)
-    reversed_ = 0.45 + 0.10 * n + 0.075 * c + 0.10 * s - 0.20 * h - 0.10 * e
-    same_way = 0.20 + 0.30 * s - 0.10 * n - 0.05 * c - 0.10 * e
-    return np.round(np.clip(np.where(p > 0, reversed_, same_way), 0.0, 1.0), 3)
-
-
-def heuristic_labels(pairs: pd.DataFrame) -> pd.DataFrame:
-    """One heuristic label per pair, in :data:`LABEL_COLUMNS` (the rules of the module docstring)."""
-    _check_pairs(pairs, (*PAIR_INPUT_COLUMNS, *SIGNAL_INPUT_COLUMNS))
-    pairs = pairs.reset_index(drop=True)
-    text_a, text_b = pairs["text_a"].astype(str), pairs["text_b"].astype(str)
-    opposite = _number(pairs, "polarity_reversal") > 0
-    hedge = _hedged(text_a) | _hedged(text_b)
-    families = pairs["context_families"].fillna("").astype(str).str.split(",")
-    differ = {
-        axis: families.map(lambda found, f=family: f in found).to_numpy(bool)
-        for family, axis in FAMILY_AXES.items()
-    }
-    labels = rule_labels(opposite, opposite & hedge, differ, subject="claims")
-    n_families = np.array([sum(f in FAMILY_AXES for f in found) for found in families], dtype=np.float64)
-    context_cues = _number(pairs, "context_cues") if "context_cues" in pairs.columns else n_families
-    confidence = heuristic_confidence(
-        opposite.astype(np.float64),
-        _number(pairs, "negation_mismatch"),
-        context_cues,
-        _number(pairs, "similarity"),
-        (opposite & hedge).astype(np.float64),
-        _number(pairs, "entity_mismatch"),
-    )
-    return pd.DataFrame(
-        {
-            "pair_id": pairs["pair_id"].astype(str),
-            "label_source": "heuristic",
-            "conflict_type": labels["conflict_type"],
-            "axes": labels["axes"],
-            "dominant_confounder": labels["dominant_confounder"],
-            "reconciliation": labels["reconciliation"],
-            "evidence_a": text_a,
-            "evidence_b": text_b,
-            "confidence": confidence,
-            "repairs": [[] for _ in range(len(pairs))],
-        }
-    )[list(LABEL_COLUMNS)]
 
 
 # ----------------------------------------------------------------------------------------------------------

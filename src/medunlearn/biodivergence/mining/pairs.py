@@ -64,6 +64,9 @@ PAIR_COLUMNS: tuple[str, ...] = (
     "context_cues",
     "context_families",
     "divergence_score",
+    "stance_a",
+    "stance_b",
+    "shared_entities",
     "rank",
 )
 COUNT_COLUMNS: tuple[str, ...] = (
@@ -274,7 +277,7 @@ def mine_pairs_with_counts(
         counts.append(domain_counts)
     pairs = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(PAIR_COLUMNS))
     pairs = pairs[list(PAIR_COLUMNS)]
-    for column in ("rank", "polarity_reversal", "negation_mismatch", "context_cues"):
+    for column in ("rank", "polarity_reversal", "negation_mismatch", "context_cues", "shared_entities"):
         pairs[column] = pairs[column].astype(np.int64)
     for column in ("similarity", "entity_mismatch", "divergence_score"):
         pairs[column] = pairs[column].astype(np.float64)

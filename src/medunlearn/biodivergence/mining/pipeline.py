@@ -72,7 +72,7 @@ __all__ = [
 
 STAGES: tuple[str, ...] = ("abstracts", "claims", "domains", "pairs", "labels", "pool")
 # Bump when a stage's code changes what it writes: old outputs are then redone, not reused.
-STAGE_VERSION = 1
+STAGE_VERSION = 2  # 2: stances and shared entities in the pairs; the labels that read them
 MANIFEST = "stages.json"
 TIMINGS = "timings.json"
 # [paper] arXiv 2606.11208: pairs capped at 10,000 per domain (50,000 over five); v1.0 and its splits.

@@ -7,16 +7,25 @@ classifiers: a pair that scores high is worth an annotator's (or the LLM labelle
 
 Per pair (a, b):
 
-* ``polarity_reversal`` ∈ {0, 1}: one claim's direction is positive and the other's negative. Up words:
-  increase, higher, greater, elevated, improve, enhance, benefit, effective, efficacy; down words:
-  decrease, reduce, lower, decline, diminish, worsen, impair, ineffective, inferior, unrelated, "no
-  (significant) association / effect / benefit / correlation / difference"; an up word or a relation word
-  (associated, correlated, predicts, protective) preceded within two words by a negator ("did not
-  improve", "not associated", "failed to increase") is a down word. A claim with up words only is positive,
-  with down words only negative, with both neither; a claim without any direction word is positive when
-  it states a relation ("X was associated with Y"). So "associated with increased risk" against
-  "associated with reduced risk" is a reversal, and so is "X reduced mortality" against "X improved
-  survival": the cue is lexical.
+* ``polarity_reversal`` ∈ {0, 1}: the two claims' *stances* oppose. A claim's stance (:func:`claim_stances`)
+  is what it says about an effect:
+
+  - ``null``: it reports no effect: a negator before an effect word within two words ("did not improve",
+    "did not reduce", "not associated", "failed to increase", "not significantly different", "did not
+    differ"), "no (significant) association / effect / benefit / correlation / difference / change",
+    similar, comparable, unchanged, unaffected, unrelated, ineffective, (statistically) non-significant,
+    or a p-value above 0.05;
+  - ``up``: up words only (increase, higher, greater, elevated, improve, enhance, benefit, effective,
+    efficacy, superior); ``down``: down words only (decrease, reduce, lower, decline, diminish, worsen,
+    impair, inferior);
+  - ``effect``: an effect without one direction: up and down words both, or a relation (associated,
+    correlated, predicts, protective, risk factor, significant(ly), differed);
+  - ``mixed``: a null and an effect in one claim ("reduced A but did not change B"); ``none``: no stance.
+
+  Stances oppose when one is ``up`` and the other ``down``, or one reports an effect (up, down, effect) and
+  the other none (``null``). So "X reduced mortality" against "X did not reduce mortality" is a reversal, and
+  so are "associated with increased risk" against "associated with reduced risk", and "X reduced
+  mortality" against "X improved survival": the cue is lexical. ``mixed`` and ``none`` oppose nothing.
 * ``negation_mismatch`` ∈ {0, 1}: exactly one of the two claims holds a negator (no, not, none, neither,
   nor, never, without, cannot, lack of, absence of, unable to, failed to, did/does/do/was/were/is/are not,
   n't). "Not only", "whether or not", "if not" and "no longer than" are not negators. The NegEx termsets
@@ -31,7 +40,9 @@ Per pair (a, b):
   protein-like symbols (an upper-case letter, then upper-case letters or digits, optionally a hyphen part:
   BRCA1, TP53, HER2, IL-6, PD-L1), less a stop list of statistical, design and assay abbreviations (CI, OR,
   RCT, PCR, MIC, …); (4) pathogens: abbreviated binomials ("E. coli") and common bacterial and fungal
-  genera. All are compared lower-cased.
+  genera. All are compared lower-cased. ``shared_entities`` is |E_a ∩ E_b|: how many entities the claims
+  share (evidence that they are about one question; the mismatch alone is 0 both for equal sets and for two
+  claims without any entity).
 * ``context_cues`` ∈ {0, …, 6}: the number of context families whose terms differ between the claims
   (their sets of canonical terms are unequal, a term on one side only included). Families, after the
   paper's axes: ``population`` (children, adults, elderly, women, pregnant, mice, …), ``geography``
@@ -67,7 +78,15 @@ from scipy import sparse
 
 from medunlearn.errors import InputError
 
-__all__ = ["CONTEXT_FAMILIES", "SIGNAL_COLUMNS", "SignalWeights", "divergence_signals"]
+__all__ = [
+    "CONTEXT_FAMILIES",
+    "SIGNAL_COLUMNS",
+    "STANCES",
+    "SignalWeights",
+    "claim_stances",
+    "divergence_signals",
+    "stances_oppose",
+]
 
 SIGNAL_COLUMNS = ("polarity_reversal", "negation_mismatch", "entity_mismatch", "context_cues")
 
@@ -97,16 +116,30 @@ _NEGATOR = (
 _PSEUDO_NEGATION = re.compile(r"\bnot only\b|\bwhether or not\b|\bif not\b|\bno longer than\b")
 _NEGATION = re.compile(_NEGATOR)
 _DIRECTION_UP = (
-    r"(?:increas\w*|higher|greater|elevat\w*|improv\w*|enhanc\w*|benefi\w*|effective\w*|efficac\w*)"
+    r"(?:increas\w*|higher|greater|elevat\w*|improv\w*|enhanc\w*|benefi\w*|effective\w*|efficac\w*|superior)"
 )
-_RELATION = r"(?:associat\w*|correlat\w*|predict\w*|protect\w*)"
+_DIRECTION_DOWN = r"(?:decreas\w*|reduc\w*|lower\w*|declin\w*|diminish\w*|wors\w*|impair\w*|inferior)"
+_RELATION = (
+    r"(?:associat\w*|correlat\w*|predict\w*|protect\w*|risk factors?|significant\w*|differ(?:ed|s)?\b)"
+)
+# What a negator may deny (within two words): an effect, a change or a difference.
+_DENIABLE = (
+    rf"(?:{_DIRECTION_UP}|{_DIRECTION_DOWN}|{_RELATION}|affect\w*|effects?|alter\w*|chang\w*|influenc\w*)"
+)
+# A denial runs to the end of its clause ("no significant difference in the rate of decline", "not associated
+# with increased mortality or decreased survival"): what it denies is not read as an effect of its own.
+_CLAUSE_END = r"(?=[,;:()]|\bbut\b|\bwhereas\b|\bwhile\b|\balthough\b|\bhowever\b|$)"
+_NULL = re.compile(
+    rf"{_NEGATOR}\s+(?:[\w-]+\s+){{0,2}}?{_DENIABLE}[^,;:()]*?{_CLAUSE_END}"
+    r"|\b(?:similar(?! to)|comparable|unchanged|unaffected|unrelated|ineffective\w*|non-?significant\w*|"
+    r"equivalent|independent of)\b"
+    r"|\bp\s?(?:>|≥|=)\s?0?\.(?:0[6-9]|[1-9])\d*|\bp\s?>\s?0?\.05\b"
+)
 _UP = re.compile(rf"\b{_DIRECTION_UP}")
+_DOWN = re.compile(rf"\b{_DIRECTION_DOWN}")
 _RELATED = re.compile(rf"\b{_RELATION}")
-_NEGATED_POSITIVE = re.compile(rf"{_NEGATOR}\s+(?:[\w-]+\s+){{0,2}}?(?:{_DIRECTION_UP}|{_RELATION})")
-_DOWN = re.compile(
-    r"\b(?:decreas\w*|reduc\w*|lower\w*|declin\w*|diminish\w*|wors\w*|impair\w*|ineffective\w*|inferior|"
-    r"unrelated|no (?:significant )?(?:association|effect|benefit|correlation|difference))|__negpol__"
-)
+STANCES = ("none", "null", "up", "down", "effect", "mixed")
+_EFFECTS = frozenset({"up", "down", "effect"})
 
 _GENE_STOPLIST = frozenset(
     "CI OR HR RR AUC ROC SD SE IQR BMI RCT RCTS ICU ED US USA UK EU DNA RNA MRNA PCR QPCR MIC ELISA CT MRI "
@@ -295,6 +328,42 @@ def _rows_differ(matrix: sparse.csr_matrix, a: np.ndarray, b: np.ndarray) -> np.
     return np.asarray(abs(matrix[a] - matrix[b]).sum(axis=1)).ravel() > 0
 
 
+def _stances(masked: pd.Series) -> np.ndarray:
+    """Stance of each (lower-cased, pseudo-negation-masked) text: the module docstring's rules."""
+    null = masked.str.contains(_NULL, regex=True).to_numpy()
+    rest = masked.str.replace(_NULL, " ", regex=True)
+    up = rest.str.contains(_UP, regex=True).to_numpy()
+    down = rest.str.contains(_DOWN, regex=True).to_numpy()
+    related = rest.str.contains(_RELATED, regex=True).to_numpy()
+    effect = up | down | related
+    return np.select(
+        [null & effect, null, up & ~down, down & ~up, effect],
+        ["mixed", "null", "up", "down", "effect"],
+        default="none",
+    ).astype(object)
+
+
+def claim_stances(texts: Sequence[str]) -> np.ndarray:
+    """The stance of each claim: ``none``, ``null``, ``up``, ``down``, ``effect`` or ``mixed`` (the module
+    docstring's rules [ours]).
+
+    >>> claim_stances(["X reduced mortality.", "X did not reduce mortality.", "No significant difference "
+    ...     "was found (p = 0.4).", "X was associated with Y.", "X reduced A but did not change B.",
+    ...     "X was studied."]).tolist()
+    ['down', 'null', 'null', 'effect', 'mixed', 'none']
+    """
+    lowered = _as_series("texts", texts).str.lower()
+    return _stances(lowered.str.replace(_PSEUDO_NEGATION, " ", regex=True))
+
+
+def stances_oppose(stance_a: np.ndarray, stance_b: np.ndarray) -> np.ndarray:
+    """True where one stance is up and the other down, or one reports an effect and the other ``null``."""
+    a, b = np.asarray(stance_a, dtype=object), np.asarray(stance_b, dtype=object)
+    effect_a, effect_b = np.isin(a, list(_EFFECTS)), np.isin(b, list(_EFFECTS))
+    signed = ((a == "up") & (b == "down")) | ((a == "down") & (b == "up"))
+    return signed | (effect_a & (b == "null")) | (effect_b & (a == "null"))
+
+
 def divergence_signals(
     text_a: Sequence[str], text_b: Sequence[str], *, weights: SignalWeights | None = None
 ) -> pd.DataFrame:
@@ -302,8 +371,9 @@ def divergence_signals(
 
     Returns one row per pair with the columns ``polarity_reversal``, ``negation_mismatch`` (int 0/1),
     ``entity_mismatch`` (float in [0, 1]), ``context_cues`` (int 0–6), ``context_families`` (the differing
-    families, comma-separated) and ``divergence_score`` (float in [0, 1] with the default weights). The
-    rules and the formula are in the module docstring.
+    families, comma-separated), ``divergence_score`` (float in [0, 1] with the default weights),
+    ``stance_a`` / ``stance_b`` (:data:`STANCES`) and ``shared_entities`` (int). The rules and the formula
+    are in the module docstring.
 
     >>> signals = divergence_signals(
     ...     ["Vancomycin improved survival in children in China."],
@@ -327,13 +397,8 @@ def divergence_signals(
     lowered = texts.str.lower()
     masked = lowered.str.replace(_PSEUDO_NEGATION, " ", regex=True)
     negated = masked.str.contains(_NEGATION, regex=True).to_numpy()
-    polarity_text = masked.str.replace(_NEGATED_POSITIVE, " __negpol__ ", regex=True)
-    up = polarity_text.str.contains(_UP, regex=True).to_numpy().astype(np.int8)
-    down = polarity_text.str.contains(_DOWN, regex=True).to_numpy().astype(np.int8)
-    related = polarity_text.str.contains(_RELATED, regex=True).to_numpy().astype(np.int8)
-    # A direction word decides; a bare association ("X was associated with Y") counts as positive.
-    direction = np.where((up + down) > 0, up - down, related)
-    polarity_reversal = (direction[ia] * direction[ib] == -1).astype(np.int64)
+    stance = _stances(masked)
+    polarity_reversal = stances_oppose(stance[ia], stance[ib]).astype(np.int64)
     negation_mismatch = (negated[ia] != negated[ib]).astype(np.int64)
 
     entities = _entity_terms(texts, lowered)
@@ -367,5 +432,8 @@ def divergence_signals(
             "context_cues": context_cues,
             "context_families": families.to_numpy(dtype=object),
             "divergence_score": score.astype(np.float64),
+            "stance_a": stance[ia],
+            "stance_b": stance[ib],
+            "shared_entities": shared.astype(np.int64),
         }
     )

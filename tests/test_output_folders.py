@@ -1,0 +1,196 @@
+"""The one way a command writes its output folder (medunlearn.utils.files.output_folder): refused over an
+input or an existing folder, staged beside the target, and the staging of killed runs removed by the next
+run. Table-driven over the ways an --out can be wrong; `amnesia build` end to end."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from medunlearn.cli import main
+from medunlearn.errors import InputError, OutputExistsError
+from medunlearn.utils import files
+from medunlearn.utils.files import check_output_folder, output_folder, remove_stale_staging, staged_folder
+
+
+def checksums(folder: Path) -> dict[str, str]:
+    """Every file under ``folder`` (relative path -> SHA-256), for "unchanged" asserts."""
+    return {
+        str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
+
+
+def dead_pid() -> int:
+    """The id of a process that has exited (and been reaped)."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def stale_staging(out: Path, kind: str = "partial", pid: int | None = None, host: str | None = None) -> Path:
+    """A staging folder beside ``out`` as a killed run leaves it (named after its process and machine)."""
+    pid = dead_pid() if pid is None else pid
+    host = files._host_tag() if host is None else host
+    path = out.parent / f".{out.name}.{kind}-{pid}-{host}-abc123"
+    path.mkdir(parents=True)
+    (path / "half-written.parquet").write_bytes(b"PAR1")
+    return path
+
+
+@pytest.fixture()
+def model_dir(tmp_path) -> Path:
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(b"weights")
+    (folder / "config.json").write_text("{}")
+    return folder
+
+
+# (how the --out is given relative to the input folder, the message part)
+INPUT_CASES = [
+    (lambda model: model, "is the --model folder"),
+    (lambda model: model / "unlearned", "lies inside --model"),
+    (lambda model: model / "deep" / "er", "lies inside --model"),
+    (lambda model: model.parent, "contains --model"),
+    (lambda model: model / ".." / "model", "is the --model folder"),
+]
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+@pytest.mark.parametrize("out_of, message", INPUT_CASES)
+def test_an_output_over_an_input_is_refused_even_with_overwrite(model_dir, out_of, message, overwrite):
+    before = checksums(model_dir)
+    with pytest.raises(InputError, match=message):
+        with output_folder(out_of(model_dir), overwrite=overwrite, inputs={"--model": str(model_dir)}):
+            raise AssertionError("nothing may be staged")
+    assert checksums(model_dir) == before
+    assert sorted(p.name for p in model_dir.parent.iterdir()) == ["model"]  # no staging left
+
+
+def test_a_symlink_to_the_input_is_the_input(model_dir, tmp_path):
+    link = tmp_path / "link"
+    link.symlink_to(model_dir)
+    with pytest.raises(InputError, match="is the --model folder"):
+        check_output_folder(link, overwrite=True, inputs={"--model": str(model_dir)})
+
+
+def test_hub_ids_and_absent_inputs_are_not_paths(tmp_path):
+    out = tmp_path / "out"
+    assert check_output_folder(out, inputs={"--model": "org/name", "--data": None}) == out
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda tmp: tmp / "a-file", "is a file, not a folder"),
+        (lambda tmp: tmp / "a-file" / "out", "lies below .*a-file, which is a file"),
+        (lambda tmp: Path.cwd(), "is the current folder"),
+        (lambda tmp: Path.cwd().parent, "is the current folder or holds it"),
+        (lambda tmp: Path("."), "is the current folder"),
+    ],
+)
+def test_impossible_places_are_refused(tmp_path, make, message):
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(InputError, match=message):
+        check_output_folder(make(tmp_path), overwrite=True)
+
+
+def test_an_existing_folder_needs_overwrite_but_an_empty_one_does_not(tmp_path):
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "README.md").write_text("old card")
+    with pytest.raises(OutputExistsError, match="--overwrite"):
+        check_output_folder(full)
+    assert check_output_folder(full, overwrite=True) == full
+    (tmp_path / "empty").mkdir()
+    with output_folder(tmp_path / "empty") as staging:
+        (staging / "new.txt").write_text("new")
+    assert sorted(p.name for p in (tmp_path / "empty").iterdir()) == ["new.txt"]
+
+
+def test_a_replaced_folder_holds_only_the_new_files(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "unlearning_config.json").write_text("{}")
+    with output_folder(out, overwrite=True) as staging:
+        (staging / "model.safetensors").write_text("new")
+    assert sorted(p.name for p in out.iterdir()) == ["model.safetensors"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_a_folder_that_appeared_during_the_run_is_kept_without_overwrite(tmp_path):
+    out = tmp_path / "out"
+    with pytest.raises(OutputExistsError):
+        with output_folder(out) as staging:
+            (staging / "new.txt").write_text("new")
+            out.mkdir()
+            (out / "theirs.txt").write_text("theirs")
+    assert sorted(p.name for p in out.iterdir()) == ["theirs.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_the_staging_of_dead_processes_is_removed_by_the_next_run(tmp_path):
+    out = tmp_path / "out"
+    dead = stale_staging(out)
+    alive = stale_staging(out, pid=os.getpid())  # a run still going (here: this process)
+    other_machine = stale_staging(out, pid=dead_pid(), host="0000ffff")
+    other_target = stale_staging(tmp_path / "out-2")
+    with staged_folder(out) as staging:
+        (staging / "new.txt").write_text("new")
+    assert not dead.exists()
+    assert alive.exists() and other_machine.exists() and other_target.exists()
+    assert (out / "new.txt").read_text() == "new"
+
+
+def test_a_kill_between_the_two_renames_puts_the_old_folder_back(tmp_path):
+    out = tmp_path / "out"
+    old = stale_staging(out, kind="old")
+    (old / "out").mkdir()
+    (old / "out" / "README.md").write_text("the previous output")
+    assert remove_stale_staging(out) == [old]
+    assert (out / "README.md").read_text() == "the previous output" and not old.exists()
+
+
+def test_the_staging_name_names_its_target_process_and_machine():
+    pid = dead_pid()
+    name = f".model.partial-{pid}-{files._host_tag()}-xyz"
+    assert files.staging_owner("runs/model", f"runs/{name}") == ("partial", pid)
+    assert files.staging_owner("runs/model-2", f"runs/{name}") is None
+
+
+# ----- amnesia build, the first user of the helper -------------------------------------------------------
+
+
+def test_amnesia_build_removes_the_staging_a_killed_build_left(tmp_path, capsys):
+    out = tmp_path / "amnesia"
+    dead = stale_staging(out)
+    assert main(["amnesia", "build", "--out", str(out), "--patients", "20", "--seed", "0"]) == 0
+    assert not dead.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["amnesia"]
+
+
+@pytest.mark.parametrize("out_of", [lambda notes: notes.parent, lambda notes: notes.parent.parent])
+def test_amnesia_build_never_replaces_the_folder_of_its_notes(tmp_path, capsys, out_of):
+    notes = tmp_path / "inputs" / "notes.csv"
+    notes.parent.mkdir()
+    notes.write_text("patient_id,title,note,disease\n")
+    before = checksums(tmp_path)
+    argv = ["amnesia", "build", "--source", "pmc-patients", "--notes", str(notes), "--qa", str(notes)]
+    assert main([*argv, "--out", str(out_of(notes)), "--overwrite"]) == 2
+    assert "--notes" in capsys.readouterr().err
+    assert checksums(tmp_path) == before
+
+
+def test_amnesia_build_into_the_current_folder_is_refused(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "keep.txt").write_text("the user's file")
+    assert main(["amnesia", "build", "--out", ".", "--overwrite", "--patients", "20"]) == 2
+    assert "current folder" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]
