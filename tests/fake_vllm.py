@@ -1,4 +1,6 @@
-"""A fake vLLM OpenAI-compatible server for the generation-engine tests (no vLLM needed).
+"""Fake OpenAI-compatible servers for the tests (no vLLM needed): :class:`LoopbackServer`, the one home of
+every fake server (the scripted LLM of ``amnesia_llm_fakes.ScriptedServer`` builds on it), and
+:class:`FakeVLLM`, the vLLM server of the generation-engine tests.
 
 ``FakeVLLM(models).start()`` serves on a free loopback port: ``GET /v1/models`` lists ``models`` (name ->
 root folder, as vLLM lists the folder a model was loaded from), ``POST /v1/completions`` answers every prompt
@@ -23,7 +25,42 @@ from pathlib import Path
 ANSWER_TOKENS = [5, 6, 7]
 
 
-def _handler(server: FakeVLLM):
+class LoopbackServer:
+    """A fake OpenAI-compatible server on a loopback port (``port=0``: a free one), the one home of the
+    tests' fake servers: ``GET`` answers :meth:`list_models`, ``POST`` (any path) :meth:`respond`, both as
+    JSON. A subclass says what it serves; :attr:`lock` guards its counters across request threads."""
+
+    def __init__(self, port: int = 0):
+        self.lock = threading.Lock()
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
+        self.httpd.daemon_threads = True
+
+    def list_models(self) -> list[dict]:
+        raise NotImplementedError
+
+    def respond(self, body: dict, headers) -> dict:
+        raise NotImplementedError
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def start(self):
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _handler(server: LoopbackServer):
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args):
             pass
@@ -37,70 +74,44 @@ def _handler(server: FakeVLLM):
             self.wfile.write(payload)
 
         def do_GET(self):
-            data = [
-                {
-                    "id": name,
-                    "object": "model",
-                    "created": 0,
-                    "owned_by": "vllm",
-                    "root": root,
-                    "parent": None,
-                }
-                for name, root in server.models.items()
-            ]
-            self._send({"object": "list", "data": data})
+            self._send({"object": "list", "data": server.list_models()})
 
         def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-            with server.lock:
-                server.completions += 1
-            if server.die_with:
-                print(server.die_with, flush=True)
-                os._exit(1)
-            self._send(
-                {
-                    "id": "cmpl-fake",
-                    "object": "text_completion",
-                    "created": 0,
-                    "model": body.get("model"),
-                    "choices": [
-                        {"index": 0, "text": "", "finish_reason": "length", "token_ids": ANSWER_TOKENS}
-                    ],
-                    "usage": {"prompt_tokens": 1, "completion_tokens": 3, "total_tokens": 4},
-                }
-            )
+            self._send(server.respond(body, self.headers))
 
     return Handler
 
 
-class FakeVLLM:
-    """A scripted server listing ``models`` (served name -> root folder)."""
+class FakeVLLM(LoopbackServer):
+    """A scripted vLLM server listing ``models`` (served name -> root folder)."""
 
     def __init__(self, models: dict[str, str], port: int = 0, die_with: str | None = None):
+        super().__init__(port)
         self.models = {name: str(root) for name, root in models.items()}
         self.completions = 0
-        self.lock = threading.Lock()
         self.die_with = die_with
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
-        self.httpd.daemon_threads = True
 
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+    def list_models(self) -> list[dict]:
+        return [
+            {"id": name, "object": "model", "created": 0, "owned_by": "vllm", "root": root, "parent": None}
+            for name, root in self.models.items()
+        ]
 
-    def start(self) -> FakeVLLM:
-        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-    def __enter__(self) -> FakeVLLM:
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
+    def respond(self, body: dict, headers) -> dict:
+        with self.lock:
+            self.completions += 1
+        if self.die_with:
+            print(self.die_with, flush=True)
+            os._exit(1)
+        return {
+            "id": "cmpl-fake",
+            "object": "text_completion",
+            "created": 0,
+            "model": body.get("model"),
+            "choices": [{"index": 0, "text": "", "finish_reason": "length", "token_ids": ANSWER_TOKENS}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 3, "total_tokens": 4},
+        }
 
 
 def fake_vllm_python(folder: Path) -> Path:

@@ -29,6 +29,7 @@ NOT_RUN = {
     "--pubmedqa": "real data (tests/biodivergence/test_pubmedqa_integration.py)",
     "--eval-labels heuristic": "real data, mined for minutes (tests/biodivergence/mining/test_pipeline.py)",
     "smollm2-135m": "a real 135M model: too slow for this file (tests/unlearn/test_smollm2.py)",
+    "--baseline finetuned": "fine-tunes MiniLM for minutes (tests/biodivergence/test_finetuned.py)",
     "--engine vllm": "starts a vLLM server from .venv-vllm (tests/evaluation/test_vllm_engine.py)",
     "--load-in-4bit": "QLoRA needs a CUDA GPU",
     "--private": "pushes to the Hub",

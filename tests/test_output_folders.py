@@ -194,3 +194,43 @@ def test_amnesia_build_into_the_current_folder_is_refused(tmp_path, capsys, monk
     assert main(["amnesia", "build", "--out", ".", "--overwrite", "--patients", "20"]) == 2
     assert "current folder" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]
+
+
+def test_a_failed_progressive_command_removes_the_empty_folder_it_made_and_keeps_outputs(tmp_path, capsys):
+    from medunlearn.utils.files import no_empty_output_on_failure
+
+    empty, partial, existing = tmp_path / "empty", tmp_path / "partial", tmp_path / "existing"
+    existing.mkdir()
+    for folder, write in ((empty, False), (partial, True), (existing, False)):
+        with pytest.raises(InputError), no_empty_output_on_failure(folder):
+            (folder / "shards").mkdir(parents=True)
+            if write:
+                (folder / "shards" / "batch-0.parquet").write_bytes(b"PAR1")
+            raise InputError("bad row")
+    assert not empty.exists()
+    assert (partial / "shards" / "batch-0.parquet").is_file()
+    assert (existing / "shards").is_dir()  # a folder that was there before is never removed
+    assert capsys.readouterr().err.count("the outputs computed so far are kept in") == 1
+
+
+def test_evaluate_with_a_bad_forget_config_leaves_no_out(tmp_path, capsys):
+    data = tmp_path / "amnesia"
+    assert main(["amnesia", "build", "--out", str(data), "--patients", "20", "--seed", "0"]) == 0
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    out = tmp_path / "eval"
+    argv = [
+        "evaluate",
+        "--model",
+        str(model),
+        "--data",
+        str(data),
+        "--forget",
+        "forget_99",
+        "--out",
+        str(out),
+    ]
+    assert main(argv) == 2
+    assert "forget_99" in capsys.readouterr().err
+    assert not out.exists()

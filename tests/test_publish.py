@@ -23,15 +23,44 @@ def built(tmp_path_factory) -> Path:
     return build_amnesia_folder(tmp_path_factory.mktemp("built") / "amnesia", patients=40, seed=0)
 
 
+def keep_carelessly(folder: Path, private: dict[str, str], links: dict[str, str]) -> None:
+    """What a careless user keeps in a folder to publish: a ``.env`` with a token, ``private`` files (name ->
+    text) and links out of the folder (name -> target)."""
+    (folder / ".env").write_text("HF_TOKEN=hf_secret\n")
+    for name, text in private.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    for name, target in links.items():
+        (folder / name).symlink_to(target)
+
+
+@pytest.fixture()
+def hub_commits(monkeypatch) -> list[tuple[str, list[str], str]]:
+    """A recording stand-in for the Hub: every commit as (repo id, sorted paths in the repo, repo type)."""
+    commits = []
+
+    class RecordingApi:
+        def __init__(self, token=None):
+            pass
+
+        def create_repo(self, repo_id, **kwargs):
+            pass
+
+        def create_commit(self, repo_id, operations, **kwargs):
+            commits.append((repo_id, sorted(op.path_in_repo for op in operations), kwargs["repo_type"]))
+
+    monkeypatch.setattr(huggingface_hub, "HfApi", RecordingApi)
+    return commits
+
+
 @pytest.fixture()
 def dataset(built, tmp_path) -> Path:
     """The built folder plus what a careless user keeps in it."""
     folder = tmp_path / "amnesia"
     shutil.copytree(built, folder)
-    (folder / ".env").write_text("HF_TOKEN=hf_secret\n")
-    (folder / "notes.csv").write_text("patient_id,note\n1,private\n")
-    (folder / "etc").symlink_to("/etc")
-    (folder / "passwd").symlink_to("/etc/passwd")
+    keep_carelessly(
+        folder, {"notes.csv": "patient_id,note\n1,private\n"}, {"etc": "/etc", "passwd": "/etc/passwd"}
+    )
     return folder
 
 
@@ -51,24 +80,13 @@ def test_dataset_dry_run_lists_exactly_the_layout(dataset, capsys):
         assert secret not in listed
 
 
-def test_dataset_upload_commits_only_the_listed_files(dataset, monkeypatch):
+def test_dataset_upload_commits_only_the_listed_files(dataset, hub_commits):
     from medunlearn.amnesia.hub import publish_folder
 
-    commits = []
-
-    class RecordingApi:
-        def __init__(self, token=None):
-            pass
-
-        def create_repo(self, repo_id, **kwargs):
-            pass
-
-        def create_commit(self, repo_id, operations, **kwargs):
-            commits.append((repo_id, sorted(op.path_in_repo for op in operations), kwargs["repo_type"]))
-
-    monkeypatch.setattr(huggingface_hub, "HfApi", RecordingApi)
     files = publish_folder(dataset, "org/amnesia")
-    assert commits == [("org/amnesia", layout_files(dataset), "dataset")] and files == layout_files(dataset)
+    assert hub_commits == [("org/amnesia", layout_files(dataset), "dataset")] and files == layout_files(
+        dataset
+    )
 
 
 def rewrite_readme_path(folder: Path, new_path: str) -> None:
@@ -131,12 +149,9 @@ def model(tmp_path) -> Path:
     for name in MODEL_NAMES:
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text("x")
-    (folder / ".env").write_text("HF_TOKEN=hf_secret\n")
-    (folder / "notes.txt").write_text("private")
-    (folder / "qa").mkdir()
-    (folder / "qa" / "train.jsonl").write_text("{}")
-    (folder / "etc").symlink_to("/etc")
-    (folder / "shadow").symlink_to("/etc/passwd")
+    keep_carelessly(
+        folder, {"notes.txt": "private", "qa/train.jsonl": "{}"}, {"etc": "/etc", "shadow": "/etc/passwd"}
+    )
     return folder
 
 
@@ -148,24 +163,11 @@ def test_model_dry_run_lists_only_the_model_files(model, capsys):
     assert f"{len(MODEL_NAMES)} files would be uploaded" in out
 
 
-def test_model_upload_commits_only_the_model_files(model, monkeypatch):
+def test_model_upload_commits_only_the_model_files(model, hub_commits):
     from medunlearn.unlearn.publish import publish_model
 
-    commits = []
-
-    class RecordingApi:
-        def __init__(self, token=None):
-            pass
-
-        def create_repo(self, repo_id, **kwargs):
-            pass
-
-        def create_commit(self, repo_id, operations, **kwargs):
-            commits.append(sorted(op.path_in_repo for op in operations))
-
-    monkeypatch.setattr(huggingface_hub, "HfApi", RecordingApi)
     publish_model(model, "me/model")
-    assert commits == [sorted(MODEL_NAMES)]
+    assert hub_commits == [("me/model", sorted(MODEL_NAMES), "model")]
 
 
 def test_a_model_file_that_links_out_is_refused(model, capsys):

@@ -9,21 +9,15 @@ in-memory tables (re-reading parquet is cheap). Hub ids go through the normal ca
 from __future__ import annotations
 
 import os
-import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+# The config-name grammar lives in medunlearn.config_names; re-exported here, where callers have found it.
+from medunlearn.config_names import ConfigNameError as ConfigNameError
+from medunlearn.config_names import retain_config_for as retain_config_for
 from medunlearn.errors import InputError, MissingInputError
-
-# AMNESIA: forget_10, disease_cancer_forget_5; TOFU: forget10.
-_AMNESIA_FORGET = re.compile(r"(?P<prefix>(?:disease_\w+?_)?)forget_(?P<percent>\d+)")
-_TOFU_FORGET = re.compile(r"forget(?P<percent>\d\d)")
-
-
-class ConfigNameError(InputError):
-    """A config name that does not follow the benchmark's naming (the message says which form it needs)."""
 
 
 @contextmanager
@@ -60,28 +54,6 @@ def load_config(data: str | os.PathLike, config: str, split: str | None = None):
                     str(data), config, split=split, cache_dir=cache_dir, keep_in_memory=True
                 )
         return datasets.load_dataset(str(data), config, split=split)
-
-
-def retain_config_for(forget_config: str) -> str:
-    """The retain config that completes a forget config to ``full``: the one place this naming lives.
-
-    >>> (
-    ...     retain_config_for("forget_10"),
-    ...     retain_config_for("disease_cancer_forget_5"),
-    ...     retain_config_for("forget05"),
-    ... )
-    ('retain_90', 'disease_cancer_retain_95', 'retain95')
-    """
-    amnesia = _AMNESIA_FORGET.fullmatch(forget_config)
-    if amnesia:
-        return f"{amnesia['prefix']}retain_{100 - int(amnesia['percent'])}"
-    tofu = _TOFU_FORGET.fullmatch(forget_config)
-    if tofu:
-        return f"retain{100 - int(tofu['percent'])}"
-    raise ConfigNameError(
-        f"forget config {forget_config!r} is not of the form forget_X or disease_<name>_forget_X "
-        "(TOFU: forgetXX); pass the retain config explicitly"
-    )
 
 
 def load_split(data: str | os.PathLike, config: str, split: str = "train"):

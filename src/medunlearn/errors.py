@@ -32,3 +32,22 @@ class MissingInputError(MedunlearnError, FileNotFoundError):
 
 class OutputExistsError(MedunlearnError, FileExistsError):
     """The output folder exists and replacing it was not asked for."""
+
+
+class FileContentError(InputError):
+    """A user's file cannot be read as what it should be: wrong encoding, a parse error, a wrong type.
+
+    The message names the file, the line (1-based, as an editor shows it; `unit="row"` for a record counted
+    from 1) and the field where known.
+    """
+
+    def __init__(
+        self, source: str, line: int | None, field_name: str | None, problem: str, unit: str = "line"
+    ):
+        self.source, self.line, self.field_name, self.problem = source, line, field_name, problem
+        where = source
+        if line is not None:
+            where += f", {unit} {line}"
+        if field_name is not None:
+            where += f", field '{field_name}'"
+        super().__init__(f"{where}: {problem}")

@@ -303,12 +303,26 @@ def check_model_name(name: str, flag: str = "--model", trainable_from_scratch: b
         if not trainable_from_scratch:
             raise InputError(f"{flag} tiny-llama is an untrained model built from data: fine-tune it first")
         return
-    if name in BUILTIN_MODELS or Path(name).exists():
+    if name in BUILTIN_MODELS:
+        return
+    if Path(name).exists():
+        check_model_folder(Path(name), flag)
         return
     if os.environ.get("HF_HUB_OFFLINE") == "1":
         raise MissingInputError(f"{flag} {name}: no such model folder (HF_HUB_OFFLINE=1, so no Hub download)")
     if "/" not in name:
         raise MissingInputError(f"{flag} {name!r} is neither a folder nor a Hub id (ORG/NAME)")
+
+
+def check_model_folder(path: Path, flag: str = "--model") -> None:
+    """A local model is a folder with a transformers ``config.json`` or a PEFT ``adapter_config.json``;
+    anything else is refused here rather than deep inside `from_pretrained`."""
+    if not path.is_dir():
+        raise InputError(f"{flag} {path}: a file, not a model folder")
+    if not (path / "config.json").is_file() and not (path / "adapter_config.json").is_file():
+        raise InputError(
+            f"{flag} {path}: not a model folder (it has neither a config.json nor a PEFT adapter_config.json)"
+        )
 
 
 def load_model(

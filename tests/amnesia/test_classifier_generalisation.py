@@ -114,6 +114,55 @@ def test_a_neoplasm_in_the_opening_lines_decides_a_title_without_a_term(toy):
     )
 
 
+def test_an_infection_named_as_such_is_infection_immune():
+    """An organism, sepsis, an abscess or pus names an infection whatever organ chapter ICD-10-CM files the
+    term under (the hand labels' convention, medunlearn.ontology.conventions)."""
+    vocabulary = default_vocabulary()
+    note = "The patient recovered."
+    # a genus named before the organ disease: the infection is the primary diagnosis
+    assert decide(vocabulary, "Candida glabrata: a unique cause of necrotizing urethritis", note) == (
+        "infection_immune",
+        "title: primary diagnosis",
+    )
+    # an organism's ending, and a disease named after a genus, both unlisted as terms
+    assert decide(vocabulary, "Empyema caused by Streptococcus constellatus", note)[0] == "infection_immune"
+    assert decide(vocabulary, "Human fasciolosis in Iran", note)[0] == "infection_immune"
+    # an organ chapter's infection term ("abscess of liver", K75.0; "pyogenic arthritis", M00)
+    assert decide(vocabulary, "Hepatic abscess after cholecystectomy", note)[0] == "infection_immune"
+    assert decide(vocabulary, "Septic arthritis of the knee", note)[0] == "infection_immune"
+    # not infections: "-osis" of no genus, a stone, a negated infection word
+    from medunlearn.ontology.conventions import is_organism_name, names_infection
+
+    assert not any(map(is_organism_name, ("fibrosis", "nephrolithiasis", "psoriasis", "sclerosis")))
+    assert not names_infection("non infectious uveitis") and names_infection("infected lung bulla")
+    assert decide(vocabulary, "Idiopathic pulmonary fibrosis", note)[0] == "respiratory"
+
+
+def test_an_eye_ear_or_skin_title_gets_no_category_and_the_note_is_skipped():
+    """Eye, ear and skin conditions (ICD-10-CM chapters 7, 8, 12) are no category of ours: a title whose
+    primary diagnosis or only organ is one of them is skipped, not given the category of another word; in a
+    note they decide nothing and are no keyword."""
+    vocabulary = default_vocabulary()
+    no_category = "title: no category (eye, ear or skin: ICD-10-CM chapters 7, 8, 12)"
+    note = "She had hypertension. Visual acuity fell."
+    # "keratopathy" by its form; the nerve block and neuralgia after it are not the diagnosis
+    title = "Neurotrophic keratopathy after trigeminal nerve block for postherpetic neuralgia"
+    assert decide(vocabulary, title, note) == (None, no_category)
+    assert decide(vocabulary, "Exacerbation of branch retinal vein occlusion after vaccination", note) == (
+        None,
+        no_category,
+    )
+    assert decide(vocabulary, "Erythema nodosum associated with a vaccine", note) == (None, no_category)
+    # an organ of the eye and no disease: no category, not the note's hypertension
+    assert decide(vocabulary, "Four-year follow-up of a macular cavitation", note) == (None, no_category)
+    # an infection or a neoplasm of the eye is still one
+    assert decide(vocabulary, "Propionibacterium acnes endophthalmitis", note)[0] == "infection_immune"
+    assert decide(vocabulary, "Choroidal melanoma", note)[0] == "cancer"
+    # in the note: not a category, not a keyword
+    result = vocabulary.analyse_records(["A case report"], ["Uveitis and glaucoma. Later, hypertension."])[0]
+    assert (result.category, result.keywords) == ("cardiovascular", ["hypertension"])
+
+
 def test_keyword_error_classes(toy):
     vocabulary = default_vocabulary()
     # hypothetical, weighed, mistaken or someone else's: not affirmed, so not keywords
@@ -133,7 +182,12 @@ def test_keyword_error_classes(toy):
 
 @pytest.mark.parametrize(
     "name",
-    ["medunlearn.ontology.principles", "medunlearn.ontology.icd10cm", "medunlearn.ontology.vocabulary"],
+    [
+        "medunlearn.ontology.principles",
+        "medunlearn.ontology.icd10cm",
+        "medunlearn.ontology.vocabulary",
+        "medunlearn.ontology.conventions",
+    ],
 )
 def test_module_doctests(name):
     failures, _ = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
@@ -171,7 +225,8 @@ def test_accuracy_on_the_frozen_half(shared_data):
     | right / classified, skips | frozen half (80, the test set) | tuning half (80) | issue-11 50 |
     |---|---|---|---|
     | before (git ``813dd38``) | 51/78 = 65.4%, 2.5% | 53/71 = 74.6%, 11.2% | 38/45 = 84.4%, 10% |
-    | after | 56/80 = 70.0%, 0.0% | 66/77 = 85.7%, 3.8% | 42/50 = 84.0%, 0% |
+    | after the principles (git ``e9dc1d3``) | 56/80 = 70.0%, 0.0% | 66/77 = 85.7%, 3.8% | 42/50 = 84.0%, 0% |
+    | after the two conventions | 54/76 = 71.1%, 5.0% | 70/77 = 90.9%, 3.8% | 42/49 = 85.7%, 2% |
 
     The issue's target (85% on the frozen half) is not met; the floor below guards the measured figure.
     """
@@ -182,7 +237,7 @@ def test_accuracy_on_the_frozen_half(shared_data):
     print(tune.line("tuning half"))
     print(by_half(labels, analyses, "v1").line("issue-11 50"))
     assert frozen.skip_rate <= 0.05
-    assert frozen.accuracy >= 0.70 - 0.02
+    assert frozen.accuracy >= 0.711 - 0.02
     assert all(0.0 < a.confidence <= 1.0 for a in analyses if a.category is not None)
 
 

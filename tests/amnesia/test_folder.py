@@ -44,6 +44,15 @@ def test_building_twice_gives_byte_identical_files(folder, tmp_path):
     assert digest(folder) != digest(other)
 
 
+def test_folder_configs_lists_the_readme_configs_as_built(folder):
+    from medunlearn.config_names import folder_configs, forget_configs, retain_config_for
+
+    configs = folder_configs(folder)
+    assert configs == json.loads((folder / "amnesia_build.json").read_text())["configs"]
+    assert {"forget_10", "retain_90", "disease_cancer_forget_10", "disease_cancer_retain_90"} <= set(configs)
+    assert all(retain_config_for(forget) in configs for forget in forget_configs(configs))
+
+
 def test_load_dataset_reads_every_config_offline(folder):
     manifest = json.loads((folder / "amnesia_build.json").read_text())
     for config in manifest["configs"]:
@@ -137,6 +146,13 @@ def _move_one_row(source: Path, target: Path) -> None:
                 )
             ],
             "disease",
+        ),
+        # A config whose name is off the grammar (config_names): named, not a KeyError later.
+        (
+            lambda f: (f / "README.md").write_text(
+                (f / "README.md").read_text().replace("config_name: forget_5\n", "config_name: forget_05\n")
+            ),
+            "`forget_05`: not an AMNESIA config name",
         ),
     ],
 )

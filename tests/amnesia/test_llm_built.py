@@ -402,7 +402,7 @@ def test_the_last_round_judges_no_patient_already_lost(tmp_path, notes_csv):
 
 
 def test_server_requests_get_the_configured_time_out_and_concurrency():
-    from medunlearn.amnesia.sources.llm_built import _backend_options
+    from medunlearn.amnesia.sources.stage_chats import backend_options as _backend_options
 
     spec = "openai:m@http://127.0.0.1:9/v1"
     options = _backend_options(spec, ConstructionConfig(generator=spec, concurrency=48, request_timeout_s=42))
@@ -410,3 +410,72 @@ def test_server_requests_get_the_configured_time_out_and_concurrency():
     assert _backend_options(SPEC, ConstructionConfig(generator=SPEC)) == {}  # local: no server settings
     with pytest.raises(ConstructionError, match="request_timeout_s must be positive"):
         ConstructionConfig(generator=spec, request_timeout_s=0).check()
+
+
+# The report form of one try, as the construction wrote it before attempts were typed: the keys an attempt
+# reached, in this order (an independent restatement of amnesia_construction.json's ``tries`` format).
+TRY_KEYS = ("round", "groundedness", "checks_failed", "judged", "votes", "valid", "error")
+
+
+def test_an_attempt_is_written_in_the_report_format():
+    from medunlearn.amnesia.sources.llm_built import Attempt
+
+    rating = {"clarity": True, "correctness": False, "derivability": True, "clinical_significance": True}
+    qa = {"question": "Q?", "answer": "A"}
+    cases = [
+        (
+            Attempt(round=1, qa=None, error="no schema-valid answer"),
+            {"round": 1, "error": "no schema-valid answer"},
+        ),
+        (
+            Attempt(round=0, qa=qa, groundedness=0.25, checks_failed=["groundedness below 0.5"]),
+            {"round": 0, "groundedness": 0.25, "checks_failed": ["groundedness below 0.5"]},
+        ),
+        (
+            Attempt(round=2, qa=qa, groundedness=1.0, checks_failed=[], judged=False),
+            {"round": 2, "groundedness": 1.0, "checks_failed": [], "judged": False},
+        ),
+        (
+            Attempt(round=0, qa=qa, groundedness=0.5, checks_failed=[], votes=[rating, None], valid=False),
+            {"round": 0, "groundedness": 0.5, "checks_failed": [], "votes": [rating, None], "valid": False},
+        ),
+    ]
+    for attempt, expected in cases:
+        summary = attempt.summary()
+        assert json.dumps(summary) == json.dumps(expected)  # same keys, same order: same bytes on disk
+        assert list(summary) == [key for key in TRY_KEYS if key in expected]
+        assert Attempt.from_summary(summary) == Attempt(**{**vars(attempt), "qa": None})
+
+
+def test_the_written_tries_round_trip_through_attempts(tmp_path, notes_csv):
+    from medunlearn.amnesia.sources.llm_built import Attempt
+
+    # Judge 2 rejects round 0's second factual question: generation failures aside, every kind of try
+    # (failed checks, rejected, accepted, regenerated) is in the file.
+    backend = ScriptedBackend(ScriptedModel(judge_rules={1: lambda q: "finding 2 " not in q}))
+    folder, construction = build(tmp_path, notes_csv, backend, judge_temperature=0.7, judges=(SPEC, SPEC))
+    text = (folder / CONSTRUCTION_FILE).read_text()
+    report = json.loads(text)
+    tries = [attempt for detail in report["qa_details"] for attempt in detail["tries"]]
+    assert {key for attempt in tries for key in attempt} == {
+        "round",
+        "groundedness",
+        "checks_failed",
+        "votes",
+        "valid",
+    }
+    assert any(not attempt["valid"] for attempt in tries if "valid" in attempt)
+    # Read back into attempts and written again as the build writes the file: the same bytes.
+    for detail in report["qa_details"]:
+        detail["tries"] = [Attempt.from_summary(attempt).summary() for attempt in detail["tries"]]
+    assert json.dumps(report, indent=2, sort_keys=True) + "\n" == text
+    assert report == construction.report
+    # The lost patient's unjudged tries and a failed generation round-trip too.
+    strict = construct_records(
+        notes_csv,
+        config(tmp_path / "strict", max_regenerations=0),
+        backends={SPEC: ScriptedBackend(ScriptedModel())},
+        progress=False,
+    )
+    unjudged = [t for d in strict.report["qa_details"] for t in d["tries"] if "judged" in t]
+    assert unjudged and all(Attempt.from_summary(t).summary() == t for t in unjudged)

@@ -11,6 +11,7 @@ import pytest
 from medunlearn.amnesia import RecordError, build_amnesia_folder
 from medunlearn.amnesia.audit import audit_folder
 from medunlearn.amnesia.pmc_patients import read_pmc_patients
+from medunlearn.errors import FileContentError
 
 PMC_COLUMNS = ["patient_id", "patient_uid", "PMID", "file_path", "title", "patient", "age", "gender"]
 
@@ -190,7 +191,7 @@ def test_qa_about_an_unknown_patient_or_bad_json_is_an_error_and_writes_nothing(
             qa_path=write_jsonl(tmp_path / "qa.jsonl", qa_rows),
         )
     (tmp_path / "bad.jsonl").write_text('{"patient_id": "1000-1"}\n{not json\n')
-    with pytest.raises(RecordError, match=r"bad.jsonl, row 2: invalid JSON"):
+    with pytest.raises(FileContentError, match=r"bad.jsonl, line 2: invalid JSON at column 2"):
         build_amnesia_folder(
             tmp_path / "out", source="pmc-patients", notes_path=notes_file, qa_path=tmp_path / "bad.jsonl"
         )

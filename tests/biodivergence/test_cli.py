@@ -75,7 +75,7 @@ def test_bad_pool_is_reported_without_traceback(tmp_path, capsys, pair_factory):
     path.write_text(json.dumps(pair_factory("p0", "1", "2") | {"conflict_type": "contradiction"}) + "\n")
     assert _run("build", "--pool", path, "--out", tmp_path / "o") == 2
     err = capsys.readouterr().err
-    assert "pool.jsonl: row 0, field `conflict_type`: unknown label" in err and "Traceback" not in err
+    assert "pool.jsonl: row 1, field `conflict_type`: unknown label" in err and "Traceback" not in err
     assert _run("build", "--pool", tmp_path / "absent.jsonl", "--out", tmp_path / "o") == 2
     assert _run("audit", tmp_path) == 2
 

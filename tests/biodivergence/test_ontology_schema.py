@@ -43,23 +43,23 @@ def test_normalise_fills_defaults(pair_factory):
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
-        ("conflict_type", "contradiction", r"row 1, field `conflict_type`: unknown label"),
-        ("axes", ["population", "age"], r"row 1, field `axes`: unknown axis"),
+        ("conflict_type", "contradiction", r"row 2, field `conflict_type`: unknown label"),
+        ("axes", ["population", "age"], r"row 2, field `axes`: unknown axis"),
         (
             "dominant_confounder",
             "geography",
-            r"row 1, field `dominant_confounder`: must be one of the pair's axes",
+            r"row 2, field `dominant_confounder`: must be one of the pair's axes",
         ),
-        ("confidence", 1.7, r"row 1, field `confidence`"),
-        ("label_source", "human", r"row 1, field `label_source`"),
-        ("article_b", "", r"row 1, field `article_b`: must not be empty"),
-        ("domain", "  ", r"row 1, field `domain`: must not be empty"),
-        ("domain", 7, r"row 1, field `domain`: must be a string"),
+        ("confidence", 1.7, r"row 2, field `confidence`"),
+        ("label_source", "human", r"row 2, field `label_source`"),
+        ("article_b", "", r"row 2, field `article_b`: must not be empty"),
+        ("domain", "  ", r"row 2, field `domain`: must not be empty"),
+        ("domain", 7, r"row 2, field `domain`: must be a string"),
     ],
 )
 def test_bad_rows_are_named(pair_factory, field, value, message):
     rows = [pair_factory("p0", "1", "2"), pair_factory("p1", "3", "4")]
-    rows[1][field] = value
+    rows[1][field] = value  # the second row: "row 2", counted from 1
     with pytest.raises(PoolFormatError, match="mypool: " + message):
         normalise_pool(pd.DataFrame(rows), source="mypool")
 
@@ -112,7 +112,7 @@ def test_read_pool_errors(tmp_path, pair_factory):
     bad = pair_factory("p0", "1", "2") | {"axes": ["nope"]}
     path = tmp_path / "bad.jsonl"
     path.write_text(json.dumps(bad) + "\n")
-    with pytest.raises(PoolFormatError, match=r"bad.jsonl: row 0, field `axes`"):
+    with pytest.raises(PoolFormatError, match=r"bad.jsonl: row 1, field `axes`"):
         read_pool(path)
     numeric = pair_factory("p0", "1", "2") | {"article_a": 12345, "article_b": 678}
     path.write_text(json.dumps(numeric) + "\n")

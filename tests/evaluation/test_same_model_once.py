@@ -10,7 +10,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from medunlearn.evaluation import pipeline
+from medunlearn.evaluation import pipeline, roles
 from medunlearn.evaluation.populations import FORGET_POPULATIONS
 from medunlearn.evaluation.runner import RunnerConfig
 
@@ -36,7 +36,7 @@ def folder(lively_model, tiny_tokenizer, tmp_path):
 def _count_runs(monkeypatch):
     """(output folder name, example ids) of every ``run_model`` call, and how many models were loaded."""
     runs, loads = [], []
-    run_model, resolve_model = pipeline.run_model, pipeline.resolve_model
+    run_model, resolve_model = roles.run_model, pipeline.resolve_model
 
     def counting_run(model, tokenizer, examples, out_dir, *args, **kwargs):
         runs.append((out_dir.name, list(examples["example_id"])))
@@ -46,7 +46,7 @@ def _count_runs(monkeypatch):
         loads.append(args[0])
         return resolve_model(*args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "run_model", counting_run)
+    monkeypatch.setattr(roles, "run_model", counting_run)
     monkeypatch.setattr(pipeline, "resolve_model", counting_load)
     return runs, loads
 

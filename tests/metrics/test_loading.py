@@ -136,3 +136,16 @@ def test_the_wheel_ships_the_metrics_folder_where_the_loader_looks():
     pyproject = tomllib.loads((REPOSITORY / "pyproject.toml").read_text())
     force_include = pyproject["tool"]["hatch"]["build"]["targets"]["wheel"]["force-include"]
     assert force_include["metrics"] == f"medunlearn/{loading._PACKAGED_FOLDER}"
+
+
+@pytest.mark.parametrize("name", sorted(GOOD))
+@pytest.mark.parametrize("bad", [None, math.nan], ids=["None", "NaN"])
+def test_a_none_or_nan_element_is_named_with_its_index(name, bad):
+    """Not evaluate's "don't match the expected format": the argument and the index of the element."""
+    good = GOOD[name]
+    first = next(iter(good))
+    values = list(good[first]) * 3
+    values[2] = bad
+    inputs = {key: list(value) * 3 for key, value in good.items()} | {first: values}
+    with pytest.raises(ValueError, match=rf"`{first}`\[2\] is {'None' if bad is None else 'NaN'}"):
+        medunlearn.load_metric(name).compute(**inputs)

@@ -39,6 +39,8 @@ def with_change(path: list, value):
         (["finetune", "qa_epochs"], "many", "finetune.qa_epochs"),
         (["methods", "grad_diff", "seed"], 1, "methods.grad_diff.seed"),
         (["forget"], ["forget_10", "retain_90"], "forget[1]"),
+        (["forget"], ["forget10"], "forget[0]"),  # a TOFU name
+        (["forget"], ["forget_05"], "forget[0]"),  # off the grammar: no AMNESIA folder has it
         (["seeds"], [0, "one"], "seeds"),
         (["evaluation", "runner", "max_tokens"], 3, "evaluation.runner.max_tokens"),
         (["evaluation", "populations", "cap"], 3, "evaluation.populations.cap"),
@@ -153,3 +155,14 @@ def test_executor_errors(tmp_path, monkeypatch):
     with pytest.raises(MedunlearnError, match="unknown executor"):
         run_study(REPO / "recipes" / "studies" / "tiny.yaml", tmp_path / "s", executor="ray")
     assert not (tmp_path / "s").exists()
+
+
+def test_the_data_folder_must_offer_each_forget_config_in_its_configs_block(tmp_path):
+    offered = ["notes", "full", "forget_5", "retain_95", "forget_10", "retain_90"]
+    header = "".join(f"- config_name: {name}\n  data_files: {name}.parquet\n" for name in offered)
+    # The body quotes forget_15's entry: only the YAML header says what the folder offers.
+    (tmp_path / "README.md").write_text(f"---\nconfigs:\n{header}---\n\n- config_name: forget_15\n")
+    study = parse_study(with_change(["forget"], ["forget_5", "forget_15"]), "my.yaml")
+    with pytest.raises(MedunlearnError, match=re.escape("my.yaml: key 'forget[1]'")):
+        validate_study(study, tmp_path)
+    validate_study(parse_study(with_change(["forget"], ["forget_10"]), "my.yaml"), tmp_path)

@@ -154,3 +154,32 @@ def test_a_max_batch_size_below_one_is_named(tmp_path, capsys):
     assert (
         "argument --max-batch-size: must be a whole number of at least 1, got '0'" in capsys.readouterr().err
     )
+
+
+def test_tofu_evaluate_scores_a_shared_retain_model_once(tmp_path, tiny_model, tiny_tokenizer, monkeypatch):
+    """``tofu evaluate --retain-outputs DIR`` (as ``evaluate --benchmark tofu``): a second evaluation against
+    the same retain model reads its outputs from DIR, as the reference reads its retain log made once; the
+    retain model is neither loaded nor scored again."""
+    from medunlearn.tofu import evaluate as tofu_evaluate
+
+    data, retain, shared = tmp_path / "tofu", tmp_path / "retain", tmp_path / "shared_retain"
+    build = ["build", "--out", str(data), "--authors", "5", "--qa-per-author", "1", "--perturbed", "2"]
+    assert _run(build) == 0
+    tiny_model.save_pretrained(retain)
+    tiny_tokenizer.save_pretrained(retain)
+    loads = []
+    original = tofu_evaluate._resolve
+    monkeypatch.setattr(
+        tofu_evaluate, "_resolve", lambda model, *rest: loads.append(str(model)) or original(model, *rest)
+    )
+    common = ["--data", str(data), "--max-new-tokens", "2", "--no-progress", "--model", "tiny-llama"]
+    common += ["--retain-model", str(retain), "--retain-outputs", str(shared)]
+    assert _run(["evaluate", *common, "--out", str(tmp_path / "a")]) == 0
+    manifest = (shared / "manifest.json").read_text()
+    assert _run(["evaluate", *common, "--out", str(tmp_path / "b")]) == 0
+    assert loads.count(str(retain)) == 1  # scored for the first evaluation only
+    assert (shared / "manifest.json").read_text() == manifest
+    assert not (tmp_path / "b" / "outputs" / "retain-answers").exists()
+    first, second = (json.loads((tmp_path / name / "summary.json").read_text()) for name in "ab")
+    assert second["metrics"]["forget_quality"] is not None
+    assert json.loads((tmp_path / "b" / "run.json").read_text())["outputs"]["retain"] == str(shared)

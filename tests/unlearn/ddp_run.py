@@ -1,8 +1,9 @@
 """Run by test_distributed.py, under ``accelerate launch --num_processes 2`` or as one process.
 
-usage: python ddp_run.py OUT.json PER_DEVICE_BATCH [LOSS_AVERAGING]
+usage: python ddp_run.py OUT.json PER_DEVICE_BATCH [LOSS_AVERAGING [DATA_FORMAT]]
 Trains GradDiff for 2 steps on the tiny model and writes the logged losses and a weight checksum (rank 0);
-LOSS_AVERAGING is the config's ``loss_averaging`` (default ``sequence``).
+LOSS_AVERAGING is the config's ``loss_averaging`` (default ``sequence``), DATA_FORMAT its ``data_format``
+(default ``qa``; ``text``: the answers as documents, cut into 8-token chunks).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ def _load(path: Path, name: str):
     return module
 
 
-def main(out: str, per_device_batch: int, loss_averaging: str = "sequence") -> None:
+def main(out: str, per_device_batch: int, loss_averaging: str = "sequence", data_format: str = "qa") -> None:
     from medunlearn.models import build_tiny_llama, train_bpe_tokenizer
     from medunlearn.unlearn import GradDiffConfig, GradDiffTrainer
     from medunlearn.utils.distributed import leave_process_group
@@ -44,9 +45,13 @@ def main(out: str, per_device_batch: int, loss_averaging: str = "sequence") -> N
         disable_tqdm=True,
         dataloader_drop_last=True,
         loss_averaging=loss_averaging,
+        data_format=data_format,
+        max_length=8 if data_format == "text" else 512,
     )
     forget = fixtures.qa_dataset({"p1", "p2", "p3", "p4"})
     retain = fixtures.qa_dataset({"p5"})
+    if data_format == "text":
+        forget, retain = (rows.rename_column("answer", "text") for rows in (forget, retain))
     trainer = GradDiffTrainer(model, args, forget, retain, processing_class=tokenizer)
     trainer.train()
     if trainer.is_world_process_zero():
@@ -61,4 +66,4 @@ def main(out: str, per_device_batch: int, loss_averaging: str = "sequence") -> N
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), *sys.argv[3:4])
+    main(sys.argv[1], int(sys.argv[2]), *sys.argv[3:5])

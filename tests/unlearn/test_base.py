@@ -229,7 +229,7 @@ def test_peft_reference_is_exactly_the_base_model(
     peft_config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], lora_dropout=0.0)
     trainer = KLMinTrainer(
         tiny_model,
-        unlearning_args(KLMinConfig),
+        unlearning_args(KLMinConfig, reference_mode="adapter"),
         forget_qa,
         retain_qa,
         processing_class=tiny_tokenizer,

@@ -12,7 +12,7 @@ import pytest
 
 from medunlearn.cli import main
 from medunlearn.models import four_bit_quantization_config
-from medunlearn.unlearn import run as unlearn_run
+from medunlearn.unlearn import sources  # where run_unlearning reads the forget and retain sets
 
 
 @pytest.fixture(scope="module")
@@ -480,13 +480,13 @@ def test_qlora_finetune_and_unlearn_train_adapters_on_4bit_weights(finetuned_dir
 
 @pytest.mark.slow
 def test_empty_forget_config_is_a_clear_error(finetuned_dir, amnesia_dir, tmp_path, capsys, monkeypatch):
-    real = unlearn_run.load_split
+    real = sources.load_split
 
     def empty_forget(data, config, split="train"):
         rows = real(data, config, split)
         return rows.select([]) if "forget" in config else rows
 
-    monkeypatch.setattr(unlearn_run, "load_split", empty_forget)
+    monkeypatch.setattr(sources, "load_split", empty_forget)
     rc = main(
         [
             "unlearn",

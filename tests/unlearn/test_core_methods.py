@@ -192,8 +192,8 @@ def test_method_trains_and_moves_the_forget_loss_the_intended_way(
     nll_before = forget_nll(memorised_model, trainer)
     first_forget_loss = None
     if stem == "rmu":
-        forget = trainer.data_collator([{"forget": trainer.pairs.forget[i]} for i in range(4)])["forget"]
-        first_forget_loss = trainer.unlearning_loss(memorised_model, forget, forget)["forget_loss"].item()
+        pairs = trainer.data_collator([trainer.pairs[i] for i in range(4)])
+        first_forget_loss = trainer.unlearning_loss(memorised_model, **pairs)["forget_loss"].item()
     trainer.train()
 
     logged = trainer.state.log_history[0]
@@ -203,7 +203,7 @@ def test_method_trains_and_moves_the_forget_loss_the_intended_way(
     assert {k for k, v in memorised_model.named_parameters() if v.requires_grad} >= changed
     if stem == "rmu":
         assert changed == {f"model.layers.{i}.mlp.down_proj.weight" for i in (0, 1)}
-        last_forget_loss = trainer.unlearning_loss(memorised_model, forget, forget)["forget_loss"].item()
+        last_forget_loss = trainer.unlearning_loss(memorised_model, **pairs)["forget_loss"].item()
         assert last_forget_loss < first_forget_loss
     else:
         assert forget_nll(memorised_model, trainer) > nll_before + 0.05
@@ -246,7 +246,7 @@ def test_rmu_under_peft_trains_the_adapter_against_the_adapter_disabled_referenc
 
     trainer = RMUTrainer(
         tiny_model,
-        unlearning_args(RMUConfig, layer=1, steering_coeff=2.0, max_steps=2),
+        unlearning_args(RMUConfig, layer=1, steering_coeff=2.0, max_steps=2, reference_mode="adapter"),
         forget_qa,
         retain_qa,
         processing_class=tiny_tokenizer,

@@ -68,8 +68,12 @@ def test_an_unknown_choice_is_refused_by_name(tmp_path):
 def test_the_open_unlearning_conventions_select_the_reference_choice_per_method(tmp_path):
     from medunlearn.unlearn.run import make_method_config
 
+    # PDU under the preset needs retain_loss_eps, as the reference's config (test_reference_recipe.py).
+    required = {"pdu": {"retain_loss_eps": 0.3}}
     chosen = {
-        stem: make_method_config(stem, tmp_path, conventions="open-unlearning", use_cpu=True).loss_averaging
+        stem: make_method_config(
+            stem, tmp_path, conventions="open-unlearning", use_cpu=True, **required.get(stem, {})
+        ).loss_averaging
         for stem in METHODS
     }
     # OpenUnlearning d3d7cf9: one token mean (HF outputs.loss, utils.py WGA/SatImp/UNDIAL, ceu.py, pdu.py)

@@ -107,11 +107,17 @@ def test_undial_reduction_is_per_answer_then_over_answers():
 
 
 def test_undial_trainer_distils_away_from_the_forget_answers(tiny_tokenizer, forget_qa, unlearning_args):
-    """Default alpha = 0: no retain set needed; the reference is a frozen copy of the starting model."""
+    """Default alpha = 0: no retain set needed; the reference is a frozen copy of the starting model (forced:
+    by default its outputs are precomputed, tests/unlearn/test_step_work.py)."""
     model = memorised_tiny_model(tiny_tokenizer, forget_qa)
     start_logits, labels = logits_and_labels(model, tiny_tokenizer, forget_qa)
     nll_before = nll_loss(start_logits, labels).item()
-    trainer = UNDIALTrainer(model, unlearning_args(UNDIALConfig), forget_qa, processing_class=tiny_tokenizer)
+    trainer = UNDIALTrainer(
+        model,
+        unlearning_args(UNDIALConfig, reference_mode="copy"),
+        forget_qa,
+        processing_class=tiny_tokenizer,
+    )
     assert trainer.reference_source == "copy" and trainer.ref_model is not model
     before = parameters_of(trainer.model)
     reference_before = parameters_of(trainer.ref_model)
@@ -133,7 +139,7 @@ def test_undial_under_peft_uses_the_adapter_disabled_model(
     model = memorised_tiny_model(tiny_tokenizer, forget_qa)
     start_logits, _ = logits_and_labels(model, tiny_tokenizer, forget_qa)
     lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], lora_dropout=0.0)
-    args = unlearning_args(UNDIALConfig, retain_weight=1.0)
+    args = unlearning_args(UNDIALConfig, retain_weight=1.0, reference_mode="adapter")
     trainer = UNDIALTrainer(
         model, args, forget_qa, retain_qa, processing_class=tiny_tokenizer, peft_config=lora
     )

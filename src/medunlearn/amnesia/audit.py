@@ -5,18 +5,24 @@ split invariant of docs/benchmarks/amnesia.md ("Splits"). The first violation st
 from __future__ import annotations
 
 import functools
-import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from medunlearn.amnesia.hub import BUILD_FILE, NOTES_COLUMNS, QA_COLUMNS, QA_SPLITS
-from medunlearn.amnesia.splits import forget_size, retain_config_name
+from medunlearn.amnesia.splits import forget_size
+from medunlearn.config_names import (
+    ConfigNameError,
+    SplitName,
+    forget_config,
+    forget_configs,
+    retain_config_for,
+)
 from medunlearn.errors import MedunlearnError
 from medunlearn.ontology.amnesia import DISEASES, QA_TYPES
+from medunlearn.utils.user_files import parquet_column_names, read_json, read_parquet
 
 
 class AuditFailure(MedunlearnError, AssertionError):
@@ -47,7 +53,7 @@ class _Folder:
             c["config_name"]: {entry["split"]: entry["path"] for entry in c["data_files"]} for c in configs
         }
         build_file = folder / BUILD_FILE
-        self.manifest = json.loads(build_file.read_text()) if build_file.is_file() else {}
+        self.manifest = read_json(build_file, expect=dict) if build_file.is_file() else {}
         self._cache: dict[tuple[str, str], dict[str, np.ndarray]] = {}
 
     def columns(self, config: str, split: str) -> dict[str, np.ndarray]:
@@ -57,12 +63,12 @@ class _Folder:
             expected = NOTES_COLUMNS if config == "notes" else QA_COLUMNS
             if not path.is_file():
                 raise AuditFailure(f"{path}: listed in README.md for {config}/{split} but missing")
-            found = pq.read_schema(path).names
+            found = parquet_column_names(path)
             if found != expected:
                 raise AuditFailure(f"{path}: columns {found}, expected {expected}")
             # The invariants concern ids, types and diseases: the text columns are not read.
             wanted = [c for c in ("qa_id", "patient_id", "disease", "qa_type") if c in expected]
-            table = pq.read_table(path, columns=wanted)
+            table = read_parquet(path, columns=wanted)
             self._cache[key] = {
                 name: table[name].to_numpy(zero_copy_only=False).astype(str) for name in wanted
             }
@@ -84,6 +90,11 @@ def _check_configs_present(folder: _Folder, result: AuditResult) -> None:
         "notes" in folder.data_files and "full" in folder.data_files, "configs `notes` and `full` must exist"
     )
     for config, files in folder.data_files.items():
+        _require(
+            config in ("notes", "full") or _is_amnesia_split(config),
+            f"config `{config}`: not an AMNESIA config name (notes, full, forget_X, retain_X, "
+            "disease_<name>_forget_X, disease_<name>_retain_X)",
+        )
         expected = {"train"} if config == "notes" else set(QA_SPLITS)
         _require(
             set(files) == expected, f"config `{config}`: splits {sorted(files)}, expected {sorted(expected)}"
@@ -190,15 +201,22 @@ def _check_configs_are_subsets_of_full(folder: _Folder, result: AuditResult) -> 
     )
 
 
-def _forget_configs(folder: _Folder) -> Iterator[str]:
-    return (c for c in folder.data_files if "forget_" in c)
+def _is_amnesia_split(config: str) -> bool:
+    try:
+        return SplitName.parse(config).benchmark == "amnesia"
+    except ConfigNameError:
+        return False
+
+
+def _forget_configs(folder: _Folder) -> list[str]:
+    return forget_configs(folder.data_files)
 
 
 def _check_forget_retain(folder: _Folder, result: AuditResult) -> None:
     all_patients = folder.patients("full")
     n_pairs = 0
     for forget in _forget_configs(folder):
-        retain = retain_config_name(forget)
+        retain = retain_config_for(forget)
         _require(retain in folder.data_files, f"`{forget}` has no complement `{retain}`")
         forget_patients, retain_patients = folder.patients(forget), folder.patients(retain)
         _require(len(forget_patients) > 0, f"`{forget}` is empty")
@@ -220,19 +238,18 @@ def _check_forget_retain(folder: _Folder, result: AuditResult) -> None:
 
 def _check_random_level(folder: _Folder, result: AuditResult) -> None:
     n = len(folder.patients("full"))
-    percentages = sorted(int(c.split("_")[1]) for c in folder.data_files if c.startswith("forget_"))
+    forget_splits = [SplitName.parse(c) for c in _forget_configs(folder)]
+    percentages = sorted(split.percent for split in forget_splits if split.disease is None)
     previous = np.array([], dtype=str)
     for percentage in percentages:
-        patients = folder.patients(f"forget_{percentage}")
+        name = forget_config(percentage)
+        patients = folder.patients(name)
         _require(
             len(patients) == forget_size(percentage, n),
-            f"`forget_{percentage}` has {len(patients)} patients, expected round({percentage}% · {n}) = "
+            f"`{name}` has {len(patients)} patients, expected round({percentage}% · {n}) = "
             f"{forget_size(percentage, n)}",
         )
-        _require(
-            np.isin(previous, patients).all(),
-            f"`forget_{percentage}` does not contain the smaller forget set",
-        )
+        _require(np.isin(previous, patients).all(), f"`{name}` does not contain the smaller forget set")
         previous = patients
     result.passed("random level", f"forget {percentages} sized round(X% · {n:,}) and nested")
 
@@ -247,7 +264,7 @@ def _check_disease_level(folder: _Folder, result: AuditResult) -> None:
         previous = np.array([], dtype=str)
         present = []
         for percentage in folder.manifest["parameters"]["forget_percentages"]:
-            name = f"disease_{disease}_forget_{percentage}"
+            name, random_name = forget_config(percentage, disease), forget_config(percentage)
             size = forget_size(percentage, n)
             if name not in folder.data_files:
                 _require(
@@ -259,7 +276,7 @@ def _check_disease_level(folder: _Folder, result: AuditResult) -> None:
             patients = folder.patients(name)
             _require(
                 len(patients) == size,
-                f"`{name}` has {len(patients)} patients, expected {size} (as forget_{percentage})",
+                f"`{name}` has {len(patients)} patients, expected {size} (as {random_name})",
             )
             _require(
                 np.isin(patients, disease_patients).all(), f"`{name}` holds a patient of another disease"
@@ -267,11 +284,11 @@ def _check_disease_level(folder: _Folder, result: AuditResult) -> None:
             _require(
                 np.isin(previous, patients).all(), f"`{name}` does not contain the smaller {disease} set"
             )
-            random_forget = folder.patients(f"forget_{percentage}")
+            random_forget = folder.patients(random_name)
             in_random = np.intersect1d(random_forget, disease_patients)
             _require(
                 np.isin(in_random, patients).all(),
-                f"`{name}` misses {disease} patients of `forget_{percentage}`",
+                f"`{name}` misses {disease} patients of `{random_name}`",
             )
             previous = patients
             present.append(percentage)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -66,64 +68,100 @@ def join_and_check_counts(
     return notes, qa, skipped
 
 
-def build_contents(
-    *,
-    source: str = "synthetic",
-    patients: int = 200,
-    seed: int = 0,
-    notes_path: str | os.PathLike | None = None,
-    qa_path: str | os.PathLike | None = None,
+@dataclass(frozen=True)
+class BuildOptions:
+    """The options of :func:`build_contents` (also those of ``build_amnesia`` and a study's ``data.build``).
+
+    ``source`` is ``synthetic`` (a cohort of ``patients`` drawn from ``seed``) or ``pmc-patients``
+    (``notes_path`` and ``qa_path``); the others shape the splits (docs/benchmarks/amnesia.md)."""
+
+    source: str = "synthetic"
+    patients: int = 200
+    seed: int = 0
+    notes_path: str | os.PathLike | None = None
+    qa_path: str | os.PathLike | None = None
+    disease_level: Sequence[str] = DISEASE_LEVEL_DEFAULT
+    forget_percentages: Sequence[int] = FORGET_PERCENTAGES
+    qa_per_type: int = 4
+    holdout_per_type: int = 1
+
+
+@dataclass(frozen=True)
+class RecordOrigin:
+    """Where records came from: the source, the build parameters it records, the patients it skipped
+    (by reason) and the names that validation errors give the notes and the QA."""
+
+    source: str
+    parameters: dict
+    skipped: dict[str, list[str]]
+    notes_source: str
+    qa_source: str
+
+
+def _split_config(
+    seed: int,
     disease_level: Sequence[str] = DISEASE_LEVEL_DEFAULT,
     forget_percentages: Sequence[int] = FORGET_PERCENTAGES,
-    qa_per_type: int = 4,
     holdout_per_type: int = 1,
-) -> FolderContents:
-    """Records and splits in memory (what :func:`build_amnesia_folder` writes)."""
-    if source not in SOURCES:
-        raise InputError(f"unknown source {source!r}; choose one of {', '.join(SOURCES)}")
+) -> SplitConfig:
+    """The splits' settings, after checking that every disease-level disease is known."""
     unknown = [d for d in disease_level if d not in DISEASES]
     if unknown:
         raise InputError(f"unknown disease(s) {', '.join(unknown)}; allowed: {', '.join(DISEASES)}")
-    if not 0 < holdout_per_type < qa_per_type:
-        raise InputError(f"holdout_per_type must be in 1..{qa_per_type - 1}, got {holdout_per_type}")
+    return SplitConfig(
+        seed=seed,
+        forget_percentages=tuple(forget_percentages),
+        disease_level=tuple(disease_level),
+        holdout_per_type=holdout_per_type,
+    )
+
+
+def _read_records(options: BuildOptions) -> tuple[pa.Table, pa.Table, RecordOrigin, dict | None]:
+    """Notes and QA of the chosen source, with their origin and (for PMC-Patients notes) the rule-based
+    classifier's analyses; the QA of notes the classifier could not label are dropped with them."""
     skipped: dict[str, list[str]] = {}
-    analyses = None  # the rule-based classifier's, when it labelled the notes
-    if source == "synthetic":
-        notes, qa = generate_cohort(patients=patients, seed=seed)
-        notes_source, qa_source = "synthetic cohort", "synthetic cohort"
-        parameters = {"source": source, "patients": patients}
-    else:
-        if notes_path is None or qa_path is None:
-            raise InputError("--source pmc-patients needs both --notes FILE and --qa FILE")
-        notes, unclassified, analyses = read_pmc_patients_with_analyses(notes_path)
-        if unclassified:
-            skipped[UNCLASSIFIED] = sorted(unclassified)
-        qa = read_qa_file(qa_path)
-        notes_source, qa_source = str(notes_path), str(qa_path)
-        parameters = {"source": source, "notes": Path(notes_path).name, "qa": Path(qa_path).name}
+    if options.source == "synthetic":
+        notes, qa = generate_cohort(patients=options.patients, seed=options.seed)
+        parameters = {"source": options.source, "patients": options.patients}
+        origin = RecordOrigin(options.source, parameters, skipped, "synthetic cohort", "synthetic cohort")
+        return notes, qa, origin, None
+    notes_path, qa_path = options.notes_path, options.qa_path
+    if notes_path is None or qa_path is None:
+        raise InputError("--source pmc-patients needs both --notes FILE and --qa FILE")
+    notes, unclassified, analyses = read_pmc_patients_with_analyses(notes_path)
+    if unclassified:
+        skipped[UNCLASSIFIED] = sorted(unclassified)
+    qa = read_qa_file(qa_path)
     if skipped:
         # Unclassified notes were dropped by the reader; their QA go with them.
         dropped = pa.array(next(iter(skipped.values())), pa.string())
         qa = qa.filter(pc.invert(pc.is_in(qa["patient_id"], value_set=dropped)))
-    contents = contents_from_records(
-        notes,
-        qa,
-        source=source,
-        parameters=parameters,
-        skipped=skipped,
-        notes_source=notes_source,
-        qa_source=qa_source,
-        seed=seed,
-        disease_level=disease_level,
-        forget_percentages=forget_percentages,
-        qa_per_type=qa_per_type,
-        holdout_per_type=holdout_per_type,
+    parameters = {"source": options.source, "notes": Path(notes_path).name, "qa": Path(qa_path).name}
+    origin = RecordOrigin(options.source, parameters, skipped, str(notes_path), str(qa_path))
+    return notes, qa, origin, analyses
+
+
+def build_contents(options: BuildOptions | None = None, /, **fields) -> FolderContents:
+    """Records and splits in memory (what :func:`build_amnesia_folder` writes).
+
+    ``fields`` are :class:`BuildOptions` fields (``source=``, ``patients=``, ``seed=``, ...), given alone or
+    over ``options``."""
+    options = BuildOptions(**fields) if options is None else dataclasses.replace(options, **fields)
+    if options.source not in SOURCES:
+        raise InputError(f"unknown source {options.source!r}; choose one of {', '.join(SOURCES)}")
+    split = _split_config(
+        options.seed, options.disease_level, options.forget_percentages, options.holdout_per_type
     )
+    qa_per_type, holdout_per_type = options.qa_per_type, options.holdout_per_type
+    if not 0 < holdout_per_type < qa_per_type:
+        raise InputError(f"holdout_per_type must be in 1..{qa_per_type - 1}, got {holdout_per_type}")
+    notes, qa, origin, analyses = _read_records(options)
+    contents = contents_from_records(notes, qa, origin=origin, split=split, qa_per_type=qa_per_type)
     if analyses is not None:
         # Confidence and deciding rule of every patient kept after validation [ours]; not a notes column. The
         # embedding's second opinion on the skipped and low-confidence notes is recorded beside it.
         kept = contents.notes["patient_id"].to_pylist()
-        titles = note_titles(notes_path)
+        titles = note_titles(options.notes_path)
         opinion = classifier_second_opinion(titles, analyses, set(kept), LOW_CONFIDENCE)
         contents.classifier = classifier_report(analyses, kept, opinion)
     return contents
@@ -133,47 +171,34 @@ def contents_from_records(
     notes: pa.Table,
     qa: pa.Table,
     *,
-    source: str,
-    parameters: dict,
-    skipped: dict[str, list[str]],
-    notes_source: str,
-    qa_source: str,
-    seed: int,
-    disease_level: Sequence[str],
-    forget_percentages: Sequence[int],
+    origin: RecordOrigin,
+    split: SplitConfig,
     qa_per_type: int,
-    holdout_per_type: int,
     construction: dict | None = None,
 ) -> FolderContents:
     """Validated records → splits: what every source ends with (the synthetic cohort, notes + a QA file,
     the LLM-built pipeline)."""
-    validate_notes(notes, notes_source)
-    validate_qa(qa, qa_source)
-    notes, qa, incomplete = join_and_check_counts(notes, qa, qa_per_type, qa_source)
-    skipped.update(incomplete)
+    validate_notes(notes, origin.notes_source)
+    validate_qa(qa, origin.qa_source)
+    notes, qa, incomplete = join_and_check_counts(notes, qa, qa_per_type, origin.qa_source)
+    skipped = {**origin.skipped, **incomplete}
     if notes.num_rows == 0:
         raise InputError(
-            f"{notes_source}: no patient left after validation ({', '.join(skipped) or 'no records'})"
+            f"{origin.notes_source}: no patient left after validation ({', '.join(skipped) or 'no records'})"
         )
-    config = SplitConfig(
-        seed=seed,
-        forget_percentages=tuple(forget_percentages),
-        disease_level=tuple(disease_level),
-        holdout_per_type=holdout_per_type,
-    )
-    parameters.update(
-        seed=seed,
-        forget_percentages=list(config.forget_percentages),
-        disease_level=list(config.disease_level),
-        qa_per_type=qa_per_type,
-        holdout_per_type=holdout_per_type,
-    )
-    splits = build_splits(notes, qa, config)
+    parameters = {
+        **origin.parameters,
+        "seed": split.seed,
+        "forget_percentages": list(split.forget_percentages),
+        "disease_level": list(split.disease_level),
+        "qa_per_type": qa_per_type,
+        "holdout_per_type": split.holdout_per_type,
+    }
     return FolderContents(
         notes=notes,
         qa=qa,
-        splits=splits,
-        source=source,
+        splits=build_splits(notes, qa, split),
+        source=origin.source,
         build_parameters=parameters,
         skipped=skipped,
         construction=construction,
@@ -212,16 +237,17 @@ def build_amnesia_from_notes(
     config: ConstructionConfig,
     *,
     overwrite: bool = False,
-    disease_level: Sequence[str] = DISEASE_LEVEL_DEFAULT,
-    forget_percentages: Sequence[int] = FORGET_PERCENTAGES,
-    holdout_per_type: int = 1,
     backends=None,
     progress: bool = True,
+    **split_options,
 ) -> tuple[Path, Construction]:
     """Build an AMNESIA folder from notes alone (``medunlearn amnesia build --source pmc-patients --notes FILE
     --generate SPEC``): LLM disease labels, generated QA and a judge panel
     (:mod:`medunlearn.amnesia.sources.llm_built`), then the splits, the Hub folder (its card and
     ``amnesia_construction.json`` carry the construction report) and the audit.
+
+    ``split_options`` are ``disease_level``, ``forget_percentages`` and ``holdout_per_type``, as in
+    :class:`BuildOptions` (the seed and the QA per type come from ``config``).
 
     Returns the folder and the :class:`~medunlearn.amnesia.sources.llm_built.Construction` (report, calls made
     in this run, seconds). Raises before any LLM call when ``out_dir`` exists and ``overwrite`` is False.
@@ -229,9 +255,7 @@ def build_amnesia_from_notes(
     from medunlearn.amnesia.audit import audit_folder
     from medunlearn.amnesia.hub import atomic_folder_check
 
-    unknown = [d for d in disease_level if d not in DISEASES]
-    if unknown:
-        raise InputError(f"unknown disease(s) {', '.join(unknown)}; allowed: {', '.join(DISEASES)}")
+    split = _split_config(config.seed, **split_options)
     atomic_folder_check(out_dir, overwrite, {"--notes": notes_path})
     construction = construct_records(notes_path, config, backends=backends, progress=progress)
     if construction.notes.num_rows == 0:
@@ -239,7 +263,32 @@ def build_amnesia_from_notes(
         raise NoPatientLeftError(
             f"{notes_path}: no patient left after construction ({reasons or 'no records'})", construction
         )
-    parameters = {
+    origin = RecordOrigin(
+        source="pmc-patients",
+        parameters=_construction_parameters(construction, notes_path, config),
+        skipped=dict(construction.skipped),
+        notes_source=str(notes_path),
+        qa_source=f"{notes_path} (generated QA)",
+    )
+    contents = contents_from_records(
+        construction.notes,
+        construction.qa,
+        origin=origin,
+        split=split,
+        qa_per_type=config.qa_per_type,
+        construction=construction.report,
+    )
+    inputs = {"--notes": notes_path}
+    folder = write_folder(contents, out_dir, overwrite=overwrite, progress=progress, inputs=inputs)
+    audit_folder(folder)
+    return folder, construction
+
+
+def _construction_parameters(
+    construction: Construction, notes_path: str | os.PathLike, config: ConstructionConfig
+) -> dict:
+    """The build parameters of an LLM-built folder: the models, prompt versions and settings that made it."""
+    return {
         "source": "pmc-patients",
         "notes": Path(notes_path).name,
         "qa": "generated (medunlearn.amnesia.sources.llm_built)",
@@ -250,25 +299,6 @@ def build_amnesia_from_notes(
         **construction.report["settings"],
         "sample": config.sample,
     }
-    contents = contents_from_records(
-        construction.notes,
-        construction.qa,
-        source="pmc-patients",
-        parameters=parameters,
-        skipped=dict(construction.skipped),
-        notes_source=str(notes_path),
-        qa_source=f"{notes_path} (generated QA)",
-        seed=config.seed,
-        disease_level=disease_level,
-        forget_percentages=forget_percentages,
-        qa_per_type=config.qa_per_type,
-        holdout_per_type=holdout_per_type,
-        construction=construction.report,
-    )
-    inputs = {"--notes": notes_path}
-    folder = write_folder(contents, out_dir, overwrite=overwrite, progress=progress, inputs=inputs)
-    audit_folder(folder)
-    return folder, construction
 
 
 build_amnesia_folder = (

@@ -16,6 +16,7 @@ import datasets
 
 from medunlearn.amnesia.hub import NOTES_COLUMNS, QA_COLUMNS, config_tables
 from medunlearn.amnesia.splits import FORGET_PERCENTAGES
+from medunlearn.config_names import SplitName, amnesia_config_pairs, forget_config_of
 from medunlearn.errors import InputError
 from medunlearn.ontology.amnesia import DISEASES
 
@@ -32,25 +33,7 @@ _NOTES_FEATURES = datasets.Features(
 
 def all_config_names() -> list[str]:
     """Every config name an AMNESIA folder may hold (whether a cohort can fill it depends on its diseases)."""
-    names = ["notes", "full"]
-    for percentage in FORGET_PERCENTAGES:
-        names += [f"forget_{percentage}", f"retain_{100 - percentage}"]
-    for disease in DISEASES:
-        for percentage in FORGET_PERCENTAGES:
-            names += [
-                f"disease_{disease}_forget_{percentage}",
-                f"disease_{disease}_retain_{100 - percentage}",
-            ]
-    return names
-
-
-def forget_config_of(name: str) -> str | None:
-    """The forget config a forget/retain config name belongs to (``retain_90`` → ``forget_10``); None
-    otherwise."""
-    if "retain_" in name:
-        prefix, percentage = name.rsplit("retain_", 1)
-        return f"{prefix}forget_{100 - int(percentage)}"
-    return name if "forget_" in name else None
+    return ["notes", "full", *amnesia_config_pairs(FORGET_PERCENTAGES, DISEASES)]
 
 
 @dataclass
@@ -79,11 +62,7 @@ class AmnesiaBuilder(datasets.ArrowBasedBuilder):
         from medunlearn.amnesia.build import build_contents
 
         forget_name = forget_config_of(self.config.name)
-        disease = (
-            forget_name[len("disease_") : forget_name.index("_forget_")]
-            if forget_name and forget_name.startswith("disease_")
-            else None
-        )
+        disease = SplitName.parse(forget_name).disease if forget_name else None
         contents = build_contents(
             source=self.config.source,
             patients=self.config.patients,

@@ -142,6 +142,129 @@ def _draw_unique_descriptors(rng, conditions_of_patient, context) -> dict[str, n
     }
 
 
+_NOTE_SECTIONS = ("presentation", "history", "exam", "lab", "test", "diagnosis", "treatment", "followup")
+
+
+def _choose(options: list, choice_row: np.ndarray, k: int):
+    """The ``k``-th template draw of a patient picks one of ``options``."""
+    return options[choice_row[k] % len(options)]
+
+
+def _note_fields(
+    condition: dict, context: dict, descriptor: dict, u: np.ndarray, choice_row: np.ndarray
+) -> dict:
+    """Every value a patient's note and questions mention, drawn from the patient's row of uniforms ``u``.
+
+    ``followup_rose`` is not a template field; ``str.format`` ignores it."""
+    lab = condition["lab"]
+    decimals = int(lab.get("decimals", 1))
+    value = lab["low"] + u[0] * (lab["high"] - lab["low"])
+    f_low, f_high = lab["followup"]
+    followup = value * (f_low + u[1] * (f_high - f_low))
+    findings, treatments = condition["test"]["findings"], condition["treatments"]
+    days, months = 3 + int(u[9] * 18), 2 + int(u[10] * 22)
+    age = int(descriptor["age"])
+    return {
+        "age": age,
+        "Article": _cap(_article(age)),
+        "sex_adj": descriptor["sex"],
+        "occupation": descriptor["occupation"],
+        "symptom1": descriptor["symptom1"],
+        "symptom2": descriptor["symptom2"],
+        "duration": descriptor["duration"],
+        "history": context["histories"][int(u[8] * len(context["histories"]))],
+        "heart_rate": int(58 + u[2] * 70),
+        "systolic": int(95 + u[3] * 80),
+        "diastolic": int(55 + u[4] * 45),
+        "temperature": f"{36.2 + u[5] * 3.6:.1f}",
+        "lab": lab["name"],
+        "value": _format_number(value, decimals),
+        "unit": lab["unit"],
+        "reference": lab["reference"],
+        "test_cap": _cap(condition["test"]["name"]),
+        "finding": findings[int(u[6] * len(findings))],
+        "diagnosis": condition["diagnosis"],
+        "treatment": treatments[int(u[7] * len(treatments))],
+        "followup_value": _format_number(followup, decimals),
+        "outcome": _choose(context["outcomes"], choice_row, 0).format(days=days, months=months),
+        "followup_rose": followup > value,
+    }
+
+
+def _note_text(context: dict, fields: dict, choice_row: np.ndarray) -> str:
+    """One template per section; the follow-up shares its draw with the outcome (draw 0)."""
+    return " ".join(
+        _choose(context[f"{s}_templates"], choice_row, k + 1 if k < 7 else 0).format(**fields)
+        for k, s in enumerate(_NOTE_SECTIONS)
+    )
+
+
+def _qa_pairs(condition: dict, fields: dict) -> list[tuple[str, str, str]]:
+    """The patient's 4 factual and 4 reasoning ``(qa_type, question, answer)``, in the order of their ids."""
+    test = condition["test"]["name"]
+    lab, value, unit = fields["lab"], fields["value"], fields["unit"]
+    symptom1 = fields["symptom1"]
+    who = (
+        f"the {fields['age']}-year-old {fields['sex_adj']} {fields['occupation']} "
+        f"who presented with {symptom1} for {fields['duration']}"
+    )
+    direction = "rose" if fields["followup_rose"] else "fell"
+    return [
+        ("factual", f"What was the admission {lab} of {who}?", f"{value} {unit}"),
+        ("factual", f"What did the {test} of {who} show?", _cap(fields["finding"])),
+        ("factual", f"How was {who} treated?", _cap(fields["treatment"])),
+        (
+            "factual",
+            f"What was the heart rate on examination of {who}?",
+            f"{fields['heart_rate']} beats per minute",
+        ),
+        (
+            "reasoning",
+            f"Which laboratory and {test} findings together supported the diagnosis of {who}?",
+            f"A {lab} of {value} {unit} (reference {fields['reference']}) together with {test} showing "
+            f"{fields['finding']}.",
+        ),
+        (
+            "reasoning",
+            f"Considering the {lab} and the {test} of {who}, what was the diagnosis?",
+            f"{_cap(fields['diagnosis'])}, supported by a {lab} of {value} {unit} and {fields['finding']}.",
+        ),
+        (
+            "reasoning",
+            f"How did the {lab} of {who} change after treatment, and what does that suggest?",
+            f"It {direction} from {value} to {fields['followup_value']} {unit} after {fields['treatment']}, "
+            f"suggesting a response to treatment.",
+        ),
+        (
+            "reasoning",
+            f"Apart from {symptom1}, what other symptom and what background condition did {who} have?",
+            f"{_cap(fields['symptom2'])}, on a background of {fields['history']}.",
+        ),
+    ]
+
+
+def _append_patient(
+    notes_rows: dict, qa_rows: dict, patient_id: str, condition: dict, disease: str, fields: dict, note: str
+):
+    """Append one patient's note row and QA rows (QA ids ``P000042-F1`` … ``-F4``, ``-R1`` … ``-R4``)."""
+    age = fields["age"]
+    notes_rows["patient_id"].append(patient_id)
+    notes_rows["title"].append(
+        f"{condition['title']} in {_article(age)} {age}-year-old {fields['occupation']}"
+    )
+    notes_rows["note"].append(note)
+    notes_rows["disease"].append(disease)
+    notes_rows["age"].append(age)
+    notes_rows["sex"].append(fields["sex_adj"])
+    for k, (qa_type, question, answer) in enumerate(_qa_pairs(condition, fields)):
+        qa_rows["qa_id"].append(f"{patient_id}-{'F' if qa_type == 'factual' else 'R'}{k % 4 + 1}")
+        qa_rows["patient_id"].append(patient_id)
+        qa_rows["disease"].append(disease)
+        qa_rows["qa_type"].append(qa_type)
+        qa_rows["question"].append(question)
+        qa_rows["answer"].append(answer)
+
+
 def generate_cohort(
     patients: int = 200, seed: int = 0, vocabulary: DiseaseVocabulary | None = None, disease_shares=None
 ) -> tuple[pa.Table, pa.Table]:
@@ -171,113 +294,11 @@ def generate_cohort(
 
     notes_rows: dict[str, list] = {name: [] for name in NOTES_SCHEMA.names}
     qa_rows: dict[str, list] = {name: [] for name in QA_SCHEMA.names}
-    pick = lambda options, k, i: options[template_choice[i, k] % len(options)]  # noqa: E731
-
-    for i in range(patients):
-        c = conditions_of_patient[i]
-        lab = c["lab"]
-        decimals = int(lab.get("decimals", 1))
-        value = lab["low"] + u[i, 0] * (lab["high"] - lab["low"])
-        f_low, f_high = lab["followup"]
-        followup = value * (f_low + u[i, 1] * (f_high - f_low))
-        value_s, followup_s = _format_number(value, decimals), _format_number(followup, decimals)
-        heart_rate = int(58 + u[i, 2] * 70)
-        systolic = int(95 + u[i, 3] * 80)
-        diastolic = int(55 + u[i, 4] * 45)
-        temperature = f"{36.2 + u[i, 5] * 3.6:.1f}"
-        finding = c["test"]["findings"][int(u[i, 6] * len(c["test"]["findings"]))]
-        treatment = c["treatments"][int(u[i, 7] * len(c["treatments"]))]
-        history = context["histories"][int(u[i, 8] * len(context["histories"]))]
-        days, months = 3 + int(u[i, 9] * 18), 2 + int(u[i, 10] * 22)
-        outcome = pick(context["outcomes"], 0, i).format(days=days, months=months)
-        age, sex, occupation = int(descriptors["age"][i]), descriptors["sex"][i], descriptors["occupation"][i]
-        symptom1, symptom2, duration = (
-            descriptors["symptom1"][i],
-            descriptors["symptom2"][i],
-            descriptors["duration"][i],
-        )
-        fields = {
-            "age": age,
-            "Article": _cap(_article(age)),
-            "sex_adj": sex,
-            "occupation": occupation,
-            "symptom1": symptom1,
-            "symptom2": symptom2,
-            "duration": duration,
-            "history": history,
-            "heart_rate": heart_rate,
-            "systolic": systolic,
-            "diastolic": diastolic,
-            "temperature": temperature,
-            "lab": lab["name"],
-            "value": value_s,
-            "unit": lab["unit"],
-            "reference": lab["reference"],
-            "test_cap": _cap(c["test"]["name"]),
-            "finding": finding,
-            "diagnosis": c["diagnosis"],
-            "treatment": treatment,
-            "followup_value": followup_s,
-            "outcome": outcome,
-        }
-        sections = ["presentation", "history", "exam", "lab", "test", "diagnosis", "treatment", "followup"]
-        note = " ".join(
-            pick(context[f"{s}_templates"], k + 1 if k < 7 else 0, i).format(**fields)
-            for k, s in enumerate(sections)
-        )
-        patient_id = f"P{i:06d}"
-        title = f"{c['title']} in {_article(age)} {age}-year-old {occupation}"
-        notes_rows["patient_id"].append(patient_id)
-        notes_rows["title"].append(title)
-        notes_rows["note"].append(note)
-        notes_rows["disease"].append(disease[i])
-        notes_rows["age"].append(age)
-        notes_rows["sex"].append(sex)
-
-        who = f"the {age}-year-old {sex} {occupation} who presented with {symptom1} for {duration}"
-        direction = "rose" if followup > value else "fell"
-        qa_pairs = [
-            ("factual", f"What was the admission {lab['name']} of {who}?", f"{value_s} {lab['unit']}"),
-            ("factual", f"What did the {c['test']['name']} of {who} show?", _cap(finding)),
-            ("factual", f"How was {who} treated?", _cap(treatment)),
-            (
-                "factual",
-                f"What was the heart rate on examination of {who}?",
-                f"{heart_rate} beats per minute",
-            ),
-            (
-                "reasoning",
-                f"Which laboratory and {c['test']['name']} findings together supported the diagnosis "
-                f"of {who}?",
-                f"A {lab['name']} of {value_s} {lab['unit']} (reference {lab['reference']}) together with "
-                f"{c['test']['name']} showing {finding}.",
-            ),
-            (
-                "reasoning",
-                f"Considering the {lab['name']} and the {c['test']['name']} of {who}, "
-                "what was the diagnosis?",
-                f"{_cap(c['diagnosis'])}, supported by a {lab['name']} of {value_s} {lab['unit']} "
-                f"and {finding}.",
-            ),
-            (
-                "reasoning",
-                f"How did the {lab['name']} of {who} change after treatment, and what does that suggest?",
-                f"It {direction} from {value_s} to {followup_s} {lab['unit']} after {treatment}, "
-                f"suggesting a response to treatment.",
-            ),
-            (
-                "reasoning",
-                f"Apart from {symptom1}, what other symptom and what background condition did {who} have?",
-                f"{_cap(symptom2)}, on a background of {history}.",
-            ),
-        ]
-        for k, (qa_type, question, answer) in enumerate(qa_pairs):
-            qa_rows["qa_id"].append(f"{patient_id}-{'F' if qa_type == 'factual' else 'R'}{k % 4 + 1}")
-            qa_rows["patient_id"].append(patient_id)
-            qa_rows["disease"].append(disease[i])
-            qa_rows["qa_type"].append(qa_type)
-            qa_rows["question"].append(question)
-            qa_rows["answer"].append(answer)
+    for i, condition in enumerate(conditions_of_patient):
+        descriptor = {name: values[i] for name, values in descriptors.items()}
+        fields = _note_fields(condition, context, descriptor, u[i], template_choice[i])
+        note = _note_text(context, fields, template_choice[i])
+        _append_patient(notes_rows, qa_rows, f"P{i:06d}", condition, disease[i], fields, note)
 
     # one batched pass (the keywords' negation detection runs spaCy over the notes)
     notes_rows["disease_keywords"] = vocabulary.record_keywords(notes_rows["title"], notes_rows["note"])

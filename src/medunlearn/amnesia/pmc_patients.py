@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import ast
 import csv
-import json
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from medunlearn.amnesia.schema import (
     NOTES_SCHEMA,
@@ -29,43 +29,60 @@ from medunlearn.amnesia.schema import (
     check_required_text,
     check_unique,
 )
-from medunlearn.errors import MissingInputError
 from medunlearn.ontology.amnesia import DISEASES
 from medunlearn.ontology.vocabulary import DiseaseVocabulary, RecordAnalysis, default_vocabulary
+from medunlearn.utils.user_files import (
+    check_text_length,
+    existing_file,
+    json_type_name,
+    read_json,
+    read_jsonl,
+    text_lines,
+)
 
 UNCLASSIFIED = "no disease category could be assigned from title and note"
 # How the build report and the card define the rule-based classifier's confidence [ours].
 CONFIDENCE_DEFINITION = "the winning category's share of the classifier's scores [ours]"
 LOW_CONFIDENCE = 0.5
+# The longest note read: spaCy's own default `nlp.max_length`. A PMC-Patients note is a few thousand
+# characters; a longer one is a wrong column or a concatenated file, and would cost minutes and gigabytes.
+MAX_NOTE_CHARACTERS = 1_000_000
 
 
 def read_records(path: str | Path) -> list[dict]:
-    """Rows of a CSV, JSON (a list of objects) or JSONL file, as dicts of strings/values."""
-    path = Path(path)
-    if not path.is_file():
-        raise MissingInputError(f"{path}: no such file")
+    """Rows of a CSV, JSON (a list of objects, or ``{id: object}``) or JSONL file, as dicts of strings/values.
+
+    The file is read by :mod:`medunlearn.utils.user_files`: UTF-8 (or byte-order-marked UTF-16/32) or a
+    named error, parse errors located by line and column, every row an object.
+    """
+    path = existing_file(path)
     suffix = path.suffix.lower()
     if suffix == ".csv":
         csv.field_size_limit(2**31 - 1)  # PMC-Patients notes exceed csv's default field limit
-        with path.open(newline="", encoding="utf-8") as handle:
-            return list(csv.DictReader(handle))
-    if suffix == ".jsonl":
-        rows = []
-        with path.open(encoding="utf-8") as handle:
-            for line_number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as error:
-                    raise RecordError(str(path), line_number, None, f"invalid JSON: {error.msg}") from error
+        rows = list(csv.DictReader(text_lines(path)))
+        for number, row in enumerate(rows, start=1):
+            if None in row:  # csv's key for the fields beyond the header's
+                raise RecordError(str(path), number, None, "more fields than the header names")
         return rows
+    if suffix == ".jsonl":
+        return [row for _, row in read_jsonl(path)]
     if suffix == ".json":
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json(path, expect=(list, dict), what="a notes or QA .json file")
         if isinstance(data, dict):  # {id: record} is a common dump shape
-            data = [{"patient_id": key, **value} for key, value in data.items()]
+            data = [_keyed_record(path, key, value) for key, value in data.items()]
+        for number, row in enumerate(data, start=1):
+            if not isinstance(row, dict):
+                raise RecordError(
+                    str(path), number, None, f"expected a JSON object, got {json_type_name(row)}"
+                )
         return data
     raise RecordError(str(path), None, None, f"unsupported file type {suffix!r}; use .csv, .json or .jsonl")
+
+
+def _keyed_record(path: Path, key: str, value) -> dict:
+    if not isinstance(value, dict):
+        raise RecordError(str(path), None, key, f"expected a JSON object, got {json_type_name(value)}")
+    return {"patient_id": key, **value}
 
 
 def line_breaks(text: str) -> str:
@@ -140,6 +157,10 @@ def read_note_records(path: str | Path) -> NoteRecords:
     except RecordError as error:
         raise RecordError(source, error.row, note_column, error.problem) from None
     check_unique(raw, "patient_id", source)
+    lengths = pc.utf8_length(raw["note"]).to_numpy()
+    if len(lengths) and lengths.max() > MAX_NOTE_CHARACTERS:
+        row = int(lengths.argmax())
+        check_text_length(raw["note"][row].as_py(), MAX_NOTE_CHARACTERS, source, row + 1, note_column)
     return NoteRecords(source, rows, columns, raw)
 
 

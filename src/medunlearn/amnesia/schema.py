@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from medunlearn.errors import MedunlearnError
+from medunlearn.errors import FileContentError
 from medunlearn.ontology.amnesia import DISEASES, QA_TYPES
 
 NOTES_SCHEMA = pa.schema(
@@ -37,17 +37,12 @@ QA_SCHEMA = pa.schema(
 )
 
 
-class RecordError(MedunlearnError, ValueError):
+class RecordError(FileContentError):
     """A record is invalid. The message names the source file, the row (1-based) and the field."""
 
     def __init__(self, source: str, row: int | None, field_name: str | None, problem: str):
-        self.source, self.row, self.field_name, self.problem = source, row, field_name, problem
-        where = source
-        if row is not None:
-            where += f", row {row}"
-        if field_name is not None:
-            where += f", field '{field_name}'"
-        super().__init__(f"{where}: {problem}")
+        super().__init__(source, row, field_name, problem, unit="row")
+        self.row = row
 
 
 @dataclass(frozen=True)

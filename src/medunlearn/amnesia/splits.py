@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from medunlearn.config_names import forget_config, retain_config_for
 from medunlearn.ontology.amnesia import DISEASE_LEVEL_DEFAULT, QA_TYPES
 
 FORGET_PERCENTAGES = (5, 10, 15, 20, 25)
@@ -66,9 +67,9 @@ def forget_size(percentage: int, patients: int) -> int:
 
 
 def retain_config_name(forget_name: str) -> str:
-    """``forget_10`` → ``retain_90``; ``disease_cancer_forget_5`` → ``disease_cancer_retain_95``."""
-    prefix, percentage = forget_name.rsplit("forget_", 1)
-    return f"{prefix}retain_{100 - int(percentage)}"
+    """``forget_10`` → ``retain_90``; ``disease_cancer_forget_5`` → ``disease_cancer_retain_95``
+    (:func:`medunlearn.config_names.retain_config_for`)."""
+    return retain_config_for(forget_name)
 
 
 def select_holdout(
@@ -118,7 +119,7 @@ def build_splits(notes: pa.Table, qa: pa.Table, config: SplitConfig = SplitConfi
 
     for percentage in config.forget_percentages:
         size = forget_size(percentage, n)
-        name = f"forget_{percentage}"
+        name = forget_config(percentage)
         if size == 0:
             splits.omitted[name] = f"{percentage}% of {n} patients rounds to 0 patients"
             continue
@@ -131,7 +132,7 @@ def build_splits(notes: pa.Table, qa: pa.Table, config: SplitConfig = SplitConfi
         by_entry = disease_positions[np.argsort(rank[disease_positions], kind="stable")]
         for percentage in config.forget_percentages:
             size = forget_size(percentage, n)
-            name = f"disease_{disease}_forget_{percentage}"
+            name = forget_config(percentage, disease)
             if size == 0:
                 splits.omitted[name] = f"{percentage}% of {n} patients rounds to 0 patients"
                 continue

@@ -248,13 +248,10 @@ def hidden_state_probe(
     texts: Sequence[str],
     labels: Sequence,
     seed: int = 0,
-    layer: int = -1,
-    batch_size: int = 16,
-    folds: int = 5,
     *,
+    folds: int = 5,
     groups: Sequence | None = None,
-    max_length: int | None = 512,
-    add_special_tokens: bool = True,
+    **reading,
 ) -> dict:
     """How well a linear probe reads ``labels`` (the forget patients' disease category) off the model's
     hidden states of ``texts`` (their questions as chat prompts, from :func:`probe_inputs`: pass
@@ -262,17 +259,16 @@ def hidden_state_probe(
     "Probing").
 
     :func:`hidden_state_features` then :func:`probe_accuracy` (``groups``: the patient of each text, so one
-    patient's texts are never split between training and test); :func:`probe_inputs` makes ``texts``,
-    ``labels`` and ``groups`` from an examples table. Returns :func:`probe_accuracy`'s dict plus
-    ``layer``. Compare ``above_chance`` before and after unlearning.
+    patient's texts are never split between training and test); ``reading`` are the keywords of
+    :func:`hidden_state_features` (``layer``, ``batch_size``, ``max_length``, ``add_special_tokens``).
+    :func:`probe_inputs` makes ``texts``, ``labels`` and ``groups`` from an examples table. Returns
+    :func:`probe_accuracy`'s dict plus ``layer``. Compare ``above_chance`` before and after unlearning.
     """
     if len(texts) != len(labels):
         raise InputError(f"{len(texts)} text(s) for {len(labels)} label(s)")
-    features = hidden_state_features(
-        model, tokenizer, texts, layer, batch_size, max_length, add_special_tokens
-    )
+    features = hidden_state_features(model, tokenizer, texts, **reading)
     result = probe_accuracy(features, labels, groups=groups, seed=seed, folds=folds)
-    result["layer"] = layer
+    result["layer"] = reading.get("layer", -1)  # hidden_state_features' default: the last layer
     return result
 
 

@@ -35,10 +35,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from medunlearn.attacks.hidden_probe import probe_section
-from medunlearn.attacks.quantization import QUANTIZATIONS, quantization_attack
+from medunlearn.attacks.quantization import QUANTIZATIONS
 from medunlearn.attacks.reference import Reference, holdout_probe_row, per_example, role_per_example
-from medunlearn.attacks.relearning import AttackInputError, RelearnConfig, relearning_attack, relearning_sets
+from medunlearn.attacks.relearning import AttackInputError, RelearnConfig
 from medunlearn.attacks.summary import (
     RECOVERED_SHARE_FORMULA,
     markdown_table,
@@ -47,32 +46,23 @@ from medunlearn.attacks.summary import (
     robustness_summary,
     write_robustness_plot,
 )
+from medunlearn.attacks.table import (
+    ATTACK_DESCRIPTIONS,
+    ATTACKS,
+    SIMILARITY_ATTACKS,
+    AttackName,
+    Target,
+    forget_afe_and_mu,
+    selected_attacks,
+)
+from medunlearn.config_names import folder_configs, forget_configs
 from medunlearn.errors import MissingInputError, OutputExistsError
 from medunlearn.evaluation.pipeline import evaluate_unlearning
-from medunlearn.evaluation.populations import (
-    FORGET_POPULATIONS,
-    FORGET_SEEN,
-    RETAIN_POPULATIONS,
-    PopulationConfig,
-    load_populations,
-)
+from medunlearn.evaluation.populations import PopulationConfig, load_populations
 from medunlearn.evaluation.runner import RunnerConfig
 from medunlearn.metrics.bootstrap import BootstrapConfig
 from medunlearn.models import check_model_name
 from medunlearn.utils.files import finite_or_none
-
-ATTACKS = ("relearn", "quantize", "paraphrase", "holdout", "probe", "membership")
-ATTACK_DESCRIPTIONS = {
-    "relearn": "fine-tune k steps on related data, re-ask the forget questions not trained on",
-    "quantize": "load the weights in 8-bit / 4-bit NF4 and re-ask the forget questions",
-    "paraphrase": "ask the forget patients' seen questions reworded (template paraphrases)",
-    "holdout": "the forget patients' unseen questions, scored as a probe",
-    "probe": "a linear probe of the disease category on hidden states of the questions (no answers), "
-    "before vs after unlearning, beside a baseline that never saw the patients",
-    "membership": "AUC of telling the forget patients' seen QA from their holdout QA (loss, zlib, min-k%, "
-    "++), beside the before and retain models' AUC",
-}
-SIMILARITY_ATTACKS = ("relearn", "quantize", "paraphrase", "holdout")
 
 
 @dataclass
@@ -124,7 +114,7 @@ class AttackArguments:
     forget_config: str
     out_dir: str
     retain_model: str | None = None
-    attacks: tuple[str, ...] = ATTACKS
+    attacks: tuple[AttackName, ...] = ATTACKS
     relearn: RelearnConfig = field(default_factory=RelearnConfig)
     quantizations: tuple[str, ...] = tuple(QUANTIZATIONS)
     names: list[str] | None = None
@@ -162,15 +152,6 @@ def method_names(args: AttackArguments) -> list[str]:
     return unique
 
 
-def folder_configs(data: str | Path) -> list[str]:
-    """The config names of a dataset folder's README (its YAML ``configs:`` block); empty without one."""
-    readme = Path(data) / "README.md"
-    if not readme.is_file():
-        return []
-    lines = readme.read_text(encoding="utf-8").splitlines()
-    return [line.split(":", 1)[1].strip() for line in lines if line.strip().startswith("- config_name:")]
-
-
 def validate_attack_arguments(args: AttackArguments) -> pd.DataFrame:
     """Check everything an attack run needs, writing nothing; returns the populations table.
 
@@ -178,12 +159,7 @@ def validate_attack_arguments(args: AttackArguments) -> pd.DataFrame:
     ``--retain-model``, an unknown attack or quantization, a missing data folder or forget config, an
     existing ``--out`` without ``--overwrite``.
     """
-    unknown = [a for a in args.attacks if a not in ATTACKS]
-    if unknown or not args.attacks:
-        raise AttackInputError(
-            f"unknown attack(s) {', '.join(unknown) or '(none given)'} in --attacks; choose from "
-            f"{', '.join(ATTACKS)}"
-        )
+    attacks = selected_attacks(args.attacks)
     bad_schemes = [s for s in args.quantizations if s not in QUANTIZATIONS]
     if bad_schemes:
         raise AttackInputError(
@@ -207,10 +183,9 @@ def validate_attack_arguments(args: AttackArguments) -> pd.DataFrame:
         raise MissingInputError(f"--data {args.data}: no such AMNESIA folder")
     configs = folder_configs(args.data)
     if configs and args.forget_config not in configs:
-        forget_configs = [c for c in configs if "forget_" in c]
         raise AttackInputError(
             f"--forget-config {args.forget_config}: {args.data} has no such config (its forget configs: "
-            f"{', '.join(forget_configs) or 'none'})"
+            f"{', '.join(forget_configs(configs)) or 'none'})"
         )
     # Reads the forget config, its retain config and the notes: a missing config fails here, named.
     examples = load_populations(
@@ -220,62 +195,14 @@ def validate_attack_arguments(args: AttackArguments) -> pd.DataFrame:
     )
     # The attacks' own data (read only): too few forget QA to relearn a share of, no retained patient of the
     # forget diseases, no member or non-member example fail here, before the folder exists.
-    if "relearn" in args.attacks:
-        relearning_sets(examples, args.relearn, args.data, args.forget_config)
-    if "membership" in args.attacks:
-        from medunlearn.attacks.membership import member_examples, nonmember_examples
-
-        member_examples(examples)
-        nonmember_examples(examples)
+    for attack in attacks:
+        if attack.check_data is not None:
+            attack.check_data(examples, args)
     return examples
 
 
 # ---------------------------------------------------------------------------------------------------------
 # The attacks of one model
-
-
-def _forget_afe_and_mu(summary: dict, table: pd.DataFrame) -> tuple[float | None, float | None]:
-    from medunlearn.metrics.model_utility import model_utility
-
-    afe = summary.get("populations", {}).get(FORGET_SEEN, {}).get("all", {}).get("answer_forgetting")
-    retained = table[table["population"].isin(RETAIN_POPULATIONS)]
-    mu = None
-    if not retained.empty:
-        mu = model_utility(retained["similarity"].to_numpy(), retained["qa_type"].tolist())["model_utility"]
-    return afe, mu
-
-
-def _paraphrase_rows(model, examples, reference, eval_root, args, name):
-    from medunlearn.attacks.probing import paraphrased_examples, template_paraphrases
-
-    seen = examples[examples["population"] == FORGET_SEEN]
-    paraphrased = paraphrased_examples(
-        examples, template_paraphrases(seen["question"].tolist(), seed=args.seed)
-    )
-    eval_dir = eval_root / "paraphrase"
-    evaluate_unlearning(
-        model,
-        "",
-        "",
-        eval_dir,
-        examples=paraphrased,
-        name=f"{name} paraphrase",
-        runner_config=args.runner,
-        overwrite=True,
-    )
-    return reference.rows("paraphrase", "template", per_example(eval_dir), eval_dir, "original_example_id")
-
-
-def _membership(reference_dir: Path, unlearned_table: pd.DataFrame, retain_model: str | None) -> dict:
-    """The membership section from the ``unlearned`` evaluation's stored scores: the forget patients' seen vs
-    holdout QA under the unlearned, before and (when given) retain models; nothing is run again."""
-    from medunlearn.attacks.membership import membership_section
-
-    forget = unlearned_table[unlearned_table["population"].isin(FORGET_POPULATIONS)]
-    tables = {"unlearned": forget, "before": role_per_example(reference_dir, "before")}
-    if retain_model:
-        tables["retain"] = role_per_example(reference_dir, "retain")
-    return membership_section(tables)
 
 
 def attack_model(
@@ -288,12 +215,12 @@ def attack_model(
     shared_dir: Path | None = None,
     cache: dict | None = None,
 ) -> dict:
-    """Every attack of ``args.attacks`` on one unlearned model; returns its rows, sections and summary.
+    """Every attack of ``args.attacks`` on one unlearned model, in the attack table's order; returns its
+    rows, sections and summary.
 
     ``shared_dir`` holds the outputs of the models every method shares (before, retain), run once;
     ``cache`` keeps results about them between methods."""
     shared_dir = shared_dir or method_dir / "shared"
-    cache = {} if cache is None else cache
     eval_root = method_dir / "evaluations"
     reference_dir = eval_root / "unlearned"
     log(f"{name}: evaluating the full-precision unlearned model (and the before model)")
@@ -316,57 +243,27 @@ def attack_model(
         unlearned=unlearned_table.set_index("example_id")["similarity"],
         patients=unlearned_table.set_index("example_id")["patient_id"].astype(str),
     )
-    afe, mu = _forget_afe_and_mu(summary, unlearned_table)
+    target = Target(
+        model_path,
+        name,
+        examples,
+        args,
+        eval_root,
+        reference,
+        unlearned_table,
+        {} if cache is None else cache,
+        log,
+    )
     rows: list[dict] = []
     sections: dict = {}
-    if "relearn" in args.attacks:
-        config = args.relearn
-        train_rows, scored = relearning_sets(examples, config, args.data, args.forget_config)
-        log(f"{name}: relearning on {config.data} ({len(train_rows)} QA), steps {list(config.steps)}")
-        results = relearning_attack(
-            model_path,
-            train_rows,
-            scored,
-            eval_root,
-            config,
-            runner_config=args.runner,
-            name=name,
-            progress=args.runner.progress,
-        )
-        for result in results:
-            variant = f"k={result['steps']}"
-            rows += reference.rows("relearn", variant, per_example(result["eval_dir"]), result["eval_dir"])
-        sections["relearn"] = {
-            **asdict(config),
-            "relearned_qa": len(train_rows),
-            "relearned_qa_ids": train_rows["qa_id"].astype(str).tolist(),
-            "scored_examples": len(scored),
-        }
-    if "quantize" in args.attacks:
-        log(f"{name}: quantized evaluation ({', '.join(args.quantizations)})")
-        for result in quantization_attack(
-            model_path, examples, eval_root, args.quantizations, runner_config=args.runner, name=name
-        ):
-            table = per_example(result["eval_dir"])
-            rows += reference.rows("quantize", result["scheme"], table, result["eval_dir"])
-            sections.setdefault("quantize", {})[result["scheme"]] = {"mu": _forget_afe_and_mu({}, table)[1]}
-    if "paraphrase" in args.attacks:
-        log(f"{name}: paraphrased forget questions")
-        rows += _paraphrase_rows(model_path, examples, reference, eval_root, args, name)
-    if "holdout" in args.attacks:
-        row = holdout_probe_row(reference, examples, reference_dir)
-        if row is not None:
-            rows.append(row)
-    if "probe" in args.attacks:
-        log(f"{name}: hidden-state probe of the disease category")
-        sections["probe"] = probe_section(
-            model_path, args.before, examples, args.seed, cache, retain_path=args.retain_model
-        )
-    if "membership" in args.attacks:
-        log(f"{name}: membership attacks")
-        sections["membership"] = _membership(reference_dir, unlearned_table, args.retain_model)
+    for attack in selected_attacks(args.attacks):
+        outcome = attack.run(target)
+        rows += outcome.rows
+        if outcome.section is not None:
+            sections[attack.name] = outcome.section
     for row in rows:
         row["method"] = name
+    afe, mu = forget_afe_and_mu(summary, unlearned_table)
     robustness = robustness_summary(name, rows, afe, mu, args.bootstrap)  # adds each row's interval
     rows = public_rows(rows)
     card = model_card_section(robustness, rows)
@@ -480,8 +377,11 @@ def section_lines(methods: Sequence[dict]) -> list[str]:
 
 __all__ = [
     "ATTACKS",
+    "ATTACK_DESCRIPTIONS",
+    "SIMILARITY_ATTACKS",
     "AttackArguments",
     "Reference",
+    "holdout_probe_row",
     "run_attacks",
     "section_lines",
     "validate_attack_arguments",

@@ -30,6 +30,7 @@ from medunlearn.biodivergence.schema import (
 )
 from medunlearn.biodivergence.splits import SPLITS, normalise_claim
 from medunlearn.errors import MedunlearnError
+from medunlearn.utils.user_files import read_json, read_parquet
 
 
 class FolderFormatError(MedunlearnError, ValueError):
@@ -221,8 +222,6 @@ def read_hub_folder(directory: str | Path) -> dict:
 
     The splits that ``build.json`` names as empty (``empty_splits``: not written, since ``datasets`` cannot
     load a split without rows) come back as empty frames in the pair schema."""
-    import json
-
     directory = Path(directory)
     readme = directory / "README.md"
     if not readme.is_file():
@@ -241,10 +240,10 @@ def read_hub_folder(directory: str | Path) -> dict:
                     f"{readme}: config {entry['config_name']!r} split {data_file['split']!r} "
                     f"points to {path}, which does not exist"
                 )
-            splits[data_file["split"]] = pd.read_parquet(path)
+            splits[data_file["split"]] = read_parquet(path).to_pandas()
         configs[entry["config_name"]] = splits
     build = directory / "build.json"
-    empty = json.loads(build.read_text()).get("empty_splits", {}) if build.is_file() else {}
+    empty = read_json(build, expect=dict).get("empty_splits", {}) if build.is_file() else {}
     for name, split_names in empty.items():
         for split in split_names:
             configs.setdefault(name, {}).setdefault(split, empty_pair_frame())
@@ -255,11 +254,9 @@ def read_hub_folder(directory: str | Path) -> dict:
 
 def audit_folder(directory: str | Path) -> AuditReport:
     """Audit a folder written by ``medunlearn biodivergence build``."""
-    import json
-
     directory = Path(directory)
     configs = read_hub_folder(directory)
     build_file = directory / "build.json"
-    build = json.loads(build_file.read_text()) if build_file.is_file() else {}
+    build = read_json(build_file, expect=dict) if build_file.is_file() else {}
     eval_labels = build.get("parameters", {}).get("eval_labels", "llm")
     return audit_configs(configs, build.get("stats", {}), eval_labels)

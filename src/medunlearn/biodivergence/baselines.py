@@ -1,8 +1,10 @@
-"""BioDivergence baselines: ``majority``, ``lexical`` (TF-IDF + logistic regression) and ``zero-shot`` (any
-causal LM asked for the JSON of the four outputs, parsed strictly by the metric).
+"""BioDivergence baselines: ``majority``, ``lexical`` (TF-IDF + logistic regression), ``zero-shot`` (any
+causal LM asked for the JSON of the four outputs, parsed strictly by the metric) and ``finetuned`` (an encoder
+fine-tuned with three heads, :mod:`medunlearn.biodivergence.finetuned`).
 
 Every baseline has ``fit(train_frame)`` and ``predict(frame) -> list`` (records, or raw text for the
-zero-shot model). The evidence span of every baseline is the claim itself (the v1.0 claim-verbatim rule).
+zero-shot model); :func:`fit_baseline` also hands the dev split to those that early-stop on it. The evidence
+span of every baseline is the claim itself (the v1.0 claim-verbatim rule).
 """
 
 from __future__ import annotations
@@ -215,12 +217,21 @@ class ZeroShotBaseline:
         return [self.config.response_prefix + text for text in outputs]
 
 
-BASELINES = ("majority", "lexical", "zero-shot")
+BASELINES = ("majority", "lexical", "zero-shot", "finetuned")
+USES_DEV = ("finetuned",)  # baselines whose fit(train, dev) early-stops on dev
 
 
 def make_baseline(name: str, *, model: str | None = None, device: str | None = None, **kwargs):
     """A baseline by name; ``zero-shot`` loads ``model`` (a local path or a name the model loader knows) on
-    ``device`` (default: CUDA when available)."""
+    ``device`` (default: CUDA when available); ``finetuned`` fine-tunes the encoder ``model`` (a local folder
+    or Hub id; default the offline all-MiniLM-L6-v2) with ``config`` (a ``FinetunedConfig``)."""
+    if name == "finetuned":
+        from dataclasses import replace
+
+        from medunlearn.biodivergence.finetuned import FinetunedBaseline, FinetunedConfig
+
+        config = kwargs.get("config") or FinetunedConfig()
+        return FinetunedBaseline(replace(config, model=model) if model else config)
     if name == "majority":
         return MajorityBaseline()
     if name == "lexical":
@@ -232,6 +243,13 @@ def make_baseline(name: str, *, model: str | None = None, device: str | None = N
         loaded_model.to(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         return ZeroShotBaseline(loaded_model, tokenizer, **kwargs)
     raise InputError(f"unknown baseline {name!r}; choose one of {', '.join(BASELINES)}")
+
+
+def fit_baseline(baseline, splits: dict):
+    """``baseline`` fit on ``splits["train"]``, and on ``splits["dev"]`` too when it early-stops on dev."""
+    if baseline.name in USES_DEV:
+        return baseline.fit(splits["train"], splits.get("dev"))
+    return baseline.fit(splits["train"])
 
 
 def prediction_rows(frame: pd.DataFrame, predictions: list) -> list[dict]:

@@ -6,13 +6,16 @@ from __future__ import annotations
 import json
 import os
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from medunlearn.biodivergence.audit import read_hub_folder
 from medunlearn.biodivergence.baselines import (
     ZeroShotConfig,
+    fit_baseline,
     make_baseline,
     prediction_rows,
     write_predictions,
@@ -103,6 +106,34 @@ def references_of(gold: pd.DataFrame) -> list[dict]:
     return references
 
 
+@dataclass(frozen=True)
+class BaselineSettings:
+    """How a baseline of :func:`evaluate_biodivergence` runs: the ``model`` it loads (zero-shot, finetuned),
+    its ``options`` (a ``ZeroShotConfig`` or a ``FinetunedConfig``) and the ``device`` (zero-shot)."""
+
+    model: str | None = None
+    options: Any = None
+    device: str | None = None
+
+
+def _baseline_predictions(
+    baseline: str, settings: BaselineSettings, splits: dict, gold: pd.DataFrame
+) -> tuple[list, dict | None]:
+    """The baseline fitted on the config's splits, its predictions on ``gold`` and its training record (the
+    fine-tuned baseline's; ``None`` for the others)."""
+    arguments = {}
+    if baseline == "zero-shot":
+        arguments = {
+            "model": settings.model,
+            "config": settings.options or ZeroShotConfig(),
+            "device": settings.device,
+        }
+    elif baseline == "finetuned":
+        arguments = {"model": settings.model, "config": settings.options}
+    fitted = fit_baseline(make_baseline(baseline, **arguments), splits)
+    return fitted.predict(gold), getattr(fitted, "training", None)
+
+
 def evaluate_biodivergence(
     data: str | os.PathLike,
     out: str | os.PathLike | None = None,
@@ -112,25 +143,24 @@ def evaluate_biodivergence(
     config: str = "v1.0",
     split: str = "test",
     limit: int | None = None,
-    model: str | None = None,
-    zero_shot: ZeroShotConfig | None = None,
-    device: str | None = None,
+    **baseline_settings,
 ) -> dict:
     """Score a ``baseline`` (fit on the config's train split) or a ``predictions`` file on ``config/split``.
 
-    Writes ``out/metrics.json`` (and, for a baseline, ``out/predictions.jsonl``); ``out`` defaults to
-    ``biodivergence_eval/<system>-<config>-<split>``. Returns the summary, with ``out`` and ``n`` added.
+    ``baseline_settings`` are the fields of :class:`BaselineSettings`: ``model``, ``options`` (the baseline's
+    settings, a ``ZeroShotConfig`` (zero-shot) or a ``FinetunedConfig`` (finetuned; it also early-stops on
+    the config's dev split)) and ``device``. Writes ``out/metrics.json`` (and, for a baseline,
+    ``out/predictions.jsonl``; for the fine-tuned one also its training record in metrics.json and a model
+    card ``out/README.md``); ``out`` defaults to ``biodivergence_eval/<system>-<config>-<split>``.
+    Returns the summary, with ``out`` and ``n`` added.
     """
+    settings = BaselineSettings(**baseline_settings)
     if (baseline is None) == (predictions is None):
         raise PredictionsFormatError("give exactly one of a baseline or a predictions file")
     splits, gold = gold_split(data, config, split, limit)
+    training = None
     if baseline:
-        options = (
-            {"model": model, "config": zero_shot or ZeroShotConfig(), "device": device}
-            if baseline == "zero-shot"
-            else {}
-        )
-        predicted = make_baseline(baseline, **options).fit(splits["train"]).predict(gold)
+        predicted, training = _baseline_predictions(baseline, settings, splits, gold)
         name = baseline
     else:
         predicted = read_predictions(predictions, list(gold["pair_id"]))
@@ -141,5 +171,10 @@ def evaluate_biodivergence(
     if baseline:
         write_predictions(prediction_rows(gold, predicted), out / "predictions.jsonl")
     summary = {"data": str(data), "config": config, "split": split, "system": name, "scores": scores}
-    (out / "metrics.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    if training:
+        from medunlearn.biodivergence.finetuned import model_card
+
+        summary["training"] = training
+        (out / "README.md").write_text(model_card(training, scores, str(data), f"{config}/{split}"))
+    (out / "metrics.json").write_text(json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n")
     return {**summary, "out": str(out), "n": len(gold)}

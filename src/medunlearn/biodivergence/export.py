@@ -140,6 +140,70 @@ From abstracts to labelled pairs ({funnel.get("title", "medunlearn biodivergence
 """
 
 
+def _card_header(build_params: dict, empty: dict, heuristic_eval: bool) -> dict:
+    """The README's YAML header: Hub metadata and the ``configs:`` block ``load_dataset`` reads."""
+    return {
+        "license": build_params.get("license", "other"),
+        "language": ["en"],
+        "pretty_name": "BioDivergence (medunlearn build"
+        + (", heuristic dev/test labels)" if heuristic_eval else ")"),
+        "task_categories": ["text-classification"],
+        "tags": ["biomedical", "contradiction", "claim-pairs", "medunlearn"]
+        + (["heuristic-eval-labels"] if heuristic_eval else []),
+        "configs": configs_yaml(empty),
+    }
+
+
+def _split_table(configs: dict) -> str:
+    """Pairs per config and split, by label source, with the contextual contradictions among them."""
+    columns = ["config", "split", "pairs", "LLM labels", "heuristic labels", "contextual contradictions"]
+    rows = []
+    for name in CONFIG_NAMES:
+        for split in SPLITS:
+            frame = configs[name][split]
+            llm = int((frame["label_source"] == "llm").sum())
+            contextual = int((frame["conflict_type"] == "contextual_contradiction").sum())
+            rows.append([name, split, len(frame), llm, len(frame) - llm, contextual])
+    return _markdown_table(columns, rows)
+
+
+def _domain_table(configs: dict) -> str:
+    """v1.0 pairs per domain and split, domains in the card's order."""
+    domain_counts = (
+        pd.concat([configs["v1.0"][split]["domain"].value_counts().rename(split) for split in SPLITS], axis=1)
+        .reindex(list(domain_order(pd.concat([f["domain"] for f in configs["v1.0"].values()]))))
+        .fillna(0)
+        .astype(int)
+    )
+    rows = [[domain, *row] for domain, row in zip(domain_counts.index, domain_counts.to_numpy().tolist())]
+    return _markdown_table(["domain", *SPLITS], rows)
+
+
+def _labels_table() -> str:
+    """The ontology: every conflict type and divergence axis with its definition."""
+    rows = [["conflict type", label.id, label.definition] for label in CONFLICT_TYPES]
+    rows += [
+        ["axis" + ("" if label.primary else " (provisional)"), label.id, label.definition]
+        for label in DIVERGENCE_AXES
+    ]
+    return _markdown_table(["kind", "id", "definition (ours)"], rows)
+
+
+def _how_built_section(stats: SplitStats, build_params: dict) -> str:
+    """What cleaning and the article-disjoint split removed, in the build's own counts."""
+    return f"""## How it was built
+
+Pool rows: {stats.pool_rows}; duplicate pair_id rows removed (LLM copy kept): {stats.duplicate_rows_removed};
+pairs below confidence {build_params.get("min_confidence")} removed: {stats.low_confidence_removed}; \
+pairs after cleaning:
+{stats.pairs_after_cleaning}. Article/claim components: {stats.components} \
+(largest: {stats.largest_component_pairs} pairs).
+Largest component cut (percolating pool): {"yes" if stats.percolating else "no"}; \
+**bridging pairs dropped: {stats.bridging_pairs_dropped}**;
+heuristic pairs dropped from dev/test components: {stats.heuristic_pairs_dropped_from_eval}.
+"""
+
+
 def dataset_card(
     configs: dict,
     stats: SplitStats,
@@ -155,53 +219,7 @@ def dataset_card(
         if heuristic_eval
         else "only LLM-labelled pairs"
     )
-    header = {
-        "license": build_params.get("license", "other"),
-        "language": ["en"],
-        "pretty_name": "BioDivergence (medunlearn build"
-        + (", heuristic dev/test labels)" if heuristic_eval else ")"),
-        "task_categories": ["text-classification"],
-        "tags": ["biomedical", "contradiction", "claim-pairs", "medunlearn"]
-        + (["heuristic-eval-labels"] if heuristic_eval else []),
-        "configs": configs_yaml(empty),
-    }
-    split_columns = [
-        "config",
-        "split",
-        "pairs",
-        "LLM labels",
-        "heuristic labels",
-        "contextual contradictions",
-    ]
-    split_rows = []
-    for name in CONFIG_NAMES:
-        for split in SPLITS:
-            frame = configs[name][split]
-            llm = int((frame["label_source"] == "llm").sum())
-            split_rows.append(
-                [
-                    name,
-                    split,
-                    len(frame),
-                    llm,
-                    len(frame) - llm,
-                    int((frame["conflict_type"] == "contextual_contradiction").sum()),
-                ]
-            )
-    domain_counts = (
-        pd.concat([configs["v1.0"][split]["domain"].value_counts().rename(split) for split in SPLITS], axis=1)
-        .reindex(list(domain_order(pd.concat([f["domain"] for f in configs["v1.0"].values()]))))
-        .fillna(0)
-        .astype(int)
-    )
-    domain_rows = [
-        [domain, *row] for domain, row in zip(domain_counts.index, domain_counts.to_numpy().tolist())
-    ]
-    ontology_rows = [["conflict type", label.id, label.definition] for label in CONFLICT_TYPES]
-    ontology_rows += [
-        ["axis" + ("" if label.primary else " (provisional)"), label.id, label.definition]
-        for label in DIVERGENCE_AXES
-    ]
+    header = _card_header(build_params, empty, heuristic_eval)
     body = f"""# BioDivergence claim pairs (built with medunlearn)
 
 Pairs of claims from biomedical abstracts, each labelled with why they disagree: a conflict type (one of
@@ -217,23 +235,13 @@ Source pool: {build_params.get("source", "unknown")}.
 {build_params.get("min_confidence")}.
 - `v1.0-pairlevel` (legacy): de-duplicated by pair only; articles leak between its splits (see the audit).
 
-{_markdown_table(split_columns, split_rows)}
+{_split_table(configs)}
 {_empty_splits_note(empty)}
 v1.0 pairs per domain (each domain approaches the published proportions on its own):
 
-{_markdown_table(["domain", *SPLITS], domain_rows)}
+{_domain_table(configs)}
 
-## How it was built
-
-Pool rows: {stats.pool_rows}; duplicate pair_id rows removed (LLM copy kept): {stats.duplicate_rows_removed};
-pairs below confidence {build_params.get("min_confidence")} removed: {stats.low_confidence_removed}; \
-pairs after cleaning:
-{stats.pairs_after_cleaning}. Article/claim components: {stats.components} \
-(largest: {stats.largest_component_pairs} pairs).
-Largest component cut (percolating pool): {"yes" if stats.percolating else "no"}; \
-**bridging pairs dropped: {stats.bridging_pairs_dropped}**;
-heuristic pairs dropped from dev/test components: {stats.heuristic_pairs_dropped_from_eval}.
-
+{_how_built_section(stats, build_params)}
 {funnel_section(funnel)}
 Build parameters (rebuild with the same pool and these to get identical files):
 
@@ -249,7 +257,7 @@ Build parameters (rebuild with the same pool and these to get identical files):
 
 ## Labels
 
-{_markdown_table(["kind", "id", "definition (ours)"], ontology_rows)}
+{_labels_table()}
 
 Which four axes the paper calls provisional is not known; the flags above are this build's choice.
 

@@ -18,6 +18,7 @@ import pandas as pd
 from medunlearn.biodivergence.schema import PAIR_COLUMNS, PoolFormatError, normalise_pool
 from medunlearn.errors import MedunlearnError
 from medunlearn.ontology.biodivergence import AXIS_IDS, NO_CONFOUNDER
+from medunlearn.utils.user_files import json_type_name, read_json, read_jsonl, read_parquet
 
 
 class PoolNotFoundError(MedunlearnError, FileNotFoundError):
@@ -29,21 +30,20 @@ def read_pool(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     if not path.is_file():
         raise PoolNotFoundError(f"pool file {path} does not exist")
-    try:
-        if path.suffix == ".parquet":
-            frame = pd.read_parquet(path)
-        elif path.suffix == ".jsonl":
-            frame = pd.read_json(path, lines=True, dtype=False)
-        elif path.suffix == ".json":
-            frame = pd.DataFrame(json.loads(path.read_text()))
-        else:
+    if path.suffix == ".parquet":
+        frame = read_parquet(path).to_pandas()
+    elif path.suffix == ".jsonl":
+        frame = pd.DataFrame([row for _, row in read_jsonl(path)])
+    elif path.suffix == ".json":
+        rows = read_json(path, expect=list, what="a .json pool")
+        bad = next((number for number, row in enumerate(rows, start=1) if not isinstance(row, dict)), None)
+        if bad is not None:
             raise PoolFormatError(
-                f"{path}: unknown pool format {path.suffix!r}; use .jsonl, .json or .parquet"
+                f"{path}: row {bad}: expected a JSON object, got {json_type_name(rows[bad - 1])}"
             )
-    except (ValueError, json.JSONDecodeError) as error:
-        if isinstance(error, PoolFormatError):
-            raise
-        raise PoolFormatError(f"{path}: cannot be read as a pool: {error}") from None
+        frame = pd.DataFrame(rows)
+    else:
+        raise PoolFormatError(f"{path}: unknown pool format {path.suffix!r}; use .jsonl, .json or .parquet")
     if "axes" in frame.columns:
         frame["axes"] = frame["axes"].map(lambda v: list(v) if isinstance(v, (list, np.ndarray)) else v)
     for name in ("pair_id", "article_a", "article_b"):
@@ -195,6 +195,59 @@ def rule_labels(
     }
 
 
+def _pubmedqa_articles(path: Path) -> pd.DataFrame:
+    """The abstracts of ``ori_pqal.json`` (indexed by PMID) with a claim, an abstract text and a domain; those
+    whose conclusion yields no claim are left out."""
+    if not path.is_file():
+        raise PoolNotFoundError(f"PubMedQA file {path} does not exist (expected ori_pqal.json)")
+    raw = json.loads(path.read_text())
+    articles = pd.DataFrame.from_dict(raw, orient="index")
+    articles.index = articles.index.astype(str)
+    for field in ("QUESTION", "CONTEXTS", "LONG_ANSWER", "MESHES", "final_decision"):
+        if field not in articles.columns:
+            raise PoolFormatError(f"{path}: records lack the field {field!r}")
+    articles["claim"] = _first_sentence(articles["LONG_ANSWER"].fillna(""))
+    articles["abstract"] = articles["CONTEXTS"].map(" ".join) + " " + articles["LONG_ANSWER"]
+    articles["domain"] = _domain(
+        articles["QUESTION"] + " " + articles["MESHES"].map(" ".join) + " " + articles["abstract"]
+    )
+    return articles[articles["claim"].str.len() > 0]
+
+
+def _pairs_within_terms(articles: pd.DataFrame, config: PubMedQAPoolConfig) -> pd.DataFrame:
+    """``article_a``, ``article_b`` (PMIDs, in order): consecutive abstracts of each MeSH term's seeded
+    chain, once per pair of abstracts (see :func:`pubmedqa_pool`)."""
+    terms = (
+        articles["MESHES"].explode().dropna().rename("term").reset_index().rename(columns={"index": "pmid"})
+    )
+    term_count = terms["term"].map(terms["term"].value_counts())
+    terms = terms[(term_count >= 2) & (term_count <= max(2, config.max_term_share * len(articles)))]
+    rng = np.random.default_rng(config.seed)
+    terms = terms.assign(order=rng.random(len(terms))).sort_values(["term", "order"], kind="stable")
+    same_term = terms["term"].to_numpy()[1:] == terms["term"].to_numpy()[:-1]
+    rank = terms.groupby("term", sort=False).cumcount().to_numpy()[1:]
+    take = same_term & (rank <= config.pairs_per_term)
+    left, right = terms["pmid"].to_numpy()[:-1][take], terms["pmid"].to_numpy()[1:][take]
+    first = np.where(left < right, left, right)
+    second = np.where(left < right, right, left)
+    return pd.DataFrame({"article_a": first, "article_b": second}).drop_duplicates(ignore_index=True)
+
+
+def _differing_axes(a: pd.DataFrame, b: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Per axis, whether the paired abstracts differ on it: different MeSH terms of the axis (both carrying
+    one), or publication years ten or more apart for ``time_period``."""
+    differ = {}
+    for axis, mesh_terms in MESH_AXES.items():
+        wanted = set(mesh_terms)
+        terms_a = a["MESHES"].map(lambda ts, w=wanted: frozenset(t for t in ts if t in w))
+        terms_b = b["MESHES"].map(lambda ts, w=wanted: frozenset(t for t in ts if t in w))
+        differ[axis] = ((terms_a != terms_b) & (terms_a.map(len) > 0) & (terms_b.map(len) > 0)).to_numpy()
+    year_a = pd.to_numeric(a.get("YEAR"), errors="coerce").to_numpy()
+    year_b = pd.to_numeric(b.get("YEAR"), errors="coerce").to_numpy()
+    differ["time_period"] = np.abs(year_a - year_b) >= 10
+    return differ
+
+
 def pubmedqa_pool(path: str | Path, config: PubMedQAPoolConfig | None = None) -> pd.DataFrame:
     """A pair pool from PubMedQA ``ori_pqal.json`` (PMID → QUESTION, CONTEXTS, LONG_ANSWER, MESHES, ...).
 
@@ -214,46 +267,10 @@ def pubmedqa_pool(path: str | Path, config: PubMedQAPoolConfig | None = None) ->
     """
     config = config or PubMedQAPoolConfig()
     path = Path(path)
-    if not path.is_file():
-        raise PoolNotFoundError(f"PubMedQA file {path} does not exist (expected ori_pqal.json)")
-    raw = json.loads(path.read_text())
-    articles = pd.DataFrame.from_dict(raw, orient="index")
-    articles.index = articles.index.astype(str)
-    for field in ("QUESTION", "CONTEXTS", "LONG_ANSWER", "MESHES", "final_decision"):
-        if field not in articles.columns:
-            raise PoolFormatError(f"{path}: records lack the field {field!r}")
-    articles["claim"] = _first_sentence(articles["LONG_ANSWER"].fillna(""))
-    articles["abstract"] = articles["CONTEXTS"].map(" ".join) + " " + articles["LONG_ANSWER"]
-    articles["domain"] = _domain(
-        articles["QUESTION"] + " " + articles["MESHES"].map(" ".join) + " " + articles["abstract"]
-    )
-    articles = articles[articles["claim"].str.len() > 0]
-
-    terms = (
-        articles["MESHES"].explode().dropna().rename("term").reset_index().rename(columns={"index": "pmid"})
-    )
-    term_count = terms["term"].map(terms["term"].value_counts())
-    terms = terms[(term_count >= 2) & (term_count <= max(2, config.max_term_share * len(articles)))]
-    rng = np.random.default_rng(config.seed)
-    terms = terms.assign(order=rng.random(len(terms))).sort_values(["term", "order"], kind="stable")
-    same_term = terms["term"].to_numpy()[1:] == terms["term"].to_numpy()[:-1]
-    rank = terms.groupby("term", sort=False).cumcount().to_numpy()[1:]
-    take = same_term & (rank <= config.pairs_per_term)
-    left, right = terms["pmid"].to_numpy()[:-1][take], terms["pmid"].to_numpy()[1:][take]
-    first = np.where(left < right, left, right)
-    second = np.where(left < right, right, left)
-    pairs = pd.DataFrame({"article_a": first, "article_b": second}).drop_duplicates(ignore_index=True)
-
+    articles = _pubmedqa_articles(path)
+    pairs = _pairs_within_terms(articles, config)
     a, b = articles.loc[pairs["article_a"]].reset_index(), articles.loc[pairs["article_b"]].reset_index()
-    differ = {}
-    for axis, mesh_terms in MESH_AXES.items():
-        wanted = set(mesh_terms)
-        terms_a = a["MESHES"].map(lambda ts, w=wanted: frozenset(t for t in ts if t in w))
-        terms_b = b["MESHES"].map(lambda ts, w=wanted: frozenset(t for t in ts if t in w))
-        differ[axis] = ((terms_a != terms_b) & (terms_a.map(len) > 0) & (terms_b.map(len) > 0)).to_numpy()
-    year_a = pd.to_numeric(a.get("YEAR"), errors="coerce").to_numpy()
-    year_b = pd.to_numeric(b.get("YEAR"), errors="coerce").to_numpy()
-    differ["time_period"] = np.abs(year_a - year_b) >= 10
+    differ = _differing_axes(a, b)
     decision_a, decision_b = a["final_decision"].to_numpy(), b["final_decision"].to_numpy()
     maybe = (decision_a == "maybe") | (decision_b == "maybe")
     labels = rule_labels(decision_a != decision_b, maybe, differ, subject="conclusions")

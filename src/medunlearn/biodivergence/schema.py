@@ -28,21 +28,15 @@ MIN_CONFIDENCE = 0.45  # [paper] train keeps heuristic labels with confidence >=
 # threshold), and every row, the card and the audit say so (docs: biodivergence.md).
 EVAL_LABELS: dict[str, tuple[str, ...]] = {"llm": ("llm",), "heuristic": ("llm", "heuristic")}
 
-STRING_COLUMNS = (
-    "pair_id",
-    "domain",
-    "claim_a",
-    "claim_b",
-    "article_a",
-    "article_b",
-    "abstract_a",
-    "abstract_b",
+# What a label says about a pair: the fields a labeller fills (the LLM labeller's JSON schema asks for exactly
+# these), in the order of a pool row and of a label table.
+LABEL_FIELDS: tuple[str, ...] = (
     "conflict_type",
+    "axes",
     "dominant_confounder",
     "reconciliation",
     "evidence_a",
     "evidence_b",
-    "label_source",
 )
 PAIR_COLUMNS: tuple[str, ...] = (
     "pair_id",
@@ -53,15 +47,14 @@ PAIR_COLUMNS: tuple[str, ...] = (
     "article_b",
     "abstract_a",
     "abstract_b",
-    "conflict_type",
-    "axes",
-    "dominant_confounder",
-    "reconciliation",
-    "evidence_a",
-    "evidence_b",
+    *LABEL_FIELDS,
     "label_source",
     "confidence",
 )
+STRING_COLUMNS = tuple(name for name in PAIR_COLUMNS if name not in ("axes", "confidence"))
+# One row per label made in construction (mining stage 6), before it becomes a pool row: ``repairs`` counts
+# what the LLM label needed repaired (docs/biodivergence-construction.md).
+LABEL_COLUMNS: tuple[str, ...] = ("pair_id", "label_source", *LABEL_FIELDS, "confidence", "repairs")
 REQUIRED_COLUMNS: tuple[str, ...] = (
     "pair_id",
     "domain",
@@ -105,16 +98,15 @@ def _first_bad(mask: np.ndarray) -> int | None:
     return int(bad[0]) if bad.size else None
 
 
-def normalise_pool(frame: pd.DataFrame, source: str = "pool") -> pd.DataFrame:
-    """Check every row of ``frame`` and return it with all :data:`PAIR_COLUMNS`, typed and filled.
+def _bad_value(frame: pd.DataFrame, source: str, row: int, field: str, why: str) -> PoolFormatError:
+    """The error naming ``source``, the 1-based row, the field and its value (cut at 500 characters)."""
+    return PoolFormatError(
+        f"{source}: row {row + 1}, field `{field}`: {why} (got {frame.at[row, field]!r})"[:500]
+    )
 
-    Optional columns get defaults: empty abstracts, ``evidence_a/b`` = the claim text (the v1.0
-    claim-verbatim rule), ``reconciliation`` = "", ``dominant_confounder`` = "none". Raises
-    :class:`PoolFormatError` naming ``source``, the first bad row (0-based) and the field.
-    """
-    missing = [name for name in REQUIRED_COLUMNS if name not in frame.columns]
-    if missing:
-        raise PoolFormatError(f"{source}: missing column(s) {missing}; a pool needs {list(REQUIRED_COLUMNS)}")
+
+def _with_defaults(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``frame`` (rows renumbered from 0) with the optional columns present and blanks filled."""
     frame = frame.reset_index(drop=True).copy()
     defaults = {
         "abstract_a": "",
@@ -133,21 +125,20 @@ def normalise_pool(frame: pd.DataFrame, source: str = "pool") -> pd.DataFrame:
     )
     for name in ("abstract_a", "abstract_b", "reconciliation"):
         frame[name] = frame[name].fillna("")
+    return frame
 
-    def fail(row: int, field: str, why: str):
-        raise PoolFormatError(
-            f"{source}: row {row}, field `{field}`: {why} (got {frame.at[row, field]!r})"[:500]
-        )
 
+def _check_strings_and_labels(frame: pd.DataFrame, source: str) -> None:
+    """Text columns are strings (the identifying ones non-empty); closed label sets hold known labels."""
     for name in STRING_COLUMNS:
         column = frame[name]
         row = _first_bad(column.map(lambda v: isinstance(v, str)).to_numpy(bool))
         if row is not None:
-            fail(row, name, "must be a string")
+            raise _bad_value(frame, source, row, name, "must be a string")
         if name in ("pair_id", "domain", "claim_a", "claim_b", "article_a", "article_b"):
             row = _first_bad(column.str.strip().str.len().to_numpy() > 0)
             if row is not None:
-                fail(row, name, "must not be empty")
+                raise _bad_value(frame, source, row, name, "must not be empty")
     # `domain` is open (any non-empty string, checked above); these label sets are closed.
     checks = (
         ("conflict_type", CONFLICT_TYPE_IDS),
@@ -157,20 +148,21 @@ def normalise_pool(frame: pd.DataFrame, source: str = "pool") -> pd.DataFrame:
     for name, allowed in checks:
         row = _first_bad(frame[name].isin(allowed).to_numpy())
         if row is not None:
-            fail(row, name, f"unknown label; allowed: {', '.join(allowed)}")
+            raise _bad_value(frame, source, row, name, f"unknown label; allowed: {', '.join(allowed)}")
+
+
+def _check_axes(frame: pd.DataFrame, source: str) -> None:
+    """Turn ``axes`` into lists in place, then check they hold known axes and contain the confounder."""
     axes = frame["axes"].map(lambda v: list(v) if isinstance(v, (list, tuple, np.ndarray)) else None)
     row = _first_bad(axes.notna().to_numpy())
     if row is not None:
-        fail(row, "axes", "must be a list of axis ids")
+        raise _bad_value(frame, source, row, "axes", "must be a list of axis ids")
     frame["axes"] = axes
     exploded = axes.explode().dropna()
     bad_axes = ~exploded.isin(AXIS_IDS)
     if bad_axes.any():
-        fail(
-            int(exploded.index[bad_axes.to_numpy()][0]),
-            "axes",
-            f"unknown axis; allowed: {', '.join(AXIS_IDS)}",
-        )
+        row = int(exploded.index[bad_axes.to_numpy()][0])
+        raise _bad_value(frame, source, row, "axes", f"unknown axis; allowed: {', '.join(AXIS_IDS)}")
     # The confounder must be among the pair's own axes: compare "row|axis" keys instead of looping rows.
     axis_keys = exploded.index.astype(str) + "|" + exploded.astype(str)
     confounder_keys = frame.index.astype(str) + "|" + frame["dominant_confounder"]
@@ -179,11 +171,29 @@ def normalise_pool(frame: pd.DataFrame, source: str = "pool") -> pd.DataFrame:
     )
     row = _first_bad(confounder_ok)
     if row is not None:
-        fail(row, "dominant_confounder", "must be one of the pair's axes or 'none'")
+        raise _bad_value(
+            frame, source, row, "dominant_confounder", "must be one of the pair's axes or 'none'"
+        )
+
+
+def normalise_pool(frame: pd.DataFrame, source: str = "pool") -> pd.DataFrame:
+    """Check every row of ``frame`` and return it with all :data:`PAIR_COLUMNS`, typed and filled.
+
+    Optional columns get defaults: empty abstracts, ``evidence_a/b`` = the claim text (the v1.0
+    claim-verbatim rule), ``reconciliation`` = "", ``dominant_confounder`` = "none". Raises
+    :class:`PoolFormatError` naming ``source``, the first bad row (1-based, the file's record number) and
+    the field.
+    """
+    missing = [name for name in REQUIRED_COLUMNS if name not in frame.columns]
+    if missing:
+        raise PoolFormatError(f"{source}: missing column(s) {missing}; a pool needs {list(REQUIRED_COLUMNS)}")
+    frame = _with_defaults(frame)
+    _check_strings_and_labels(frame, source)
+    _check_axes(frame, source)
     confidence = pd.to_numeric(frame["confidence"], errors="coerce").to_numpy(np.float64)
     row = _first_bad(np.isfinite(confidence) & (confidence >= 0) & (confidence <= 1))
     if row is not None:
-        fail(row, "confidence", "must be a number in [0, 1]")
+        raise _bad_value(frame, source, row, "confidence", "must be a number in [0, 1]")
     frame["confidence"] = confidence
     return frame[list(PAIR_COLUMNS)]
 

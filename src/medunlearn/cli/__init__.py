@@ -18,6 +18,7 @@ import sys
 from medunlearn import __version__
 from medunlearn.cli.verbosity import QUIET, VERBOSE, output_at, output_level
 from medunlearn.errors import MedunlearnError
+from medunlearn.utils.secrets import redacted_output
 
 # name -> (module, one-line summary). Order is the order of the data flow.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -33,6 +34,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "report": ("medunlearn.cli.report", "table, JSON and plots from evaluation folders"),
     "metrics": ("medunlearn.cli.metrics", 'install the evaluate modules: evaluate.load("disease_leakage")'),
     "tofu": ("medunlearn.cli.tofu", "TOFU-format data and the TOFU metric set (OpenUnlearning-compatible)"),
+    "muse": ("medunlearn.cli.muse", "MUSE-format data: build a fictitious folder, check a local MUSE copy"),
     "publish": ("medunlearn.cli.publish", "push an unlearned model and its card to the Hub"),
     "study": ("medunlearn.cli.study", "a grid of unlearning runs from a study file, resumable, in parallel"),
     "demo": ("medunlearn.cli.demo", "the whole pipeline on the embedded default, on a laptop CPU"),
@@ -104,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     # Without a flag, the level a parent command gave (accelerate launch, study workers) or DEFAULT.
     level = VERBOSE if ns.verbose else QUIET if ns.quiet else output_level()
     # Before the subcommand's module imports any library: the libraries read their settings at import.
-    with output_at(level):
+    # Everything the command prints goes through the secrets' redaction (medunlearn.utils.secrets).
+    with output_at(level), redacted_output():
         module = importlib.import_module(SUBCOMMANDS[ns.command][0])
         parser = module.build_parser(f"medunlearn {ns.command}")
         args = parser.parse_args(argv[1:])

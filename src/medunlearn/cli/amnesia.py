@@ -33,7 +33,13 @@ def build_parser(prog: str = "medunlearn amnesia") -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    _add_build_parser(sub)
+    _add_audit_parser(sub)
+    _add_publish_parser(sub)
+    return parser
 
+
+def _add_build_parser(sub) -> None:
     build = sub.add_parser(
         "build",
         help="build a Hub-ready folder from the fictitious cohort or from PMC-Patients notes + a QA file",
@@ -70,6 +76,10 @@ def build_parser(prog: str = "medunlearn amnesia") -> argparse.ArgumentParser:
     )
     build.add_argument("--qa-per-type", type=int, default=4, help="QA of each type per patient (default: 4)")
     build.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    _add_llm_construction_options(build)
+
+
+def _add_llm_construction_options(build: argparse.ArgumentParser) -> None:
     llm = build.add_argument_group(
         "LLM construction (--source pmc-patients --notes FILE --generate SPEC, no --qa)",
         "Label the notes, write their QA and validate them with a judge panel "
@@ -132,6 +142,8 @@ def build_parser(prog: str = "medunlearn amnesia") -> argparse.ArgumentParser:
         "its speed among --concurrency requests)",
     )
 
+
+def _add_audit_parser(sub) -> None:
     audit = sub.add_parser(
         "audit",
         help="check every split invariant of a folder; exit 0 iff all hold",
@@ -142,6 +154,8 @@ def build_parser(prog: str = "medunlearn amnesia") -> argparse.ArgumentParser:
     )
     audit.add_argument("folder", help="an AMNESIA folder written by `medunlearn amnesia build`")
 
+
+def _add_publish_parser(sub) -> None:
     publish = sub.add_parser(
         "publish",
         help="upload a folder to the Hugging Face Hub as a dataset repo",
@@ -153,7 +167,6 @@ def build_parser(prog: str = "medunlearn amnesia") -> argparse.ArgumentParser:
     publish.add_argument("--repo", required=True, help="dataset repo id, ORG/NAME")
     publish.add_argument("--private", action="store_true", help="create the repo as private")
     publish.add_argument("--dry-run", action="store_true", help="list what would be uploaded, upload nothing")
-    return parser
 
 
 def construction_config(args: argparse.Namespace):

@@ -47,6 +47,38 @@ def _name_list(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
+def _add_relearn_arguments(parser: argparse.ArgumentParser) -> None:
+    """The relearning attack's options (``RelearnConfig`` fields, its defaults shown)."""
+    parser.add_argument(
+        "--relearn-steps",
+        type=_int_list,
+        default=DEFAULT_STEPS,
+        help=f"steps at which the relearned model is evaluated (default {','.join(map(str, DEFAULT_STEPS))})",
+    )
+    parser.add_argument(
+        "--relearn-data",
+        choices=RELEARN_DATA,
+        default="forget-share",
+        help="relearning data (default forget-share)",
+    )
+    defaults = RelearnConfig()
+    parser.add_argument(
+        "--relearn-share",
+        type=float,
+        default=defaults.share,
+        help=f"share of the forget patients relearned (all their seen QA; default {defaults.share})",
+    )
+    parser.add_argument(
+        "--relearn-learning-rate",
+        type=float,
+        default=defaults.learning_rate,
+        help=f"constant relearning learning rate (default {defaults.learning_rate}; a tiny demo model: 1e-3)",
+    )
+    parser.add_argument(
+        "--relearn-batch-size", type=int, default=defaults.batch_size, help="QA per relearning step"
+    )
+
+
 def build_parser(prog: str = "medunlearn attack") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
@@ -78,34 +110,7 @@ def build_parser(prog: str = "medunlearn attack") -> argparse.ArgumentParser:
         default=ATTACKS,
         help=f"comma-separated, default {','.join(ATTACKS)}",
     )
-    parser.add_argument(
-        "--relearn-steps",
-        type=_int_list,
-        default=DEFAULT_STEPS,
-        help=f"steps at which the relearned model is evaluated (default {','.join(map(str, DEFAULT_STEPS))})",
-    )
-    parser.add_argument(
-        "--relearn-data",
-        choices=RELEARN_DATA,
-        default="forget-share",
-        help="relearning data (default forget-share)",
-    )
-    defaults = RelearnConfig()
-    parser.add_argument(
-        "--relearn-share",
-        type=float,
-        default=defaults.share,
-        help=f"share of the forget patients relearned (all their seen QA; default {defaults.share})",
-    )
-    parser.add_argument(
-        "--relearn-learning-rate",
-        type=float,
-        default=defaults.learning_rate,
-        help=f"constant relearning learning rate (default {defaults.learning_rate}; a tiny demo model: 1e-3)",
-    )
-    parser.add_argument(
-        "--relearn-batch-size", type=int, default=defaults.batch_size, help="QA per relearning step"
-    )
+    _add_relearn_arguments(parser)
     parser.add_argument(
         "--quantize",
         type=_name_list,

@@ -1,7 +1,7 @@
-"""``medunlearn biodivergence mine|build|audit|eval``: parses, calls
+"""``medunlearn biodivergence mine|build|audit|eval|compare``: parses, calls
 :func:`medunlearn.biodivergence.mining.mine_pool`, :func:`medunlearn.biodivergence.build_biodivergence`,
-:func:`~medunlearn.biodivergence.audit_folder` or :func:`~medunlearn.biodivergence.evaluate_biodivergence`,
-prints."""
+:func:`~medunlearn.biodivergence.audit_folder`, :func:`~medunlearn.biodivergence.evaluate_biodivergence` or
+:func:`~medunlearn.biodivergence.leakage_gap.compare_baselines`, prints."""
 
 from __future__ import annotations
 
@@ -14,12 +14,15 @@ from medunlearn.biodivergence.audit import audit_folder
 from medunlearn.biodivergence.baselines import ZeroShotConfig
 from medunlearn.biodivergence.build import PoolSource, build_biodivergence, mine_dir_for
 from medunlearn.biodivergence.evaluate import evaluate_biodivergence
+from medunlearn.utils.files import no_empty_output_on_failure
 
 EPILOG = """examples:
   medunlearn biodivergence build --synthetic --pairs 2000 --seed 0 --out bd_demo
   medunlearn biodivergence audit bd_demo
   medunlearn biodivergence eval --baseline lexical --data bd_demo --out bd_demo_eval
   medunlearn biodivergence eval --predictions bd_demo_eval/predictions.jsonl --data bd_demo
+  medunlearn biodivergence eval --baseline finetuned --data bd_demo --epochs 2 --out bd_demo_ft
+  medunlearn biodivergence compare --data bd_demo --baselines majority lexical --out bd_demo_compare
 
   medunlearn biodivergence build --pool my_pool.jsonl --out my_build
   medunlearn biodivergence build --pubmedqa ../shared/data/pubmedqa/ori_pqal.json --out bd_pubmedqa
@@ -52,7 +55,7 @@ def build_parser(prog: str = "medunlearn biodivergence") -> argparse.ArgumentPar
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    commands = parser.add_subparsers(dest="action", required=True, metavar="{mine,build,audit,eval}")
+    commands = parser.add_subparsers(dest="action", required=True, metavar="{mine,build,audit,eval,compare}")
 
     mine = commands.add_parser(
         "mine",
@@ -111,6 +114,15 @@ def build_parser(prog: str = "medunlearn biodivergence") -> argparse.ArgumentPar
     )
     add_mining_arguments(build, with_seed=False)
 
+    add_audit_parser(commands)
+
+    add_eval_parser(commands)
+    add_compare_parser(commands)
+    return parser
+
+
+def add_audit_parser(commands) -> None:
+    """`audit`: check a folder's split invariants."""
     audit = commands.add_parser(
         "audit",
         help="check a folder's split invariants",
@@ -122,6 +134,9 @@ def build_parser(prog: str = "medunlearn biodivergence") -> argparse.ArgumentPar
     )
     audit.add_argument("data", type=Path, help="folder written by `build`")
 
+
+def add_eval_parser(commands) -> None:
+    """`eval`: run a baseline or score a predictions file."""
     evaluate = commands.add_parser(
         "eval",
         help="run a baseline or score a predictions file",
@@ -131,12 +146,17 @@ def build_parser(prog: str = "medunlearn biodivergence") -> argparse.ArgumentPar
         "score it on a split with the contextual_contradiction metric.",
     )
     what = evaluate.add_mutually_exclusive_group(required=True)
-    what.add_argument("--baseline", choices=["majority", "lexical", "zero-shot"])
+    what.add_argument("--baseline", choices=["majority", "lexical", "zero-shot", "finetuned"])
     what.add_argument("--predictions", type=Path, help="JSON Lines predictions to score")
     evaluate.add_argument("--data", type=Path, required=True, help="folder written by `build`")
     evaluate.add_argument("--config", default="v1.0", help="v1.0 (default) or v1.0-pairlevel")
     evaluate.add_argument("--split", default="test", help="split to score (default test)")
-    evaluate.add_argument("--model", default=None, help="zero-shot model: local path or smollm2-135m")
+    evaluate.add_argument(
+        "--model",
+        default=None,
+        help="zero-shot: a causal LM (local path or smollm2-135m); finetuned: an encoder (local folder or "
+        "Hub id; default the offline all-MiniLM-L6-v2)",
+    )
     evaluate.add_argument("--limit", type=int, default=None, help="score only the first N pairs")
     evaluate.add_argument(
         "--max-new-tokens", type=int, default=160, help="zero-shot: tokens to generate (160)"
@@ -150,7 +170,52 @@ def build_parser(prog: str = "medunlearn biodivergence") -> argparse.ArgumentPar
     evaluate.add_argument(
         "--out", type=Path, default=None, help="folder for predictions.jsonl and metrics.json"
     )
-    return parser
+    add_finetuned_arguments(evaluate)
+
+
+def add_finetuned_arguments(parser: argparse.ArgumentParser) -> None:
+    """The fine-tuned baseline's options (eval --baseline finetuned, compare)."""
+    group = parser.add_argument_group("fine-tuned baseline")
+    group.add_argument("--epochs", type=int, default=4, help="most epochs (early stopping on dev loss; 4)")
+    group.add_argument("--learning-rate", type=float, default=5e-5, help="AdamW learning rate (5e-5)")
+    group.add_argument("--train-batch-size", type=int, default=16, help="pairs per training step (16)")
+    group.add_argument("--max-length", type=int, default=256, help="tokens of the pair input (256)")
+    group.add_argument("--patience", type=int, default=1, help="epochs without dev improvement (1)")
+    group.add_argument("--seed", type=int, default=0, help="training seed (0)")
+    group.add_argument(
+        "--context",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="append each claim's abstract to the input (default: when the folder has abstracts)",
+    )
+    group.add_argument(
+        "--lora", action="store_true", help="train LoRA adapters (PEFT) instead of the encoder"
+    )
+    group.add_argument("--lora-rank", type=int, default=8, help="LoRA rank (8)")
+
+
+def add_compare_parser(commands) -> None:
+    compare = commands.add_parser(
+        "compare",
+        help="train and score baselines on both variants: the pair-level - v1.0 leakage gap",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Fit each baseline on the train split of v1.0-pairlevel and of v1.0, score both test "
+        "splits, and report the gap of every metric with an article-bootstrap interval; the gap 'appears' "
+        "only when the interval lies above 0. Also prints the pair-level split's article overlap.",
+    )
+    compare.add_argument("--data", type=Path, required=True, help="folder written by `build`")
+    compare.add_argument(
+        "--baselines",
+        nargs="+",
+        choices=["majority", "lexical", "finetuned"],
+        default=["majority", "lexical", "finetuned"],
+        help="baselines to compare (default all three)",
+    )
+    compare.add_argument("--model", default=None, help="encoder of the fine-tuned baseline (default MiniLM)")
+    compare.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (2000)")
+    compare.add_argument("--out", type=Path, default=None, help="folder for compare.json (optional)")
+    add_finetuned_arguments(compare)
 
 
 def add_mining_arguments(parser: argparse.ArgumentParser, with_seed: bool = True) -> None:
@@ -227,7 +292,8 @@ def _llm_calls_line(calls: dict) -> str:
 def run_mine(args) -> int:
     from medunlearn.biodivergence.mining import format_funnel, mine_pool
 
-    result = mine_pool(args.abstracts, args.out, mine_config(args), on_stage=_print_stage)
+    with no_empty_output_on_failure(args.out):
+        result = mine_pool(args.abstracts, args.out, mine_config(args), on_stage=_print_stage)
     print(format_funnel(result.funnel, result.seconds))
     if result.llm_calls:
         print(_llm_calls_line(result.llm_calls))
@@ -324,8 +390,28 @@ def run_audit(args) -> int:
     return 0
 
 
+def finetuned_config(args):
+    from medunlearn.biodivergence.finetuned import FinetunedConfig
+
+    return FinetunedConfig(
+        model=args.model,
+        epochs=args.epochs,
+        learning_rate=args.learning_rate,
+        batch_size=args.train_batch_size,
+        max_length=args.max_length,
+        patience=args.patience,
+        seed=args.seed,
+        use_context=args.context,
+        lora=args.lora,
+        lora_rank=args.lora_rank,
+    )
+
+
 def run_eval(args) -> int:
-    zero_shot = ZeroShotConfig(max_new_tokens=args.max_new_tokens, batch_size=args.batch_size)
+    if args.baseline == "finetuned":
+        options = finetuned_config(args)
+    else:
+        options = ZeroShotConfig(max_new_tokens=args.max_new_tokens, batch_size=args.batch_size)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = evaluate_biodivergence(
@@ -337,7 +423,7 @@ def run_eval(args) -> int:
             split=args.split,
             limit=args.limit,
             model=args.model,
-            zero_shot=zero_shot,
+            options=options,
             device=args.device,
         )
     for warning in caught:
@@ -347,9 +433,63 @@ def run_eval(args) -> int:
         f"{result['system']} on {args.config}/{args.split} ({result['n']} pairs)\n"
         + format_table(result["scores"])
     )
+    if result.get("training"):
+        training = result["training"]
+        print(
+            f"trained {training['epochs_run']} epochs ({training['steps']} steps) in "
+            f"{training['train_seconds']:.1f} s; model card {out / 'README.md'}"
+        )
     print(f"wrote {out / 'metrics.json'}" + (f" and {out / 'predictions.jsonl'}" if args.baseline else ""))
     return 0
 
 
+def run_compare(args) -> int:
+    import json
+
+    from medunlearn.biodivergence.audit import read_hub_folder
+    from medunlearn.biodivergence.leakage_gap import compare_baselines, gap_lines, leakage_line
+    from medunlearn.metrics.bootstrap import BootstrapConfig
+
+    if args.resamples < 1:
+        from medunlearn.errors import InputError
+
+        raise InputError("--resamples must be at least 1")
+    configs = read_hub_folder(args.data)
+
+    def show(name: str, result: dict) -> None:
+        sizes = ", ".join(f"{variant} test {n}" for variant, n in result["n"].items())
+        print(f"{name} ({sizes})")
+        print("\n".join(gap_lines(name, result["gap"])))
+
+    result = compare_baselines(
+        configs,
+        args.baselines,
+        finetuned_config(args),
+        BootstrapConfig(n_resamples=args.resamples),
+        on_baseline=show,
+    )
+    print(leakage_line(result["leakage"]))
+    bootstrap = result["bootstrap"]
+    print(
+        f"intervals: {bootstrap['level']:.0%} article bootstrap ({bootstrap['n_resamples']} resamples of "
+        f"{bootstrap['n_articles']} articles, seed {bootstrap['seed']}); 'the gap appears' only when the "
+        "interval lies above 0"
+    )
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "compare.json").write_text(
+            json.dumps(result, indent=2, sort_keys=True, default=str) + "\n"
+        )
+        print(f"wrote {args.out / 'compare.json'}")
+    return 0
+
+
 def run(args) -> int:
-    return {"mine": run_mine, "build": run_build, "audit": run_audit, "eval": run_eval}[args.action](args)
+    actions = {
+        "mine": run_mine,
+        "build": run_build,
+        "audit": run_audit,
+        "eval": run_eval,
+        "compare": run_compare,
+    }
+    return actions[args.action](args)

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable, Mapping
 
 from medunlearn import __version__
+from medunlearn.utils.secrets import SECRET_VARIABLES
 
 # The libraries a medunlearn run goes through, in the order of the data flow; vllm only where installed.
 PACKAGES = (
@@ -50,7 +51,7 @@ ENVIRONMENT_FLAGS = (
     "ACCELERATE_USE_CPU",
 )
 # Secrets: only whether one is set is printed.
-TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "OPENAI_API_KEY")
+TOKEN_VARIABLES = SECRET_VARIABLES
 
 EPILOG = """examples:
   medunlearn env           # paste the output into a bug report

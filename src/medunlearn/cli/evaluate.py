@@ -12,15 +12,19 @@ from pathlib import Path
 from medunlearn.chat import PRESETS
 from medunlearn.cli.options import (
     add_batch_size_arguments,
+    add_dtype_argument,
     add_engine_arguments,
+    announce_precision,
     batch_size_settings,
     engine_settings,
     missing_options,
     non_negative_int,
     positive_int,
+    reference_preset_name,
 )
 from medunlearn.errors import InputError
 from medunlearn.evaluation.runner import RunnerConfig
+from medunlearn.utils.files import no_empty_output_on_failure
 
 # The evaluation itself (pandas, the metric stack) is imported by run(): `medunlearn evaluate --help` and the
 # parser need only RunnerConfig's defaults.
@@ -131,6 +135,14 @@ def build_parser(prog: str = "medunlearn evaluate") -> argparse.ArgumentParser:
         default="amnesia",
         help="tofu: --data is a TOFU-format folder or Hub id, --forget forget01/05/10; TOFU metric set",
     )
+    add_dtype_argument(parser)
+    _add_tofu_options(parser)
+    add_engine_arguments(parser)
+    return parser
+
+
+def _add_tofu_options(parser: argparse.ArgumentParser) -> None:
+    """The TOFU conventions of ``--benchmark tofu`` (the same options as ``medunlearn tofu evaluate``)."""
     tofu = parser.add_argument_group("TOFU conventions (--benchmark tofu)")
     tofu.add_argument(
         "--preset",
@@ -144,19 +156,19 @@ def build_parser(prog: str = "medunlearn evaluate") -> argparse.ArgumentParser:
     )
     tofu.add_argument("--system-prompt", help="override the preset's system prompt")
     tofu.add_argument("--stop", action="append", help="stop string cutting generations (repeatable)")
-    add_engine_arguments(parser)
-    return parser
 
 
 def run(args) -> int:
     from medunlearn.evaluation.pipeline import score_evaluation
 
     if args.benchmark == "tofu":
-        return _run_tofu(args)
+        with no_empty_output_on_failure(args.out):
+            return _run_tofu(args)
     if args.rescore:
         summary = score_evaluation(args.out)
     else:
-        summary = _evaluate_amnesia(args)
+        with no_empty_output_on_failure(args.out):
+            summary = _evaluate_amnesia(args)
     if summary:
         _print_headline(summary, args.out)
     elif summary is not None:
@@ -171,7 +183,20 @@ def _runner_config(args, **values) -> RunnerConfig:
         values["max_new_tokens"] = args.max_new_tokens
     values.update(engine_settings(args))
     values.update(batch_size_settings(args))
+    values["dtype"] = _evaluation_dtype(args)
     return RunnerConfig(progress=not args.no_progress, **values)
+
+
+def _evaluation_dtype(args) -> str:
+    """``--dtype`` resolved for the device the evaluation runs on, said once; under a parity preset
+    (``--benchmark tofu --preset open-unlearning``) ``auto`` stays float32 on CPU."""
+    from medunlearn.chat import preset
+    from medunlearn.utils.precision import default_device, resolve_precision
+
+    parity = reference_preset_name(preset(args.preset)) if args.benchmark == "tofu" else None
+    precision = resolve_precision(args.dtype, default_device(), parity)
+    announce_precision(precision)
+    return precision.dtype
 
 
 def _evaluate_amnesia(args) -> dict | None:

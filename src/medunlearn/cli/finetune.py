@@ -15,15 +15,19 @@ from pathlib import Path
 from medunlearn.cli.options import (
     OverridableParser,
     add_conventions_arguments,
+    add_dtype_argument,
     add_model_arguments,
+    announce_precision,
     check_config_numbers,
     conventions_from_args,
     model_arguments,
     non_negative_float,
     positive_int,
+    reference_preset_name,
 )
 from medunlearn.unlearn.errors import UnlearningInputError
 from medunlearn.unlearn.run import FinetuneArguments, default_sft_config, run_finetune
+from medunlearn.utils.precision import default_device, resolve_precision
 
 EPILOG = """example (CPU, a couple of minutes):
   medunlearn amnesia build --out /tmp/amnesia --patients 40 --seed 0
@@ -76,6 +80,7 @@ def build_parser(prog: str = "medunlearn finetune") -> argparse.ArgumentParser:
         help="tofu: --data is a TOFU-format folder or Hub id (no notes stage; QA SFT on `full`)",
     )
     add_conventions_arguments(parser)
+    add_dtype_argument(parser, training=True)
     return parser
 
 
@@ -83,16 +88,15 @@ def run(args) -> int:
     if not args.model:
         raise UnlearningInputError("--model is required")
     model_args = model_arguments(args)
+    conventions = conventions_from_args(args)
     script_args = FinetuneArguments(
-        args.data,
-        str(args.out),
-        args.notes_epochs,
-        args.qa_epochs,
-        args.benchmark,
-        conventions=conventions_from_args(args),
+        args.data, str(args.out), args.notes_epochs, args.qa_epochs, args.benchmark, conventions=conventions
     )
-    sft_config = default_sft_config(model_args, args.out, args.overrides)
+    parity = reference_preset_name(conventions)
+    sft_config = default_sft_config(model_args, args.out, args.overrides, dtype=args.dtype, parity=parity)
     check_config_numbers(sft_config)
+    device = "cpu" if sft_config.use_cpu else default_device()
+    announce_precision(resolve_precision(args.dtype, device, parity), sft_config)
     out = run_finetune(script_args, model_args, sft_config, overwrite=args.overwrite)
     if out is not None:  # under accelerate launch, only the process that wrote the folder says so
         print(f"fine-tuned model written to {out}")

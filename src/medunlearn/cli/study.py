@@ -8,7 +8,8 @@ from pathlib import Path
 from medunlearn.cli.options import add_engine_arguments, engine_settings
 from medunlearn.evaluation.engines import refuse_one_url_for_many_models
 from medunlearn.study.config import load_study
-from medunlearn.study.run import EXECUTORS, run_study
+from medunlearn.study.executors import EXECUTORS
+from medunlearn.study.run import run_study
 
 EPILOG = """examples:
   medunlearn study recipes/studies/paper.yaml --validate        # check the paper-scale file, run nothing

@@ -15,6 +15,7 @@ from medunlearn.errors import MissingInputError
 from medunlearn.evaluation.runner import RunnerConfig
 from medunlearn.tofu.conventions import PRESETS, TofuConventions, preset
 from medunlearn.tofu.data import FORGET_CONFIGS, TofuInputError
+from medunlearn.utils.files import no_empty_output_on_failure
 
 EPILOG = """examples:
   medunlearn tofu build --out /tmp/tofu --authors 20 --seed 0
@@ -54,6 +55,13 @@ def build_parser(prog: str = "medunlearn tofu") -> argparse.ArgumentParser:
     evaluate.add_argument("--out", required=True, type=Path, help="evaluation folder to write")
     evaluate.add_argument(
         "--retain-model", help="model fine-tuned without the forget set: forget quality, privleak"
+    )
+    evaluate.add_argument(
+        "--retain-outputs",
+        metavar="DIR",
+        help="folder for the --retain-model's outputs (default inside --out); share it between evaluations "
+        "with the same --retain-model, data and conventions so the retain model is scored once (as the "
+        "reference reads its retain logs)",
     )
     evaluate.add_argument(
         "--preset",
@@ -154,15 +162,17 @@ def run(args) -> int:
         return 0
     if args.action == "compare":
         return _compare(args)
-    summary = evaluate_tofu(
-        args.model,
-        args.data,
-        args.forget,
-        args.out,
-        retain_model=args.retain_model,
-        conventions=tofu_conventions(args),
-        runner_config=runner_config(args),
-        overwrite=args.overwrite,
-    )
+    with no_empty_output_on_failure(args.out):
+        summary = evaluate_tofu(
+            args.model,
+            args.data,
+            args.forget,
+            args.out,
+            retain_model=args.retain_model,
+            retain_outputs=args.retain_outputs,
+            conventions=tofu_conventions(args),
+            runner_config=runner_config(args),
+            overwrite=args.overwrite,
+        )
     print_tofu_summary(summary, args.out)
     return 0

@@ -1,4 +1,4 @@
-"""``medunlearn unlearn``: run an unlearning method on a model with an AMNESIA (or TOFU) forget config.
+"""``medunlearn unlearn``: run an unlearning method on a model with an AMNESIA (TOFU, MUSE) forget set.
 
 Options of the method's config (learning rate, β, layer, …) come from a recipe YAML (``--config``) and/or the
 command line (``--learning_rate 1e-5``), as with TRL's ``TrlParser``: command line over recipe over paper
@@ -14,15 +14,19 @@ from pathlib import Path
 from medunlearn.cli.options import (
     OverridableParser,
     add_conventions_arguments,
+    add_dtype_argument,
     add_model_arguments,
+    announce_precision,
     check_config_numbers,
     conventions_from_args,
     missing_options,
     model_arguments,
+    reference_preset_name,
 )
 from medunlearn.unlearn.errors import UnlearningInputError
 from medunlearn.unlearn.methods import METHODS, resolve_method
 from medunlearn.unlearn.run import UnlearningDataArguments, build_method_config, read_recipe, run_unlearning
+from medunlearn.unlearn.sources import FORGET_ON, MUSE_DEFAULTS
 
 EPILOG = """example (a tiny end-to-end run on CPU):
   medunlearn amnesia build --out /tmp/amnesia --patients 40 --seed 0
@@ -35,6 +39,15 @@ EPILOG = """example (a tiny end-to-end run on CPU):
 
 Any field of the method's config can be given as --field value (recipe values are overridden).
 Retain config: derived from the forget config (forget_10 -> retain_90) unless --retain is given.
+AMNESIA notes: --forget-on notes unlearns the forget patients' notes (raw text; retain: the other patients'
+notes), --forget-on both their notes and QA (docs/methods/index.md, "What is forgotten"):
+  medunlearn unlearn --method GradDiff --model /tmp/ft --data /tmp/amnesia --forget forget_10 \\
+      --out /tmp/gd-notes --forget-on notes --max_steps 2
+MUSE: --benchmark muse reads a MUSE-format folder (docs/muse.md); forget raw/forget (or scal/forget_k,
+sust/forget_k), retain raw/retain1 (or raw/retain2), trained as raw text:
+  medunlearn muse build --out /tmp/muse --articles 8 --seed 0
+  medunlearn unlearn --benchmark muse --method GradDiff --model /tmp/muse-ft --data /tmp/muse \\
+      --out /tmp/m-gd --forget sust/forget_2 --max_steps 2
 --preset (default: the conventions recorded beside the model's weights, conventions.json) renders the
 examples as fine-tuning and evaluation do, and selects the loss averaging (open-unlearning: the reference's
 per method); --loss_averaging token (one token mean over the batch) or sequence (the default) overrides it:
@@ -60,8 +73,10 @@ def build_parser(prog: str = "medunlearn unlearn") -> argparse.ArgumentParser:
     parser.add_argument("--config", type=Path, help="recipe YAML (recipes/<method>.yaml); may set `method:`")
     add_model_arguments(parser, "checkpoint folder, Hub id, or smollm2-135m")
     parser.add_argument("--data", help="AMNESIA folder (or Hub id) readable by datasets.load_dataset")
-    parser.add_argument("--forget", help="forget config, e.g. forget_10 or disease_cancer_forget_5")
-    parser.add_argument("--retain", help="retain config (default: derived from --forget)")
+    parser.add_argument(
+        "--forget", help="forget config, e.g. forget_10 or disease_cancer_forget_5 (MUSE: default raw/forget)"
+    )
+    parser.add_argument("--retain", help="retain config (default: derived from --forget; MUSE: raw/retain1)")
     parser.add_argument("--out", type=Path, help="output folder for the unlearned model")
     parser.add_argument(
         "--overwrite",
@@ -74,11 +89,19 @@ def build_parser(prog: str = "medunlearn unlearn") -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--benchmark",
-        choices=("amnesia", "tofu"),
+        choices=("amnesia", "tofu", "muse"),
         default="amnesia",
-        help="tofu: --data is a TOFU-format folder or Hub id (--forget forget10 -> retain90)",
+        help="tofu: --data is a TOFU-format folder or Hub id (--forget forget10 -> retain90); muse: a "
+        "MUSE-format folder, unlearned as raw text (--forget raw/forget | scal/forget_k | sust/forget_k)",
+    )
+    parser.add_argument(
+        "--forget-on",
+        choices=FORGET_ON,
+        default="qa",
+        help="AMNESIA: unlearn the forget patients' seen QA (default), their notes, or both",
     )
     add_conventions_arguments(parser, default=None)
+    add_dtype_argument(parser, training=True, default=None)
     return parser
 
 
@@ -89,6 +112,16 @@ def list_methods() -> str:
         status = "" if importlib.util.find_spec(spec.module) is not None else "  (not installed)"
         lines.append(f"  {stem:<12} {spec.summary} [aliases: {', '.join(spec.aliases)}]{status}")
     return "unlearning methods (--method accepts the name or an alias, any case):\n" + "\n".join(lines)
+
+
+def _precision_said(config, asked: str | None, conventions):
+    """The resolved ``dtype`` of ``config`` with its reason: the parity preset's pin when it chose it."""
+    parity = reference_preset_name(conventions)
+    if asked is None and parity and config.dtype == "float32" and config.use_cpu:
+        from medunlearn.utils.precision import resolve_precision
+
+        return resolve_precision("auto", "cpu", parity)
+    return config.precision()
 
 
 def run(args) -> int:
@@ -108,18 +141,33 @@ def run(args) -> int:
     if not method_name:
         raise UnlearningInputError("--method is required (or `method:` in the recipe); see --list")
     config_class, _ = resolve_method(method_name).load()
+    if args.benchmark == "muse":
+        args.forget = args.forget or MUSE_DEFAULTS["forget"]
     missing = missing_options(args, "--model", "--data", "--forget", "--out")
     if missing:
         raise UnlearningInputError(f"missing {', '.join(missing)}")
+    if args.benchmark == "muse":
+        from medunlearn.muse.data import open_muse_folder
+
+        open_muse_folder(args.data)  # a missing split or an older layout is named before any work
     conventions = conventions_from_args(args, args.model)
+    dtype = ["--dtype", args.dtype] if args.dtype else []  # unset: the config's default (the preset's)
     config = build_method_config(
-        config_class, recipe, args.overrides, str(args.out), args.config, conventions=conventions
+        config_class,
+        recipe,
+        [*dtype, *args.overrides],
+        str(args.out),
+        args.config,
+        conventions=conventions,
+        benchmark=args.benchmark,
+        forget_on=args.forget_on,
     )
     check_config_numbers(
         config, f"the command line or recipe {args.config}" if args.config else "the command line"
     )
+    announce_precision(_precision_said(config, args.dtype, conventions), config)
     data_args = UnlearningDataArguments(
-        args.data, args.forget, args.retain, args.benchmark, conventions=conventions
+        args.data, args.forget, args.retain, args.benchmark, conventions=conventions, forget_on=args.forget_on
     )
     out = run_unlearning(config, model_arguments(args), data_args, overwrite=args.overwrite)
     if out is not None:  # under accelerate launch, only the process that wrote the folder says so

@@ -18,6 +18,8 @@ import os
 import warnings
 from collections.abc import Iterator, MutableMapping
 
+from medunlearn.utils.secrets import RedactingFilter, redact
+
 QUIET, DEFAULT, VERBOSE = "quiet", "default", "verbose"
 LEVEL_VARIABLE = "MEDUNLEARN_VERBOSITY"
 
@@ -59,16 +61,41 @@ def output_at(level: str, environ: MutableMapping[str, str] | None = None) -> It
     environ.update(settings)
     logger = logging.getLogger("medunlearn")
     previous_level = logger.level
+    previous_factory = logging.getLogRecordFactory()
+    logging.setLogRecordFactory(_redacting_factory(previous_factory))
     try:
         with warnings.catch_warnings():
+            warnings.showwarning = _redacting_showwarning(warnings.showwarning)
             if level == QUIET:
                 warnings.simplefilter("ignore")
                 logger.setLevel(logging.ERROR)
             yield
     finally:
         logger.setLevel(previous_level)
+        logging.setLogRecordFactory(previous_factory)
         for name, value in saved.items():
             if value is None:
                 environ.pop(name, None)
             else:
                 environ[name] = value
+
+
+def _redacting_factory(factory):
+    """Log records, ours and the libraries', with their secrets redacted (`medunlearn.utils.secrets`)."""
+    redacting = RedactingFilter()
+
+    def make_record(*args, **kwargs):
+        record = factory(*args, **kwargs)
+        redacting.filter(record)
+        return record
+
+    return make_record
+
+
+def _redacting_showwarning(show):
+    """Warnings printed with their secrets redacted; the catch_warnings block restores the original."""
+
+    def show_redacted(message, category, filename, lineno, file=None, line=None):
+        show(redact(str(message)), category, filename, lineno, file, line)
+
+    return show_redacted

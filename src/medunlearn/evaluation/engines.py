@@ -99,6 +99,12 @@ class HFEngine:
                 self.decoding,
             )
 
+    def identity(self) -> dict:
+        """What the generations depend on besides the model, prompts and settings, for the outputs'
+        fingerprint: the KV cache when not transformers' default (the dynamic one, which earlier versions
+        used and did not record)."""
+        return {} if self.decoding == "dynamic" else {"decoding": self.decoding}
+
     def close(self) -> None:
         pass
 
@@ -135,6 +141,26 @@ def model_dtype(model) -> str:
         return "float32"
 
 
+@dataclass(frozen=True)
+class ServerLaunch:
+    """How a vLLM server that :class:`VLLMEngine` starts runs (nothing is started at a ``url``).
+
+    Parameters:
+        python (`str`, `Path` or `None`): the Python that runs a started server (``$MEDUNLEARN_VLLM_PYTHON``,
+            else ``.venv-vllm/bin/python``; see :mod:`medunlearn.llm.server`).
+        dtype (`str`, defaults to ``"float32"``): the started server's ``--dtype``; give the dtype
+            transformers runs the model in (:func:`model_dtype`), so both engines compute alike.
+        server_args (`list[str]`): more arguments of a started server (e.g. ``--gpu-memory-utilization 0.5``).
+        kv_cache_bytes (`int`, defaults to 1 GiB): the started server's KV cache on CPU (on a GPU, vLLM sizes
+            it within ``--gpu-memory-utilization``, 0.5 unless ``server_args`` say otherwise).
+    """
+
+    python: str | Path | None = None
+    dtype: str = "float32"
+    server_args: Sequence[str] = ()
+    kv_cache_bytes: int = 1 << 30
+
+
 class VLLMEngine:
     """Greedy generation on a vLLM server: one started for ``checkpoint`` (no ``url``), or the one at
     ``url``.
@@ -147,16 +173,11 @@ class VLLMEngine:
             It must serve ``checkpoint`` (list its folder as a root); an in-memory model never goes to a URL.
         served_model (`str` or `None`): the model name to request at ``url``; by default the one whose root is
             ``checkpoint``. A named one must have that root too (see :mod:`.vllm_served`).
-        python (`str`, `Path` or `None`): the Python that runs a started server (``$MEDUNLEARN_VLLM_PYTHON``,
-            else ``.venv-vllm/bin/python``; see :mod:`medunlearn.llm.server`).
-        dtype (`str`, defaults to ``"float32"``): the started server's ``--dtype``; give the dtype
-            transformers runs the model in (:func:`model_dtype`), so both engines compute alike.
         max_in_flight (`int`, defaults to 256): requests sent at once (vLLM schedules them together).
         timeout_s (`float`, defaults to 600): per request.
-        server_args (`list[str]`): more arguments of a started server (e.g. ``--gpu-memory-utilization 0.5``).
-        kv_cache_bytes (`int`, defaults to 1 GiB): the started server's KV cache on CPU (on a GPU, vLLM sizes
-            it within ``--gpu-memory-utilization``, 0.5 unless ``server_args`` say otherwise).
         model: the in-memory model, saved for the server when ``checkpoint`` is ``None``.
+        **launch: how a started server runs, the fields of :class:`ServerLaunch` (``python``, ``dtype``,
+            ``server_args``, ``kv_cache_bytes``); unused at a ``url``.
     """
 
     name = "vllm"
@@ -167,14 +188,12 @@ class VLLMEngine:
         *,
         url: str | None = None,
         served_model: str | None = None,
-        python: str | Path | None = None,
-        dtype: str = "float32",
         max_in_flight: int = 256,
         timeout_s: float = 600.0,
-        server_args: Sequence[str] = (),
-        kv_cache_bytes: int = 1 << 30,
         model=None,
+        **launch,
     ):
+        launch = ServerLaunch(**launch)
         if checkpoint is None and model is None:
             raise InputError("the vLLM engine needs a checkpoint folder or an in-memory model")
         if checkpoint is None and url is not None:
@@ -185,12 +204,12 @@ class VLLMEngine:
         self.checkpoint = str(checkpoint) if checkpoint is not None else None
         self.url = url.rstrip("/") if url else None
         self.served_model = served_model
-        self.python = Path(python) if python else None
-        self.dtype = dtype
+        self.python = Path(launch.python) if launch.python else None
+        self.dtype = launch.dtype
         self.max_in_flight = max_in_flight
         self.timeout_s = timeout_s
-        self.server_args = list(server_args)
-        self.kv_cache_bytes = kv_cache_bytes
+        self.server_args = list(launch.server_args)
+        self.kv_cache_bytes = launch.kv_cache_bytes
         self.model = model
         self.server = None  # a VLLMServer this engine started
         self._saved_dir: str | None = None
@@ -281,6 +300,10 @@ class VLLMEngine:
         if self.url is not None and not self._checked_url:
             self._choose_served_model()
         return served_weights_identity(self.checkpoint)
+
+    def identity(self) -> dict:
+        """The outputs' fingerprint's record of who generated: this engine, and the weights it serves."""
+        return {"engine": self.name, "served_weights": self.served_weights()}
 
     def _describe_failure(self, error: BaseException) -> str:
         where = f"the vLLM server at {self.base_url}"
@@ -499,30 +522,59 @@ def in_memory_fallback(config, model) -> str | None:
 
 
 def make_engine(config, model, checkpoint: str | Path | None = None):
-    """The engine a :class:`~medunlearn.evaluation.runner.RunnerConfig` asks for, for ``model`` (loaded from
-    ``checkpoint`` when it is a folder or name; ``None``: an in-memory model, saved for a started server).
+    """The generation engine a :class:`~medunlearn.evaluation.settings.RunnerConfig` asks for, for ``model``
+    (loaded from ``checkpoint`` when it is a folder or name; ``None``: an in-memory model, saved for a started
+    server). The one place an engine is built and the transformers engine's decoding is resolved.
 
     An in-memory model that vLLM cannot be given (at a URL, which serves other weights; a PEFT or quantized
     model; a shape the CPU backend does not run) generates on transformers instead, said on stderr: its
     outputs are then fingerprinted as the hf engine's (docs/evaluation.md, "Generation engines")."""
-    engine = getattr(config, "engine", "hf")
-    if engine == "hf":
-        return HFEngine(model, getattr(config, "decoding", "dynamic"))
-    if engine != "vllm":
-        raise InputError(f"unknown generation engine {engine!r}; engines: {', '.join(ENGINES)}")
+    placement = config.placement
+    if placement.engine == "hf":
+        return HFEngine(model, config.decoding)
+    if placement.engine != "vllm":
+        raise InputError(f"unknown generation engine {placement.engine!r}; engines: {', '.join(ENGINES)}")
     if checkpoint is None:
         reason = in_memory_fallback(config, model)
         if reason is not None:
             name = getattr(getattr(model, "config", None), "name_or_path", "") or "model"
             print(f"{name} (in-memory): generating with transformers, not vLLM: {reason}", file=sys.stderr)
-            return HFEngine(model, getattr(config, "decoding", "dynamic"))
+            return HFEngine(model, config.decoding)
     check_plain_greedy(model)
     return VLLMEngine(
         checkpoint,
-        url=config.vllm_url,
-        served_model=config.vllm_model,
-        python=config.vllm_python,
+        url=placement.vllm_url,
+        served_model=placement.vllm_model,
+        python=placement.vllm_python,
         dtype=model_dtype(model),
-        server_args=list(config.vllm_args),
+        server_args=list(placement.vllm_args),
         model=model,
     )
+
+
+class NoGeneration:
+    """The engine of a role that only runs the teacher-forced pass (the retain model): it never generates,
+    and its identity is not fingerprinted (nothing it could generate is stored)."""
+
+    name = "none"
+
+    def generate(self, batches, settings):  # pragma: no cover - the runner never asks it
+        raise RuntimeError("this role runs no generation pass")
+
+    def identity(self) -> dict:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> NoGeneration:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def engine_for(config, model, checkpoint: str | Path | None, generates: bool):
+    """The engine of one role: :func:`make_engine`'s when the role generates, else :class:`NoGeneration`
+    (no server is started, no decoding checked, for a teacher-forced-only role)."""
+    return make_engine(config, model, checkpoint) if generates else NoGeneration()

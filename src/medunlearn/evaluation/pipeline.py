@@ -19,31 +19,34 @@ Launched on several processes (``torchrun``), each runs every N-th batch and pro
 from __future__ import annotations
 
 import json
-import sys
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from medunlearn.chat import PRESETS, warn_if_conventions_differ
+from medunlearn.chat import PRESETS
 from medunlearn.errors import InputError, MissingInputError
-from medunlearn.evaluation.engines import HFEngine, check_engine_serves, make_engine
-from medunlearn.evaluation.populations import FORGET_POPULATIONS, PopulationConfig, load_populations
-from medunlearn.evaluation.runner import (
+from medunlearn.evaluation.outputs_folder import (
     GENERATION,
     PASSES,
     TEACHER_FORCED,
-    RunnerConfig,
     outputs_complete,
-    outputs_current,
-    outputs_fingerprint,
     read_answer_variants,
     read_outputs,
-    run_model,
+)
+from medunlearn.evaluation.populations import FORGET_POPULATIONS, PopulationConfig, load_populations
+from medunlearn.evaluation.roles import (
+    LoadedRole,
+    Role,
+    RoleRun,
+    check_role_names,
+    load_role,
+    role_reusable,
+    run_role,
 )
 from medunlearn.evaluation.scoring import per_example_metrics, summarise
-from medunlearn.models import check_model_name, resolve_model
-from medunlearn.utils.digest import folder_weights_digest, start_folder_digest
+from medunlearn.evaluation.settings import Overwrite, RunnerConfig
+from medunlearn.models import resolve_model
 from medunlearn.utils.distributed import launched_processes
 from medunlearn.utils.files import finite_or_none
 
@@ -51,166 +54,172 @@ ROLES = ("model", "before", "retain")
 FLAGS = {"model": "--model", "before": "--before", "retain": "--retain-model"}  # named in errors
 
 
+class Amnesia:
+    """The AMNESIA mode of the shared role steps (:mod:`medunlearn.evaluation.roles`): models as given,
+    prompts rendered with the tokenizer's own template (the medunlearn conventions)."""
+
+    conventions = PRESETS["medunlearn"]
+
+    def resolve(self, model, tokenizer, flag):
+        return resolve_model(model, tokenizer, flag)
+
+    def rendering(self, tokenizer):
+        return tokenizer
+
+    def model_id(self, path, model, role):
+        return path or str(getattr(model.config, "name_or_path", "") or f"in-memory model ({role})")
+
+    def named(self, model) -> bool:
+        return isinstance(model, (str, Path))
+
+
+@dataclass
+class EvaluationSettings:
+    """Everything :func:`evaluate_unlearning` takes besides the model, data, forget config and folder (its
+    keyword arguments; see there)."""
+
+    tokenizer: object = None
+    before: object = None
+    retain_model: object = None
+    name: str | None = None
+    runner_config: RunnerConfig | None = None
+    population_config: PopulationConfig | None = None
+    examples: pd.DataFrame | None = None
+    before_outputs: str | Path | None = None
+    retain_outputs: str | Path | None = None
+    embedding_similarity: bool = False
+    overwrite: bool = False
+
+
 def evaluate_unlearning(
-    model,
-    data_dir: str | Path,
-    forget_config: str,
-    out_dir: str | Path,
-    *,
-    tokenizer=None,
-    before=None,
-    retain_model=None,
-    name: str | None = None,
-    runner_config: RunnerConfig | None = None,
-    population_config: PopulationConfig | None = None,
-    examples: pd.DataFrame | None = None,
-    before_outputs: str | Path | None = None,
-    retain_outputs: str | Path | None = None,
-    embedding_similarity: bool = False,
-    overwrite: bool = False,
+    model, data_dir: str | Path, forget_config: str, out_dir: str | Path, **settings
 ) -> dict:
     """Evaluate ``model`` (a path, or an object with ``tokenizer=``) on an AMNESIA forget config.
 
-    ``before`` and ``retain_model`` are paths or ``(model, tokenizer)`` pairs. ``examples`` replaces the
-    populations read from ``data_dir`` (a table shaped like ``build_populations``' output). Finished batches
-    in ``out_dir`` are reused, so rerunning an interrupted evaluation resumes it. ``before_outputs`` is where
-    the before model's outputs live (default ``out_dir/outputs/before``): give several evaluations that share
-    a before model, data and settings the same folder and the before model runs once (``overwrite`` leaves
-    that shared folder alone: its fingerprint already guarantees it matches). ``retain_outputs`` does the same
-    for the retain model (default ``out_dir/outputs/retain``). A ``before`` that is ``model`` (the same
-    folder, or ``(model, tokenizer)``) runs once: the forget examples as the before model, the others as the
-    model. Outputs are reused exactly when their
-    fingerprint matches (the same model folder and weights digest, examples and runner settings); a model
-    named by a folder whose outputs are all there is not even loaded. ``embedding_similarity`` adds the
-    offline MiniLM embedding cosine to the answer similarity (ROUGE-L F1 alone by default).
+    ``settings`` are :class:`EvaluationSettings`' fields. ``before`` and ``retain_model`` are paths or
+    ``(model, tokenizer)`` pairs. ``examples`` replaces the populations read from ``data_dir`` (a table shaped
+    like ``build_populations``' output). Finished batches in ``out_dir`` are reused, so rerunning an
+    interrupted evaluation resumes it. ``before_outputs`` is where the before model's outputs live (default
+    ``out_dir/outputs/before``): give several evaluations that share a before model, data and settings the
+    same folder and the before model runs once (``overwrite`` leaves that shared folder alone: its
+    fingerprint already guarantees it matches). ``retain_outputs`` does the same for the retain model
+    (default ``out_dir/outputs/retain``). A ``before`` that is ``model`` (the same folder, or ``(model,
+    tokenizer)``) runs once: the forget examples as the before model, the others as the model. Outputs are
+    reused exactly when their fingerprint matches (the same model folder and weights digest, examples and
+    runner settings); a model named by a folder whose outputs are all there is not even loaded.
+    ``embedding_similarity`` adds the offline MiniLM embedding cosine to the answer similarity (ROUGE-L F1
+    alone by default).
 
     Under ``torchrun`` / ``accelerate launch`` every process runs its share of the batches and process 0
     scores; the other processes return ``{}``. Returns the summary (``{}`` while batches are left: rerun to
     resume).
     """
-    for role, value in (("model", model), ("before", before), ("retain", retain_model)):
-        if isinstance(value, (str, Path)):  # before any work: a bad name fails at once, plainly
-            check_model_name(str(value), FLAGS[role])
-    runner_config = runner_config or RunnerConfig()
-    population_config = population_config or PopulationConfig()
+    settings = EvaluationSettings(**settings)
+    config = settings.runner_config = settings.runner_config or RunnerConfig()
+    settings.population_config = settings.population_config or PopulationConfig()
     processes = launched_processes()
-    if runner_config.engine == "vllm" and processes.count > 1:
+    if config.engine == "vllm" and processes.count > 1:
         raise InputError(
             "--engine vllm runs in one process (the vLLM server batches for the whole device); "
             "launch without torchrun / accelerate, or use --engine hf"
         )
-    # Before anything is written: a server at --vllm-url must serve each generating role's checkpoint, and a
-    # started server must be able to run it (docs/evaluation.md, "Generation engines").
-    check_engine_serves(runner_config, {FLAGS["model"]: model, FLAGS["before"]: before})
-    is_main = processes.is_main
+    models = {FLAGS["model"]: model, FLAGS["before"]: settings.before, FLAGS["retain"]: settings.retain_model}
+    check_role_names(Amnesia(), config, models, generating=(FLAGS["model"], FLAGS["before"]))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    examples = settings.examples
     if examples is None:
-        examples = load_populations(data_dir, forget_config, population_config)
-    if is_main:
+        examples = load_populations(data_dir, forget_config, settings.population_config)
+    if processes.is_main:
         examples.to_parquet(out_dir / "examples.parquet", index=False)
-    forget_examples = examples[examples["population"].isin(FORGET_POPULATIONS)].reset_index(drop=True)
-
-    outputs = {role: out_dir / "outputs" / role for role in ROLES}
-    if before_outputs is not None:
-        outputs["before"] = Path(before_outputs)
-    if retain_outputs is not None:
-        outputs["retain"] = Path(retain_outputs)
-    shared_roles = {
-        role for role, folder in (("before", before_outputs), ("retain", retain_outputs)) if folder
-    }
-    jobs = [("model", model, tokenizer, examples, PASSES)]
-    model_folders = [str(outputs["model"])]
-    # The before model is the evaluated one (a study's baseline, --model X --before X): it runs once. The
-    # before role scores the forget examples, the model role only the others, and the model's forget rows are
-    # read from the before outputs (unless the model's outputs of every example are already there).
-    same = (
-        before is not None
-        and _same_model(model, tokenizer, before)
-        and not _reusable(model, examples, outputs["model"], runner_config, PASSES, overwrite, False)
-    )
-    if same:
-        others = examples[~examples["population"].isin(FORGET_POPULATIONS)].reset_index(drop=True)
-        jobs = [("before", before, None, forget_examples, PASSES)]
-        if len(others):
-            jobs.append(("model", model, tokenizer, others, PASSES))
-        model_folders = [str(outputs["model"])] * bool(len(others)) + [str(outputs["before"])]
-    elif before is not None:
-        jobs.append(("before", before, None, forget_examples, PASSES))
-    if retain_model is not None:
-        jobs.append(("retain", retain_model, None, forget_examples, (TEACHER_FORCED,)))
-    run_info = {
-        "name": name or (Path(model).name if isinstance(model, (str, Path)) else "model"),
-        "data": str(data_dir),
-        "forget_config": forget_config,
-        "runner": asdict(runner_config),
-        "populations": asdict(population_config),
-        "similarity": {"embedding": embedding_similarity},
-        # AMNESIA evaluation renders with the tokenizer's own template (the medunlearn conventions).
-        "conventions": PRESETS["medunlearn"].to_dict(),
-        "models": {},
-        "outputs": {role: str(outputs[role]) for role, *_ in jobs},
-        "complete": False,
-    }
-    if same:  # the model's outputs: its own folder (non-forget examples, if any), then the before outputs
+    roles, model_folders = _plan_roles(model, examples, out_dir, settings)
+    run_info = _run_info(model, data_dir, forget_config, settings)
+    run_info["outputs"] = {role.name: str(role.runs[0].folder) for role in roles}
+    if model_folders is not None:  # the model's outputs: its own folder (others, if any), then the before's
         run_info["outputs"]["model"] = model_folders
-    held = None  # the before model, kept loaded for the model role when they are the same model
-    for role, model_or_path, role_tokenizer, role_examples, passes in jobs:
-        shared = role in shared_roles
-        reuse, held = (held if role == "model" else None), None  # never two models in memory
-        if _reusable(model_or_path, role_examples, outputs[role], runner_config, passes, overwrite, shared):
-            run_info["models"][role] = str(model_or_path)
-            continue
-        if reuse is not None:
-            loaded, loaded_tokenizer, path, weights = reuse
-        else:
-            # A folder's weights are hashed from its files, once (cached beside it), while the model loads.
-            digest = start_folder_digest(model_or_path) if isinstance(model_or_path, (str, Path)) else None
-            loaded, loaded_tokenizer, path = resolve_model(model_or_path, role_tokenizer, FLAGS[role])
-            if path is not None and is_main:
-                warn_if_conventions_differ(path, PRESETS["medunlearn"], FLAGS[role])
-            if path is not None:
-                # Loaded here, so placed here: the process's GPU when there is one (data parallel: every
-                # process holds the model and runs its share of the batches). Objects stay where the caller
-                # put them.
-                loaded.to(processes.device)
-            weights = digest.result() if digest is not None else None
-        reuse = None
-        held = (loaded, loaded_tokenizer, path, weights) if same and role == "before" else None
-        model_id = path or str(getattr(loaded.config, "name_or_path", "") or f"in-memory model ({role})")
-        run_info["models"][role] = model_id
-        # A shared --before-outputs / --retain-outputs folder is discarded only when stale: outputs matching
-        # the fingerprint are exactly what this run would compute, and other evaluations are reusing them.
-        # The generation engine of this model: a vLLM server is started (from the model's folder) only if
-        # generations are left to do, and stopped when this model is done, also on error.
-        with make_engine(runner_config, loaded, path) if GENERATION in passes else HFEngine(loaded) as engine:
-            run_model(
-                loaded,
-                loaded_tokenizer,
-                role_examples,
-                outputs[role],
-                runner_config,
-                model_id=model_id,
-                passes=passes,
-                overwrite="stale" if overwrite and shared else overwrite,
-                process_index=processes.index,
-                num_processes=processes.count,
-                weights=weights,
-                engine=engine,
-            )
-        del loaded  # one model in memory at a time (the before model is held for the model role)
-    reuse = held = None
-    if same:
-        run_info["models"].setdefault("model", run_info["models"]["before"])
+    run_info["models"] = _run_roles(roles, config, processes, same=model_folders is not None)
     if processes.count > 1:
         processes.wait_for_everyone()
-    if not is_main:
+    if not processes.is_main:
         return {}
-    run_info["complete"] = all(outputs_complete(outputs[role], passes) for role, *_, passes in jobs)
+    run_info["complete"] = all(
+        outputs_complete(run.folder, run.passes) for role in roles for run in role.runs
+    )
     (out_dir / "run.json").write_text(json.dumps(run_info, indent=2))
     if not run_info["complete"]:
         return {}
     return score_evaluation(out_dir)
+
+
+def _run_info(model, data_dir, forget_config: str, settings: EvaluationSettings) -> dict:
+    return {
+        "name": settings.name or (Path(model).name if isinstance(model, (str, Path)) else "model"),
+        "data": str(data_dir),
+        "forget_config": forget_config,
+        "runner": asdict(settings.runner_config),
+        "populations": asdict(settings.population_config),
+        "similarity": {"embedding": settings.embedding_similarity},
+        # AMNESIA evaluation renders with the tokenizer's own template (the medunlearn conventions).
+        "conventions": PRESETS["medunlearn"].to_dict(),
+        "models": {},
+        "outputs": {},
+        "complete": False,
+    }
+
+
+def _plan_roles(model, examples: pd.DataFrame, out_dir: Path, settings: EvaluationSettings):
+    """The roles to run, in order, and (when the before model is the evaluated one) the model's output
+    folders: its own and the before's. A before model that is the evaluated one (a study's baseline, --model X
+    --before X) runs once: the before role scores the forget examples, the model role only the others, and
+    the model's forget rows are read from the before outputs (unless the model's outputs of every example are
+    already there)."""
+    folders = {role: out_dir / "outputs" / role for role in ROLES}
+    shared = {"before": settings.before_outputs, "retain": settings.retain_outputs}
+    folders.update({role: Path(folder) for role, folder in shared.items() if folder is not None})
+
+    def role(name, model_or_path, role_examples, passes=PASSES, tokenizer=None) -> Role:
+        overwrite = Overwrite.for_folder(settings.overwrite, shared.get(name) is not None)
+        runs = [RoleRun(folders[name], role_examples, passes)]
+        return Role(name, FLAGS[name], model_or_path, runs, tokenizer, overwrite)
+
+    forget = examples[examples["population"].isin(FORGET_POPULATIONS)].reset_index(drop=True)
+    evaluated = role("model", model, examples, tokenizer=settings.tokenizer)
+    roles, model_folders = [evaluated], None
+    before = settings.before
+    same = before is not None and _same_model(model, settings.tokenizer, before)
+    if same and not role_reusable(Amnesia(), evaluated, settings.runner_config):
+        others = examples[~examples["population"].isin(FORGET_POPULATIONS)].reset_index(drop=True)
+        roles = [role("before", before, forget)]
+        if len(others):
+            roles.append(role("model", model, others, tokenizer=settings.tokenizer))
+        model_folders = [str(folders["model"])] * bool(len(others)) + [str(folders["before"])]
+    elif before is not None:
+        roles.append(role("before", before, forget))
+    if settings.retain_model is not None:
+        roles.append(role("retain", settings.retain_model, forget, passes=(TEACHER_FORCED,)))
+    return roles, model_folders
+
+
+def _run_roles(roles: list[Role], config: RunnerConfig, processes, same: bool) -> dict:
+    """Run every role not already in its folders, one model in memory at a time (the before model is held
+    for the model role when they are the same model); returns the model of each role (run.json's
+    ``models``)."""
+    benchmark, models = Amnesia(), {}
+    held: LoadedRole | None = None
+    for role in roles:
+        reuse, held = (held if role.name == "model" else None), None  # never two models in memory
+        if role_reusable(benchmark, role, config):
+            models[role.name] = str(role.model)
+            continue
+        loaded = reuse or load_role(benchmark, role, processes.device, warn=processes.is_main)
+        reuse = None
+        held = loaded if same and role.name == "before" else None
+        models[role.name] = benchmark.model_id(loaded.path, loaded.model, role.name)
+        run_role(benchmark, role, loaded, config, processes)
+        del loaded  # one model in memory at a time (the before model is held for the model role)
+    if same:
+        models.setdefault("model", models["before"])
+    return models
 
 
 def _same_model(model, tokenizer, before) -> bool:
@@ -241,26 +250,6 @@ def _read_role(folders: list[Path], example_ids) -> tuple[pd.DataFrame, pd.DataF
         )
     variants = pd.concat([read_answer_variants(folder) for folder in folders], ignore_index=True)
     return outputs.loc[list(example_ids)].reset_index(), variants.drop_duplicates(["example_id", "variant"])
-
-
-def _reusable(model_or_path, examples, folder: Path, config: RunnerConfig, passes, overwrite, shared) -> bool:
-    """Whether ``folder`` already holds all of this role's outputs, for a model named by its folder: its
-    weights digest (from the files, cached) gives the fingerprint without loading it."""
-    if not isinstance(model_or_path, (str, Path)) or (overwrite and not shared):
-        return False
-    # Only a cached digest: a folder never hashed has no complete outputs (unless its cache was removed; the
-    # runner then finds them done after the load).
-    weights = folder_weights_digest(model_or_path, cached_only=True)
-    if weights is None:
-        return False
-    fingerprint = outputs_fingerprint(str(model_or_path), examples, config, weights, passes=passes)
-    if not outputs_current(folder, fingerprint, passes):
-        return False
-    if config.progress:
-        print(
-            f"{folder.name}: reused cached outputs in {folder} ({model_or_path} not loaded)", file=sys.stderr
-        )
-    return True
 
 
 def score_evaluation(eval_dir: str | Path) -> dict:

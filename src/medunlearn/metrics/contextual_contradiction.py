@@ -47,8 +47,8 @@ _FENCE = re.compile(r"^```(?:json)?\s*\n?(.*?)\n?```$", re.DOTALL)
 def parse_prediction(text: str) -> dict | None:
     """Strictly parse a model's JSON answer; ``None`` when it is not exactly one valid record.
 
-    Accepted: one JSON object (optionally inside a single ```json fence) with ``conflict_type`` (a class id),
-    ``axes`` (a list of axis ids), ``dominant_confounder`` (an axis id, "none" or null) and
+    Accepted: one JSON object (optionally inside a single `` ```json `` fence) with ``conflict_type`` (a class
+    id), ``axes`` (a list of axis ids), ``dominant_confounder`` (an axis id, "none" or null) and
     ``reconciliation`` (a string); ``evidence_a`` / ``evidence_b`` are optional strings.
 
     >>> parse_prediction('{"conflict_type": "no_conflict", "axes": [], "dominant_confounder": null, '

@@ -1,8 +1,10 @@
 """Base class of medunlearn's ``evaluate`` modules (``metrics/<name>/<name>.py``).
 
-It adds two things to ``evaluate.Metric``: a missing input (``None``) raises a ValueError that names the
-argument, instead of evaluate's generic "call add or add_batch first"; an argument ``_compute`` does not take
-raises a ValueError naming it and the ones it takes, before any input is stored (evaluate would raise a
+It adds three things to ``evaluate.Metric``: a missing input (``None``) raises a ValueError that names the
+argument, instead of evaluate's generic "call add or add_batch first"; an element that is ``None`` or NaN
+raises one that names the argument and its index (evaluate would cast it to the string "nan" or fail with
+"don't match the expected format"); an argument ``_compute`` does not take raises a ValueError naming it and
+the ones it takes, before any input is stored (evaluate would raise a
 TypeError from inside ``_compute``). Importing this module imports
 ``evaluate``; only the metric modules do, never :mod:`medunlearn.metrics`' pure functions.
 """
@@ -12,6 +14,8 @@ from __future__ import annotations
 import inspect
 
 import evaluate
+
+from medunlearn.metrics.validation import check_sequence
 
 __all__ = ["CheckedMetric"]
 
@@ -39,6 +43,8 @@ class CheckedMetric(evaluate.Metric):
         if (nothing_added and not given) or (given and len(given) < len(names)):
             missing = next(name for name in names if inputs.get(name) is None)
             raise ValueError(f"`{missing}` must be a list, got None")
+        for name in given:  # before evaluate casts them: None or NaN would become "nan" or a format error
+            check_sequence(name, inputs[name], allow_empty=True)
         if given:
             predictions, references = self._check_inputs(predictions, references)
         return super().compute(predictions=predictions, references=references, **kwargs)

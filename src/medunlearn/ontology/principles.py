@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 
 NEOPLASM = "cancer"
 PREGNANCY = "maternal_child"
+# Eye, ear and skin (ICD-10-CM chapters 7, 8, 12): no category of ours (medunlearn.ontology.conventions).
+OUT_OF_SCOPE = "none"
+_NO_CATEGORY = "title: no category (eye, ear or skin: ICD-10-CM chapters 7, 8, 12)"
 # Title cue categories that are not organ systems (data/title_cues.yaml).
 PREGNANCY_CUE, NEOPLASM_CUE = "pregnancy", "neoplasm"
 
@@ -117,17 +120,24 @@ def decide_title(title: str, mentions: Sequence[Mention], cues: Sequence[Mention
         return Decision(NEOPLASM, "title: underlying neoplasm")
     if mentions:
         connective = _CAUSE_FOLLOWS.search(title)
-        if connective is not None:
-            causes = [m for m in mentions if m.start_char >= connective.end()]
-            if causes:
-                return Decision(causes[0].category, "title: underlying cause")
-        return Decision(mentions[0].category, "title: primary diagnosis")
+        causes = [m for m in mentions if connective is not None and m.start_char >= connective.end()]
+        decision = (
+            Decision(causes[0].category, "title: underlying cause")
+            if causes
+            else Decision(mentions[0].category, "title: primary diagnosis")
+        )
+        return Decision(None, _NO_CATEGORY) if decision.category == OUT_OF_SCOPE else decision
     if any(cue.category == NEOPLASM_CUE for cue in cues):
         return Decision(NEOPLASM, "title: neoplasm treatment")
     organs = [cue for cue in cues if cue.category not in (PREGNANCY_CUE, NEOPLASM_CUE)]
-    if organs:
-        return Decision(_first_category(organs), "title: organ system")
-    return None
+    if not organs:
+        return None
+    category = _first_category(organs)
+    return (
+        Decision(None, _NO_CATEGORY)
+        if category == OUT_OF_SCOPE
+        else Decision(category, "title: organ system")
+    )
 
 
 def _most_named(mentions: Sequence[Mention]) -> tuple[str, bool]:
@@ -149,6 +159,7 @@ def decide_note(note: str, mentions: Sequence[Mention]) -> Decision:
     >>> decide_note(note, default_vocabulary().mentions(note))
     Decision(category='infection_immune', rule='note: presenting problem')
     """
+    mentions = [m for m in mentions if m.category != OUT_OF_SCOPE]
     if not mentions:
         return Decision(None, "no affirmed term")
     opening = opening_end(note)

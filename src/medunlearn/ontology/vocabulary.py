@@ -36,6 +36,14 @@ import yaml
 
 from medunlearn.errors import InputError
 from medunlearn.ontology.amnesia import DISEASES
+from medunlearn.ontology.conventions import (
+    INFECTION,
+    OUT_OF_SCOPE,
+    infections_named_as_such,
+    is_organism_name,
+    is_out_of_scope_name,
+    out_of_scope_terms,
+)
 from medunlearn.ontology.icd10cm import (  # noqa: F401  (re-exported: the vocabulary's ICD-derived terms)
     ICD_CHAPTER_CATEGORIES,
     ICD_TERMS_FILE,
@@ -204,10 +212,12 @@ class DiseaseVocabulary:
         neoplasm_morphology: bool = False,
         cues: DiseaseVocabulary | None = None,
         roots: Mapping[str, str] | None = None,
+        convention_morphology: bool = False,
     ):
         self.term_categories: dict[str, str] = {}
         self.negation = negation
         self.neoplasm_morphology = neoplasm_morphology
+        self.convention_morphology = convention_morphology
         self.cues = cues
         self.roots = dict(roots or {})
         self._by_words: dict[tuple[str, ...], str | None] = {}
@@ -247,6 +257,10 @@ class DiseaseVocabulary:
         (``roots``: "intrahepatic" -> hepat -> digestive)."""
         if self.neoplasm_morphology and is_neoplasm_name(word):
             return NEOPLASM_CATEGORY
+        if self.convention_morphology and is_organism_name(word):
+            return INFECTION  # a pathogen named as such (medunlearn.ontology.conventions)
+        if self.convention_morphology and is_out_of_scope_name(word):
+            return OUT_OF_SCOPE  # "keratopathy", "maculopathy": an eye, ear or skin disease
         if self.roots and len(word) >= 5:
             stem = _ANATOMICAL_PREFIX.sub("", word)
             for length in range(min(len(stem), 8), 3, -1):
@@ -275,7 +289,7 @@ class DiseaseVocabulary:
                 if canonical is not None:
                     term = by_words[canonical]
                     hits.append((start, start + length, None if term is None else self.term_categories[term]))
-        if self.neoplasm_morphology or self.roots:
+        if self.neoplasm_morphology or self.convention_morphology or self.roots:
             named = {hit[0] for hit in hits}
             for start, token in enumerate(tokens):
                 category = None if start in named else self._word_category(token)
@@ -410,9 +424,12 @@ class DiseaseVocabulary:
             raise ValueError(f"{len(titles)} titles but {len(notes)} notes")
         analysed = self.analyse_texts(titles + notes)
         results = []
-        for title, note, title_mentions, note_mentions in zip(
+        for title, note, title_all, note_all in zip(
             titles, notes, analysed[: len(titles)], analysed[len(titles) :]
         ):
+            # Eye, ear and skin terms decide a title (as "no category") and nothing else.
+            title_mentions = [m for m in title_all if m.category != OUT_OF_SCOPE]
+            note_mentions = [m for m in note_all if m.category != OUT_OF_SCOPE]
             title_counts, _ = self._affirmed_counts(title, title_mentions)
             note_counts, _ = self._affirmed_counts(note, note_mentions)
             scores: dict[str, float] = {}
@@ -428,7 +445,7 @@ class DiseaseVocabulary:
                     for term in (mention.term, *mention.nested)
                 )
             )
-            affirmed_title = [m for m in title_mentions if not m.negated]
+            affirmed_title = [m for m in title_all if not m.negated]
             decision = decide_title(title, affirmed_title, self.title_cues(title)) or decide_note(
                 note, [m for m in note_mentions if not m.negated]
             )
@@ -476,16 +493,20 @@ def _load_yaml(name: str):
     return yaml.safe_load(resources.files("medunlearn.ontology").joinpath("data").joinpath(name).read_text())
 
 
-def curated_terms() -> dict[str, str]:
-    terms = {}
-    for category, category_terms in _load_yaml("disease_terms.yaml").items():
+def _terms_by_category(by_category: dict, source: str) -> dict[str, str]:
+    """``{category: [term, ...]}`` from a data file as term -> category (a term listed twice keeps its first
+    category); an unknown category is an :class:`InputError` naming ``source``."""
+    terms: dict[str, str] = {}
+    for category, category_terms in by_category.items():
         if category not in DISEASES:
-            raise InputError(
-                f"disease_terms.yaml: unknown category {category!r}; allowed: {', '.join(DISEASES)}"
-            )
+            raise InputError(f"{source}: unknown category {category!r}; allowed: {', '.join(DISEASES)}")
         for term in category_terms:
             terms.setdefault(str(term), category)
     return terms
+
+
+def curated_terms() -> dict[str, str]:
+    return _terms_by_category(_load_yaml("disease_terms.yaml"), "disease_terms.yaml")
 
 
 def condition_terms() -> dict[str, str]:
@@ -511,30 +532,31 @@ def title_cue_terms() -> dict[str, str]:
     cues.update({str(cue): NEOPLASM_CUE for cue in data["neoplasm"]})
     for term, category in icd10cm_symptom_terms().items():
         cues.setdefault(term, category)
-    for category, words_of_organ in data["organ"].items():
-        if category not in DISEASES:
-            raise InputError(
-                f"title_cues.yaml: unknown category {category!r}; allowed: {', '.join(DISEASES)}"
-            )
-        for cue in words_of_organ:
-            cues.setdefault(str(cue), category)
+    for cue, category in _terms_by_category(data["organ"], "title_cues.yaml").items():
+        cues.setdefault(cue, category)
+    for cue in data["no_category"]:
+        cues.setdefault(str(cue), OUT_OF_SCOPE)  # eye, ear, skin (medunlearn.ontology.conventions)
     return cues
 
 
 def organ_roots() -> dict[str, str]:
     """Organ root -> its system's category (``data/title_cues.yaml``, ``organ_roots``)."""
-    return {
-        str(root): category
-        for category, roots in _load_yaml("title_cues.yaml")["organ_roots"].items()
-        for root in roots
-    }
+    return _terms_by_category(_load_yaml("title_cues.yaml")["organ_roots"], "title_cues.yaml organ_roots")
 
 
 @lru_cache(maxsize=1)
 def default_vocabulary() -> DiseaseVocabulary:
     merged: dict[str, str] = {}
     merged.update(icd10cm_terms())
+    for term, category in out_of_scope_terms().items():
+        merged.setdefault(term, category)  # eye, ear, skin: known, so they can say "no category"
     merged.update(condition_terms())
     merged.update(curated_terms())  # curated last: it wins
     cues = DiseaseVocabulary(title_cue_terms(), negation=False, roots=organ_roots())
-    return DiseaseVocabulary(merged, wrong_senses=wrong_sense_terms(), neoplasm_morphology=True, cues=cues)
+    return DiseaseVocabulary(
+        infections_named_as_such(merged),
+        wrong_senses=wrong_sense_terms(),
+        neoplasm_morphology=True,
+        cues=cues,
+        convention_morphology=True,
+    )

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from medunlearn.errors import MissingInputError
 from medunlearn.study.grid import forget_parts
+from medunlearn.utils.stage_marker import is_done
 
 BASELINE_METHOD = "finetuned"
 
@@ -66,10 +67,8 @@ def _scalar(value):
 def attack_summary(stage_folder: Path, fingerprint: str | None) -> dict | None:
     """The robustness summary of a cell's finished attack stage (``attacks.json``), or ``None``."""
     folder = stage_folder / "attacks"
-    done, payload = folder / "done.json", folder / "attacks.json"
-    if fingerprint is None or not (done.is_file() and payload.is_file()):
-        return None
-    if json.loads(done.read_text()).get("fingerprint") != fingerprint:
+    payload = folder / "attacks.json"
+    if fingerprint is None or not payload.is_file() or not is_done(folder, fingerprint):
         return None
     summaries = json.loads(payload.read_text()).get("summaries") or [None]
     return summaries[0]
@@ -88,13 +87,8 @@ def collect_results(study_dir: str | Path) -> dict:
     for stage in _stages(study_dir, state):
         attack_fp = stage.pop("attack_fingerprint", None)
         eval_dir = study_dir / stage.pop("folder") / "eval"
-        done = eval_dir.parent / "done.json"
         summary_path = eval_dir / "summary.json"
-        if not (
-            done.is_file()
-            and summary_path.is_file()
-            and json.loads(done.read_text()).get("fingerprint") == stage["fingerprint"]
-        ):
+        if not (summary_path.is_file() and is_done(eval_dir.parent, stage["fingerprint"])):
             missing.append(stage["stage"])
             continue
         summary = json.loads(summary_path.read_text())

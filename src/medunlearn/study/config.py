@@ -41,9 +41,9 @@ from typing import Any
 
 import yaml
 
+from medunlearn.config_names import is_forget_config
 from medunlearn.errors import MedunlearnError, MissingInputError
 
-FORGET_PATTERN = re.compile(r"^(disease_[a-z0-9_]+_)?forget_\d+$")
 TOP = "<top level>"
 TOP_LEVEL = (
     "name",
@@ -187,23 +187,53 @@ def _dataclass_fields(source: str, key: str, values: dict, cls) -> dict:
 
 def parse_study(raw: dict, source: str = "<study>") -> StudyConfig:
     """A :class:`StudyConfig` from a loaded YAML mapping; ``source`` names the file in errors."""
-    from medunlearn.evaluation.populations import PopulationConfig
-    from medunlearn.evaluation.runner import RunnerConfig
-    from medunlearn.models import ModelArguments
-
     raw = _mapping(source, TOP, raw, TOP_LEVEL)
     for required in ("model", "data", "methods", "forget"):
         if raw.get(required) is None:
             raise _fail(source, required, "is required")
+    # Sections are checked in file order, so the first error named is the first one a reader meets.
+    model = _parse_model(source, raw["model"])
+    data = _parse_data(source, raw["data"])
+    finetune = _parse_finetune(source, raw.get("finetune"))
+    methods = _parse_methods(source, raw["methods"])
+    forget = _parse_forget(source, raw["forget"])
+    seeds = _parse_seeds(source, raw.get("seeds", [0]))
+    evaluation = _parse_evaluation(source, raw.get("evaluation"))
+    attacks = _attack_spec(source, raw["attacks"]) if raw.get("attacks") is not None else None
 
-    model = raw["model"]
-    if isinstance(model, str):
-        model = {"model_name_or_path": model}
-    model = _dataclass_fields(source, "model", _mapping(source, "model", model), ModelArguments)
+    name = raw.get("name") or Path(source).stem
+    if not isinstance(name, str):
+        raise _fail(source, "name", "must be a string")
+    return StudyConfig(
+        name=name,
+        source=source,
+        model=model,
+        data=data,
+        finetune=finetune,
+        methods=methods,
+        forget=forget,
+        seeds=seeds,
+        evaluation=evaluation,
+        slurm=_mapping(source, "slurm", raw.get("slurm")),
+        attacks=attacks,
+    )
+
+
+def _parse_model(source: str, value) -> dict[str, Any]:
+    """``model:``: ``ModelArguments`` fields, or just the model's name."""
+    from medunlearn.models import ModelArguments
+
+    if isinstance(value, str):
+        value = {"model_name_or_path": value}
+    model = _dataclass_fields(source, "model", _mapping(source, "model", value), ModelArguments)
     if not isinstance(model.get("model_name_or_path"), str):
         raise _fail(source, "model.model_name_or_path", "is required (a folder, Hub id or built-in name)")
+    return model
 
-    data_raw = _mapping(source, "data", raw["data"], ("path", "build"))
+
+def _parse_data(source: str, value) -> DataSpec:
+    """``data:``: exactly one of an AMNESIA folder's ``path`` or ``build`` options of ``build_amnesia``."""
+    data_raw = _mapping(source, "data", value, ("path", "build"))
     if ("path" in data_raw) == ("build" in data_raw):
         raise _fail(source, "data", "give exactly one of 'path' (an AMNESIA folder) or 'build' (its options)")
     if "path" in data_raw and not isinstance(data_raw["path"], str):
@@ -213,16 +243,18 @@ def parse_study(raw: dict, source: str = "<study>") -> StudyConfig:
         build=_mapping(source, "data.build", data_raw["build"]) if "build" in data_raw else None,
     )
     if data.build is not None:
-        import inspect
+        from medunlearn.amnesia.build import BuildOptions
 
-        from medunlearn.amnesia.build import build_contents
-
-        options = list(inspect.signature(build_contents).parameters)
+        options = [f.name for f in dataclasses.fields(BuildOptions)]
         for name in data.build:
             if name not in options:
                 raise _fail(source, f"data.build.{name}", f"not a build_amnesia option; options: {options}")
+    return data
 
-    ft_raw = _mapping(source, "finetune", raw.get("finetune"), ("notes_epochs", "qa_epochs", "sft"))
+
+def _parse_finetune(source: str, value) -> FinetuneSpec:
+    """``finetune:``: the two epoch counts (numbers >= 0) and ``SFTConfig`` fields."""
+    ft_raw = _mapping(source, "finetune", value, ("notes_epochs", "qa_epochs", "sft"))
     finetune = FinetuneSpec(sft=_mapping(source, "finetune.sft", ft_raw.get("sft")))
     for key in ("notes_epochs", "qa_epochs"):
         if key in ft_raw:
@@ -230,8 +262,12 @@ def parse_study(raw: dict, source: str = "<study>") -> StudyConfig:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
                 raise _fail(source, f"finetune.{key}", f"must be a number >= 0, got {value!r}")
             setattr(finetune, key, float(value))
+    return finetune
 
-    methods_raw = _mapping(source, "methods", raw["methods"])
+
+def _parse_methods(source: str, value) -> list[MethodSpec]:
+    """``methods:``: label -> config fields; ``method:`` names the method when the label does not."""
+    methods_raw = _mapping(source, "methods", value)
     if not methods_raw:
         raise _fail(source, "methods", "names no method")
     methods = []
@@ -248,23 +284,27 @@ def parse_study(raw: dict, source: str = "<study>") -> StudyConfig:
                     source, f"methods.{label}.{reserved}", "is set by the study (cells folder, `seeds`)"
                 )
         methods.append(MethodSpec(label, method, fields))
+    return methods
 
-    forget = raw["forget"]
-    if isinstance(forget, str):
-        forget = [forget]
+
+def _parse_forget(source: str, value) -> list[str]:
+    """``forget:``: distinct AMNESIA forget config names (one name alone is a list of one)."""
+    forget = [value] if isinstance(value, str) else value
     if not isinstance(forget, list) or not forget:
         raise _fail(source, "forget", "must be a non-empty list of forget configs")
     for index, name in enumerate(forget):
-        if not isinstance(name, str) or not FORGET_PATTERN.match(name):
+        if not isinstance(name, str) or not is_forget_config(name, "amnesia"):
             raise _fail(
                 source, f"forget[{index}]", f"{name!r} is not a forget config (forget_X, disease_D_forget_X)"
             )
     if len(set(forget)) != len(forget):
         raise _fail(source, "forget", "lists a config twice")
+    return list(forget)
 
-    seeds = raw.get("seeds", [0])
-    if isinstance(seeds, int) and not isinstance(seeds, bool):
-        seeds = [seeds]
+
+def _parse_seeds(source: str, value) -> list[int]:
+    """``seeds:``: distinct integers (one integer alone is a list of one)."""
+    seeds = [value] if isinstance(value, int) and not isinstance(value, bool) else value
     if (
         not isinstance(seeds, list)
         or not seeds
@@ -273,10 +313,15 @@ def parse_study(raw: dict, source: str = "<study>") -> StudyConfig:
         raise _fail(source, "seeds", f"must be a non-empty list of integers, got {seeds!r}")
     if len(set(seeds)) != len(seeds):
         raise _fail(source, "seeds", "lists a seed twice")
+    return list(seeds)
 
-    ev_raw = _mapping(
-        source, "evaluation", raw.get("evaluation"), ("runner", "populations", "embedding_similarity")
-    )
+
+def _parse_evaluation(source: str, value) -> EvaluationSpec:
+    """``evaluation:``: ``RunnerConfig`` and ``PopulationConfig`` fields and the similarity switch."""
+    from medunlearn.evaluation.populations import PopulationConfig
+    from medunlearn.evaluation.runner import RunnerConfig
+
+    ev_raw = _mapping(source, "evaluation", value, ("runner", "populations", "embedding_similarity"))
     runner = _dataclass_fields(
         source, "evaluation.runner", _mapping(source, "evaluation.runner", ev_raw.get("runner")), RunnerConfig
     )
@@ -292,26 +337,7 @@ def parse_study(raw: dict, source: str = "<study>") -> StudyConfig:
     embedding = ev_raw.get("embedding_similarity", False)
     if not isinstance(embedding, bool):
         raise _fail(source, "evaluation.embedding_similarity", "must be true or false")
-    evaluation = EvaluationSpec(runner, populations, embedding)
-
-    attacks = _attack_spec(source, raw["attacks"]) if raw.get("attacks") is not None else None
-
-    name = raw.get("name") or Path(source).stem
-    if not isinstance(name, str):
-        raise _fail(source, "name", "must be a string")
-    return StudyConfig(
-        name=name,
-        source=source,
-        model=model,
-        data=data,
-        finetune=finetune,
-        methods=methods,
-        forget=list(forget),
-        seeds=list(seeds),
-        evaluation=evaluation,
-        slurm=_mapping(source, "slurm", raw.get("slurm")),
-        attacks=attacks,
-    )
+    return EvaluationSpec(runner, populations, embedding)
 
 
 def _attack_spec(source: str, value) -> AttackSpec:

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from medunlearn.config_names import SplitName, folder_configs, is_forget_config
 from medunlearn.study.config import StudyConfig
 
 # Config fields that change how a run is shown or where it is written, never its result.
@@ -92,13 +93,14 @@ def cell_fields(fields: dict, seed: int) -> dict:
 
 
 def forget_parts(forget: str) -> dict:
-    """``disease_cancer_forget_10`` → split ``disease``, disease ``cancer``, size 10."""
-    match = re.fullmatch(r"(?:disease_(?P<disease>.+)_)?forget_(?P<size>\d+)", forget)
-    disease = match["disease"] if match else None
+    """``disease_cancer_forget_10`` → split ``disease``, disease ``cancer``, size 10 (random and no size for a
+    name off the grammar of :mod:`medunlearn.config_names`)."""
+    parsed = SplitName.parse(forget) if is_forget_config(forget, "amnesia") else None
+    disease = parsed.disease if parsed else None
     return {
         "split": "disease" if disease else "random",
         "disease": disease,
-        "forget_size": int(match["size"]) if match else None,
+        "forget_size": parsed.percent if parsed else None,
     }
 
 
@@ -302,9 +304,9 @@ def validate_study(study: StudyConfig, data_dir: Path | None = None) -> Grid | N
         _check_build_forget(study)
     folder = data_dir if data_dir is not None else study.data_path()
     if folder is not None and (folder / "README.md").is_file():
-        card = (folder / "README.md").read_text()
+        offered = folder_configs(folder)
         for index, forget in enumerate(study.forget):
-            if f"config_name: {forget}\n" not in card:
+            if forget not in offered:
                 raise study.error(f"forget[{index}]", f"{folder} has no config {forget!r}")
     elif study.data.path is not None:
         from medunlearn.errors import MissingInputError

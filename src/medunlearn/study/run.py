@@ -13,256 +13,84 @@ A study folder::
                                its own done.json; the robustness section goes in cells/<cell>/model/README.md
     results.parquet / .json    one row per (stage × population × QA type), see medunlearn.study.collect
 
-A stage is finished when its ``done.json`` holds its fingerprint; anything else found in its folder (a killed
-run's leftovers, a changed setting's outputs) is removed and the stage runs again. Stages run through an
-executor: ``processes`` (a ``ProcessPoolExecutor``, spawn context), ``local`` (submitit's ``LocalExecutor``)
-or ``slurm`` (submitit, one array job per phase). Jobs ``chdir`` into the study folder and name models by
-their path inside it, so a study folder can be moved or copied and still resumes.
+A stage is finished when its ``done.json`` holds its fingerprint (:mod:`medunlearn.utils.stage_marker`);
+anything else found in its folder (a killed run's leftovers, a changed setting's outputs) is removed and the
+stage runs again. Each stage is a job (:mod:`medunlearn.study.stages`: one class per kind) run through an
+executor (:mod:`medunlearn.study.executors`: ``processes``, ``local`` or ``slurm``). Jobs ``chdir`` into the
+study folder and name models by their path inside it, so a study folder can be moved or copied and still
+resumes.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from medunlearn.errors import InputError, OutputExistsError
 from medunlearn.study.collect import collect_results
 from medunlearn.study.config import StudyConfig, load_study
-from medunlearn.study.grid import Grid, attack_settings, data_fingerprint, validate_study
+from medunlearn.study.executors import EXECUTORS, ExecutorName, StageExecutor, check_executor, open_executor
+from medunlearn.study.grid import (
+    Baseline,
+    Grid,
+    attack_settings,
+    cell_fields,
+    data_fingerprint,
+    validate_study,
+)
+from medunlearn.study.stages import (
+    FINETUNED,
+    AttackJob,
+    BaselineJob,
+    CellJob,
+    FinetuneJob,
+    Job,
+    StudyContext,
+    run_job,
+)
+from medunlearn.utils.files import atomic_write_text
+from medunlearn.utils.stage_marker import DONE, is_done, mark_done, read_marker
 
-EXECUTORS = ("processes", "local", "slurm")
-DONE = "done.json"
-FINETUNED = "finetune/model"
+DATA_MARKER = "data.json"  # beside data/: the fingerprint of the build options it was built with
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class StudyRunSettings:
+    """How one invocation runs a study; none of it is fingerprinted (the numbers depend on ``threads`` only
+    through float rounding).
+
+    Parameters:
+        jobs (`int`, defaults to `1`): stages at once.
+        executor (`"processes"`, `"local"` or `"slurm"`, defaults to `"processes"`): docs/study.md.
+        threads (`int`, defaults to `1`): torch threads per stage (1: ``--jobs N`` on N cores).
+        methods (`list[str]` or `None`): run only these method labels (default all).
+        forget (`list[str]` or `None`): run only these forget configs (default all).
+    """
+
+    jobs: int = 1
+    executor: ExecutorName = "processes"
+    threads: int = 1
+    methods: list[str] | None = None
+    forget: list[str] | None = None
+
+    def check(self) -> None:
+        check_executor(self.executor)
+        if self.jobs < 1 or self.threads < 1:
+            raise InputError("--jobs and --threads must be at least 1")
 
 
 @dataclass
-class Job:
-    """Everything one stage needs, picklable (sent to a process, a submitit job or a Slurm node)."""
+class Phase:
+    """Jobs independent of each other, run together; a phase starts when the one before has finished."""
 
-    kind: str  # "finetune", "baseline", "cell" or "attack"
-    name: str
-    folder: str  # inside the study folder
-    study_dir: str
-    data_dir: str
-    fingerprint: str
-    model: dict[str, Any]  # ModelArguments fields of the study
-    threads: int | None = 1
-    forget: str = ""
-    before_outputs: str = ""
-    method: str = ""
-    fields: dict[str, Any] = field(default_factory=dict)
-    finetune: dict[str, Any] = field(default_factory=dict)
-    evaluation: dict[str, Any] = field(default_factory=dict)
-    attacks: dict[str, Any] = field(default_factory=dict)  # grid.attack_settings (an attack stage)
-    model_dir: str = ""  # the attacked model (an attack stage)
-    label: str = ""  # the method's display name in the attack folder (an attack stage)
-
-
-def write_json(path: Path, value: Any) -> None:
-    """Write ``value`` as JSON atomically (a killed process never leaves half a file)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(value, indent=2, default=str))
-    os.replace(tmp, path)
-
-
-def stage_done(study_dir: Path, folder: str, fingerprint: str) -> bool:
-    marker = study_dir / folder / DONE
-    if not marker.is_file():
-        return False
-    return json.loads(marker.read_text()).get("fingerprint") == fingerprint
-
-
-# ---------------------------------------------------------------------------------------------------------
-# One stage (runs in a worker process, a submitit job or a Slurm task)
-
-
-def run_job(job: Job) -> dict:
-    """Run one stage from scratch in its folder and mark it done; returns its ``done.json`` record."""
-    import torch
-
-    os.chdir(job.study_dir)
-    if job.threads is not None:
-        torch.set_num_threads(job.threads)  # --jobs N on N cores: one thread each
-    started = time.perf_counter()
-    folder = Path(job.folder)
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    if job.kind == "finetune":
-        _finetune(job, folder)
-    elif job.kind == "attack":
-        _attack(job, folder)
-    else:
-        _evaluate(job, folder, _unlearn(job, folder) if job.kind == "cell" else FINETUNED)
-    record = {
-        "name": job.name,
-        "kind": job.kind,
-        "fingerprint": job.fingerprint,
-        "seconds": round(time.perf_counter() - started, 2),
-        "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "pid": os.getpid(),
-    }
-    write_json(folder / DONE, record)
-    return record
-
-
-def _model_arguments(job: Job, path: str):
-    from medunlearn.models import ModelArguments
-
-    options = {k: v for k, v in job.model.items() if k not in ("model_name_or_path", "tiny_vocab_size")}
-    return ModelArguments(path, **options)
-
-
-def _finetune(job: Job, folder: Path) -> None:
-    from medunlearn.models import ModelArguments
-    from medunlearn.unlearn.run import FinetuneArguments, default_sft_config, run_finetune
-
-    model_args = ModelArguments(**job.model)
-    out = folder / "model"
-    sft_config = default_sft_config(model_args, out)
-    sft_config.disable_tqdm = True
-    for name, value in job.finetune["sft"].items():
-        setattr(sft_config, name, value)
-    arguments = FinetuneArguments(
-        job.data_dir, str(out), job.finetune["notes_epochs"], job.finetune["qa_epochs"]
-    )
-    run_finetune(arguments, model_args, sft_config)
-
-
-def _unlearn(job: Job, folder: Path) -> str:
-    from medunlearn.unlearn.run import UnlearningDataArguments, make_method_config, run_unlearning
-
-    out = folder / "model"
-    config = make_method_config(job.method, out, **job.fields)
-    run_unlearning(
-        config, _model_arguments(job, FINETUNED), UnlearningDataArguments(job.data_dir, job.forget)
-    )
-    return str(out)
-
-
-def _evaluate(job: Job, folder: Path, model: str) -> None:
-    from medunlearn.evaluation.pipeline import evaluate_unlearning
-    from medunlearn.evaluation.populations import PopulationConfig
-    from medunlearn.evaluation.runner import RunnerConfig
-
-    settings = job.evaluation
-    summary = evaluate_unlearning(
-        model,
-        job.data_dir,
-        job.forget,
-        folder / "eval",
-        before=FINETUNED,
-        before_outputs=job.before_outputs,
-        name=job.name,
-        runner_config=RunnerConfig(**settings["runner"], progress=False),
-        population_config=PopulationConfig(**settings["populations"]),
-        embedding_similarity=settings["embedding_similarity"],
-    )
-    if not summary:
-        raise RuntimeError(f"{job.name}: the evaluation did not complete")  # a bug: every batch is asked for
-
-
-def _attack(job: Job, folder: Path) -> None:
-    """``run_attacks`` on the cell's unlearned model (the fine-tuned model as the before model), into the
-    stage folder, writing the robustness section into the model's card."""
-    from medunlearn.attacks.relearning import RelearnConfig
-    from medunlearn.attacks.run import AttackArguments, run_attacks
-    from medunlearn.evaluation.runner import RunnerConfig
-
-    settings = job.attacks
-    extra = {}
-    if "relearn" in settings:
-        extra["relearn"] = RelearnConfig(**settings["relearn"])
-    if "quantizations" in settings:
-        extra["quantizations"] = tuple(settings["quantizations"])
-    run_attacks(
-        AttackArguments(
-            models=[job.model_dir],
-            before=FINETUNED,
-            data=job.data_dir,
-            forget_config=job.forget,
-            out_dir=str(folder),
-            attacks=tuple(settings["attacks"]),
-            names=[job.label],
-            seed=settings["seed"],
-            max_retain_patients=settings["max_retain_patients"],
-            runner=RunnerConfig(**job.evaluation["runner"], progress=False),
-            overwrite=True,  # the stage folder, just emptied by run_job
-            write_card=True,
-            **extra,
-        )
-    )
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Executors: no scheduler of our own
-
-
-def _process_pool(workers: int):
-    """The ``processes`` executor: one pool of spawned workers for the whole study (torch is imported once
-    per worker, not once per phase)."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
-
-
-def _execute(
-    jobs: list[Job], workers: int, executor, study_dir: Path, slurm: dict, on_done: Callable
-) -> None:
-    """Run ``jobs`` (independent of each other) with at most ``workers`` at once; ``on_done(job, record)``
-    is called in this process as each finishes. The first failure is recorded and re-raised.
-
-    ``executor``: a process pool (:func:`_process_pool`), ``"local"`` or ``"slurm"`` (submitit)."""
-    if not jobs:
-        return
-    if not isinstance(executor, str):
-        from concurrent.futures import as_completed
-
-        futures = {executor.submit(run_job, job): job for job in jobs}
-        for future in as_completed(futures):
-            _finish(futures[future], future.result, on_done, lambda: [f.cancel() for f in futures])
-        return
-    import submitit
-
-    folder = study_dir / "submitit"
-    if executor == "local":
-        from concurrent.futures import ThreadPoolExecutor, as_completed
-
-        local = submitit.LocalExecutor(folder=folder)
-        local.update_parameters(timeout_min=int(slurm.get("timeout_min", 24 * 60)))
-        # submitit's local executor starts every job it is given at once: a thread per slot hands it one job
-        # at a time and waits for it.
-        with ThreadPoolExecutor(max_workers=workers) as slots:
-            futures = {
-                slots.submit(lambda job: local.submit(run_job, job).result(), job): job for job in jobs
-            }
-            for future in as_completed(futures):
-                _finish(futures[future], future.result, on_done, lambda: slots.shutdown(cancel_futures=True))
-        return
-    cluster = submitit.AutoExecutor(folder=folder, cluster="slurm")
-    cluster.update_parameters(slurm_array_parallelism=workers, **slurm)
-    submitted = cluster.map_array(run_job, jobs)
-    by_id = {id(s): job for s, job in zip(submitted, jobs)}
-    for done in submitit.helpers.as_completed(submitted):
-        _finish(
-            by_id[id(done)], done.result, on_done, lambda: [s.cancel() for s in submitted if not s.done()]
-        )
-
-
-def _finish(job: Job, result: Callable, on_done: Callable, stop: Callable) -> None:
-    try:
-        record = result()
-    except BaseException as error:  # recorded, then re-raised: never swallowed
-        on_done(job, {"name": job.name, "failed": f"{type(error).__name__}: {error}"})
-        stop()
-        raise
-    on_done(job, record)
+    title: str
+    jobs: list[Job]
+    workers: int
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -290,7 +118,7 @@ class StudyLog:
         self.save()
 
     def save(self) -> None:
-        write_json(self.path, self.state)
+        atomic_write_text(self.path, json.dumps(self.state, indent=2, default=str))
 
     def line(self, text: str) -> None:
         with (self.dir / "study.log").open("a") as handle:
@@ -313,20 +141,16 @@ def prepare_study(study: StudyConfig | str | Path, out: str | Path) -> tuple[Stu
     if study.data.build is not None:
         data_dir = study_dir / "data"
         data_fp = data_fingerprint(study)
-        if not _marker_matches(study_dir / "data.json", data_fp):
+        if not is_done(study_dir, data_fp, DATA_MARKER):
             validate_study(study, data_dir=Path("/nonexistent"))  # fail on the file before building
             from medunlearn.amnesia.build import build_amnesia
 
             build_amnesia(data_dir, overwrite=True, **study.data.build)
-            write_json(study_dir / "data.json", {"fingerprint": data_fp, "build": study.data.build})
+            mark_done(study_dir, data_fp, {"build": study.data.build}, DATA_MARKER)
     else:
         data_dir = study.data_path()
     grid = validate_study(study, data_dir=data_dir)
     return study, study_dir, data_dir, grid
-
-
-def _marker_matches(path: Path, fingerprint: str) -> bool:
-    return path.is_file() and json.loads(path.read_text()).get("fingerprint") == fingerprint
 
 
 def run_study(
@@ -334,11 +158,11 @@ def run_study(
     out: str | Path,
     *,
     jobs: int = 1,
-    executor: str = "processes",
+    executor: ExecutorName = "processes",
     threads: int = 1,
     methods: list[str] | None = None,
     forget: list[str] | None = None,
-    log: Callable[[str], None] | None = None,
+    log: Log | None = None,
 ) -> dict:
     """Run (or resume) a study into ``out``; returns ``{"study_dir", "ran", "skipped", "results", ...}``.
 
@@ -346,58 +170,23 @@ def run_study(
     depend on it only through float rounding); ``methods`` / ``forget``: run only these labels / forget
     configs (the fingerprints do not change, so the full study later reuses them).
     """
-    if executor not in EXECUTORS:
-        raise InputError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
-    if jobs < 1 or threads < 1:
-        raise InputError("--jobs and --threads must be at least 1")
-    if executor != "processes":
-        import importlib.util
-
-        if importlib.util.find_spec("submitit") is None:
-            raise InputError(f"--executor {executor} needs submitit: pip install 'medunlearn[study]'")
-        if executor == "slurm" and shutil.which("srun") is None:
-            raise InputError(
-                "--executor slurm needs a Slurm cluster (no `srun` on PATH); use processes or local"
-            )
-    import contextlib
-
+    settings = StudyRunSettings(jobs, executor, threads, methods, forget)
+    settings.check()
     import torch
 
-    log = log or (lambda text: None)
     study, study_dir, data_dir, grid = prepare_study(study, out)
-    with contextlib.ExitStack() as stack:
-        pool = stack.enter_context(_process_pool(jobs)) if executor == "processes" else executor
-        return _run_grid(
-            study,
-            study_dir,
-            data_dir,
-            grid,
-            pool,
-            jobs,
-            threads,
-            methods,
-            forget,
-            log,
-            executor,
-            torch.get_num_threads(),
+    finetune_threads = torch.get_num_threads()  # the fine-tune runs alone: every core this process has
+    with open_executor(settings.executor, settings.jobs, study_dir, study.slurm) as stages:
+        grid = _subset(study, grid, settings.methods, settings.forget)
+        context = StudyContext(
+            str(study_dir), str(data_dir), study.model, _evaluation(study), settings.threads
         )
+        phases = plan_phases(study, grid, context, settings.jobs, finetune_threads)
+        return StudyRun(study, study_dir, grid, settings, log or (lambda text: None)).run(phases, stages)
 
 
-def _run_grid(
-    study, study_dir, data_dir, grid, pool, jobs, threads, methods, forget, log, executor, finetune_threads
-) -> dict:
-    grid = _subset(study, grid, methods, forget)
-    run = {
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "jobs": jobs,
-        "executor": executor,
-        "threads": threads,
-        "ran": [],
-        "skipped": [],
-        "failed": [],
-    }
-    book = StudyLog(study_dir, study, grid, run)
-    base = {"study_dir": str(study_dir), "data_dir": str(data_dir), "model": study.model, "threads": threads}
+def _evaluation(study: StudyConfig) -> dict:
+    """The study's evaluation settings as the stages receive them."""
     evaluation = asdict(study.evaluation)
     if evaluation["runner"].get("engine") == "vllm":
         # Stages run inside the study folder: the vLLM Python is found from here, once.
@@ -406,133 +195,136 @@ def _run_grid(
         python = evaluation["runner"].get("vllm_python") or default_vllm_python()
         python = Path(python) if python else default_vllm_venv() / "bin" / "python"
         evaluation["runner"]["vllm_python"] = str(python.resolve())
-    started = time.perf_counter()
+    return evaluation
 
-    def on_done(job: Job, record: dict) -> None:
-        failed = "failed" in record
-        run["failed" if failed else "ran"].append(job.name)
-        book.status(
-            job.name,
-            {
-                "kind": job.kind,
-                "status": "failed" if failed else "done",
-                **record,
-                "fingerprint": job.fingerprint,
-            },
+
+def plan_phases(
+    study: StudyConfig, grid: Grid, context: StudyContext, workers: int, finetune_threads: int
+) -> list[Phase]:
+    """The study's phases in order: fine-tune, baselines, cells, then (with ``attacks:``) attacks."""
+    finetune = FinetuneJob(
+        "finetune",
+        "finetune",
+        grid.finetune_fingerprint,
+        replace(context, threads=finetune_threads),
+        finetune=asdict(study.finetune),
+    )
+    baselines = [
+        BaselineJob(
+            b.name, b.folder, b.fingerprint, context, forget=b.forget, before_outputs=b.before_outputs
         )
-        book.line(
+        for b in grid.baselines
+    ]
+    cells = [
+        CellJob(
+            c.name,
+            c.folder,
+            c.fingerprint,
+            context,
+            forget=c.forget,
+            before_outputs=Baseline(c.forget, fingerprint="").before_outputs,  # its baseline's
+            method=c.method,
+            fields=cell_fields(c.fields, c.seed),
+        )
+        for c in grid.cells
+    ]
+    phases = [
+        Phase("fine-tune", [finetune], 1),
+        Phase("baselines (the fine-tuned model per forget config)", baselines, workers),
+        Phase("cells", cells, workers),
+    ]
+    if study.attacks is not None:
+        settings = attack_settings(study)
+        attacks = [
+            AttackJob(
+                c.attack_name,
+                c.attack_folder,
+                c.attack_fingerprint,
+                context,
+                forget=c.forget,
+                attacks=settings,
+                model_dir=f"{c.folder}/model",
+                label=c.name,
+            )
+            for c in grid.cells
+        ]
+        phases.append(Phase("attacks (one attack stage per cell)", attacks, workers))
+    return phases
+
+
+class StudyRun:
+    """One invocation of a study: runs its phases, skipping finished stages, and keeps the book
+    (``study.json``'s status and run entry, ``study.log``)."""
+
+    def __init__(
+        self, study: StudyConfig, study_dir: Path, grid: Grid, settings: StudyRunSettings, log: Log
+    ) -> None:
+        self.study_dir, self.log = study_dir, log
+        self.record = {
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "jobs": settings.jobs,
+            "executor": settings.executor,
+            "threads": settings.threads,
+            "ran": [],
+            "skipped": [],
+            "failed": [],
+        }
+        self.book = StudyLog(study_dir, study, grid, self.record)
+
+    def run(self, phases: list[Phase], executor: StageExecutor) -> dict:
+        started = time.perf_counter()
+        for phase in phases:
+            self.phase(phase, executor)
+        run = self.record
+        run["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        run["seconds"] = round(time.perf_counter() - started, 1)
+        self.book.save()
+        results = collect_results(self.study_dir)
+        self.book.line(
+            f"finished: ran {len(run['ran'])}, skipped {len(run['skipped'])} in {run['seconds']} s"
+        )
+        return {
+            "study_dir": str(self.study_dir),
+            "ran": run["ran"],
+            "skipped": run["skipped"],
+            "failed": run["failed"],
+            "seconds": run["seconds"],
+            "results": results,
+        }
+
+    def phase(self, phase: Phase, executor: StageExecutor) -> None:
+        """Mark every job finished before as skipped, run the others."""
+        todo = []
+        for job in phase.jobs:
+            status = {"kind": job.kind, "status": "pending", "fingerprint": job.fingerprint}
+            if is_done(self.study_dir / job.folder, job.fingerprint):
+                self.record["skipped"].append(job.name)
+                self.book.line(f"skipped {job.kind} {job.name} {job.fingerprint} (finished)")
+                status = {**status, "status": "done", **read_marker(self.study_dir / job.folder)}
+            else:
+                todo.append(job)
+            self.book.state["status"][job.name] = status
+        self.book.save()
+        self.log(f"{phase.title}: {len(todo)} to run, {len(phase.jobs) - len(todo)} finished before")
+        if todo:
+            executor.run(todo, phase.workers, self.on_done)
+
+    def on_done(self, job: Job, record: dict) -> None:
+        """Called in this process as each job finishes (``record``: its marker, or ``{"name", "failed"}``)."""
+        failed = "failed" in record
+        self.record["failed" if failed else "ran"].append(job.name)
+        status = "failed" if failed else "done"
+        self.book.status(
+            job.name, {"kind": job.kind, "status": status, **record, "fingerprint": job.fingerprint}
+        )
+        self.book.line(
             f"{'failed' if failed else 'ran'} {job.kind} {job.name} {job.fingerprint}"
             + (f": {record['failed']}" if failed else f" in {record['seconds']} s")
         )
-        log(
+        self.log(
             f"  {'FAILED' if failed else 'done'} {job.name}"
             + (f": {record['failed']}" if failed else f" ({record['seconds']:.1f} s)")
         )
-
-    def phase(title: str, candidates: list[Job], workers: int) -> None:
-        todo = []
-        for job in candidates:
-            if stage_done(study_dir, job.folder, job.fingerprint):
-                run["skipped"].append(job.name)
-                book.line(f"skipped {job.kind} {job.name} {job.fingerprint} (finished)")
-                book.state["status"][job.name] = {
-                    "kind": job.kind,
-                    "status": "done",
-                    "fingerprint": job.fingerprint,
-                    **json.loads((study_dir / job.folder / DONE).read_text()),
-                }
-            else:
-                todo.append(job)
-                book.state["status"][job.name] = {
-                    "kind": job.kind,
-                    "status": "pending",
-                    "fingerprint": job.fingerprint,
-                }
-        book.save()
-        log(f"{title}: {len(todo)} to run, {len(candidates) - len(todo)} finished before")
-        _execute(todo, workers, pool, study_dir, study.slurm, on_done)
-
-    finetune = Job(
-        "finetune",
-        "finetune",
-        "finetune",
-        fingerprint=grid.finetune_fingerprint,
-        finetune=asdict(study.finetune),
-        **{**base, "threads": finetune_threads},
-    )
-    phase("fine-tune", [finetune], 1)
-    phase(
-        "baselines (the fine-tuned model per forget config)",
-        [
-            Job(
-                "baseline",
-                b.name,
-                b.folder,
-                fingerprint=b.fingerprint,
-                forget=b.forget,
-                before_outputs=b.before_outputs,
-                evaluation=evaluation,
-                **base,
-            )
-            for b in grid.baselines
-        ],
-        jobs,
-    )
-    from medunlearn.study.grid import cell_fields
-
-    phase(
-        "cells",
-        [
-            Job(
-                "cell",
-                c.name,
-                c.folder,
-                fingerprint=c.fingerprint,
-                forget=c.forget,
-                method=c.method,
-                fields=cell_fields(c.fields, c.seed),
-                before_outputs=f"baseline/{c.forget}/before_outputs",
-                evaluation=evaluation,
-                **base,
-            )
-            for c in grid.cells
-        ],
-        jobs,
-    )
-    if study.attacks is not None:
-        settings = attack_settings(study)
-        phase(
-            "attacks (one attack stage per cell)",
-            [
-                Job(
-                    "attack",
-                    c.attack_name,
-                    c.attack_folder,
-                    fingerprint=c.attack_fingerprint,
-                    forget=c.forget,
-                    evaluation=evaluation,
-                    attacks=settings,
-                    model_dir=f"{c.folder}/model",
-                    label=c.name,
-                    **base,
-                )
-                for c in grid.cells
-            ],
-            jobs,
-        )
-    run["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    run["seconds"] = round(time.perf_counter() - started, 1)
-    book.save()
-    results = collect_results(study_dir)
-    book.line(f"finished: ran {len(run['ran'])}, skipped {len(run['skipped'])} in {run['seconds']} s")
-    return {
-        "study_dir": str(study_dir),
-        "ran": run["ran"],
-        "skipped": run["skipped"],
-        "failed": run["failed"],
-        "seconds": run["seconds"],
-        "results": results,
-    }
 
 
 def _subset(study: StudyConfig, grid: Grid, methods: list[str] | None, forget: list[str] | None) -> Grid:
@@ -550,3 +342,18 @@ def _subset(study: StudyConfig, grid: Grid, methods: list[str] | None, forget: l
     ]
     grid.baselines = [b for b in grid.baselines if not forget or b.forget in forget]
     return grid
+
+
+__all__ = [
+    "DONE",
+    "EXECUTORS",
+    "FINETUNED",
+    "Job",
+    "Phase",
+    "StudyRun",
+    "StudyRunSettings",
+    "plan_phases",
+    "prepare_study",
+    "run_job",
+    "run_study",
+]

@@ -17,11 +17,11 @@ through ``medunlearn.data_loading.load_config`` so a local folder is read as it 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from medunlearn.data_loading import load_config, retain_config_for
+from medunlearn.config_names import SplitName, is_forget_config, is_tofu_hub_split, retain_config_for
+from medunlearn.data_loading import load_config
 from medunlearn.errors import MedunlearnError, MissingInputError
 
 HUB_ID = "locuslab/TOFU"
@@ -36,9 +36,6 @@ PERTURBED_CONFIGS = (
     "world_facts_perturbed",
 )
 ALL_CONFIGS = QA_CONFIGS + PERTURBED_CONFIGS
-# Further configs of the Hub dataset (larger forget splits and their complements), read when asked for by
-# name.
-_OTHER_HUB_CONFIGS = re.compile(r"(forget|retain|holdout|full_minus_forget)\d\d(_perturbed)?")
 QA_COLUMNS = ("question", "answer")
 PERTURBED_COLUMNS = ("question", "answer", "paraphrased_answer", "paraphrased_question", "perturbed_answer")
 OPTION_COLUMNS = ("question", "answer", "perturbed_answer")
@@ -76,18 +73,18 @@ def tofu_splits(forget: str) -> TofuSplits:
     >>> tofu_splits("forget05").retain, tofu_splits("forget05").holdout
     ('retain95', 'holdout05')
     """
-    match = re.fullmatch(r"forget(\d\d)", forget)
-    if not match:
+    if not is_forget_config(forget, "tofu"):
         raise TofuInputError(f"TOFU forget config must be one of {', '.join(FORGET_CONFIGS)}, got {forget!r}")
-    percent = int(match.group(1))
-    return TofuSplits(forget, f"retain{100 - percent}", f"holdout{percent:02d}", f"{forget}_perturbed")
+    split = SplitName.parse(forget)
+    return TofuSplits(forget, str(split.complement()), str(split.holdout()), f"{forget}_perturbed")
 
 
 def load_tofu(source: str | Path = HUB_ID, config: str = "full"):
     """One TOFU config's ``train`` split as a ``datasets.Dataset`` (Hub id or local folder of the Hub
     layout)."""
 
-    if config not in ALL_CONFIGS and not _OTHER_HUB_CONFIGS.fullmatch(config):
+    # Further configs of the Hub dataset (larger forget splits and their complements) are read when asked for.
+    if config not in ALL_CONFIGS and not is_tofu_hub_split(config):
         raise TofuInputError(f"unknown TOFU config {config!r}; known: {', '.join(ALL_CONFIGS)}")
     source = str(source)
     path = Path(source)

@@ -20,24 +20,25 @@ An evaluation folder::
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from medunlearn.chat import warn_if_conventions_differ
 from medunlearn.errors import MissingInputError
-from medunlearn.evaluation.engines import check_engine_serves, make_engine
-from medunlearn.evaluation.runner import (
-    GENERATION,
-    TEACHER_FORCED,
-    RunnerConfig,
-    outputs_current,
-    outputs_fingerprint,
-    read_outputs,
-    run_model,
+from medunlearn.evaluation.outputs_folder import GENERATION, TEACHER_FORCED, read_outputs
+from medunlearn.evaluation.roles import (
+    LoadedRole,
+    Role,
+    RoleRun,
+    check_role_names,
+    load_role,
+    role_reusable,
+    run_role,
 )
-from medunlearn.models import check_model_name, load_model, resolve_model
+from medunlearn.evaluation.settings import Overwrite, RunnerConfig
+from medunlearn.models import load_model, resolve_model
 from medunlearn.tofu.conventions import ConventionTokenizer, TofuConventions
 from medunlearn.tofu.data import TofuInputError, load_tofu, tofu_splits
 from medunlearn.tofu.scoring import (
@@ -47,7 +48,6 @@ from medunlearn.tofu.scoring import (
     summarise_tofu,
     token_statistics,
 )
-from medunlearn.utils.digest import folder_weights_digest, start_folder_digest
 
 GENERATED_SETS = ("forget", "retain", "real_authors", "world_facts")
 RETAIN_MODEL_SETS = ("forget", "holdout")
@@ -146,16 +146,60 @@ def rendering_key(conventions: TofuConventions) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
 
-def _tofu_settings(model, model_id: str | None, conventions: TofuConventions, runner_config):
-    """The model id and runner settings of a TOFU run: the generation length is the convention's, and the
-    rendering goes into the model id (the runner's fingerprint covers the model, the examples and its
-    settings but not how prompts are rendered, so outputs of another rendering are never reused)."""
-    runner_config = runner_config or RunnerConfig()
-    runner_config = RunnerConfig(**{**runner_config.__dict__, "max_new_tokens": conventions.max_new_tokens})
-    model_id = model_id or str(
-        getattr(getattr(model, "config", None), "name_or_path", "") or "in-memory model"
-    )
-    return f"{model_id} | rendering {rendering_key(conventions)}", runner_config
+class Tofu:
+    """The TOFU mode of the shared role steps (:mod:`medunlearn.evaluation.roles`): prompts rendered by the
+    conventions, whose rendering enters the model's id (the runner's fingerprint covers the model, the
+    examples and its settings but not how prompts are rendered, so outputs of another rendering are never
+    reused); ``tiny-llama`` is built fresh on a tokenizer of the benchmark's text."""
+
+    def __init__(self, conventions: TofuConventions, examples: pd.DataFrame):
+        self.conventions = conventions
+        self.examples = examples
+
+    def resolve(self, model, tokenizer, flag: str):
+        return _resolve(model, tokenizer, self.examples, flag)
+
+    def rendering(self, tokenizer):
+        return ConventionTokenizer(tokenizer, self.conventions)
+
+    def model_id(self, path, model, role: str) -> str:
+        name = path or str(getattr(getattr(model, "config", None), "name_or_path", "") or "in-memory model")
+        return f"{name} | rendering {rendering_key(self.conventions)}"
+
+    def named(self, model) -> bool:
+        return isinstance(model, (str, Path)) and str(model) != "tiny-llama"
+
+    def runner_config(self, runner_config: RunnerConfig | None) -> RunnerConfig:
+        """The runner's settings of a TOFU run: the generation length is the conventions'."""
+        return replace(runner_config or RunnerConfig(), max_new_tokens=self.conventions.max_new_tokens)
+
+
+def _role_runs(examples: pd.DataFrame, outputs_dir: Path, role: str, generate: bool, answers_dir=None):
+    """A role's folders: the teacher-forced pass over every example into ``outputs_dir/<role>-answers`` (or
+    ``answers_dir``), the greedy pass over the questions into ``outputs_dir/<role>-questions``."""
+    answers = Path(answers_dir) if answers_dir is not None else outputs_dir / f"{role}-answers"
+    runs = [RoleRun(answers, examples, (TEACHER_FORCED,))]
+    if generate:
+        questions = examples[(examples["variant"] == "answer") & examples["set"].isin(GENERATED_SETS)]
+        runs.append(
+            RoleRun(outputs_dir / f"{role}-questions", questions.reset_index(drop=True), (GENERATION,))
+        )
+    return runs
+
+
+@dataclass
+class TofuRunOptions:
+    """:func:`run_tofu_model`'s options: ``generate`` (the greedy pass too), ``model_id`` / ``checkpoint``
+    (the folder the model was loaded from, which a vLLM engine serves; ``None``: in memory, served from a
+    temporary copy), ``overwrite``, ``weights`` (the folder's digest; ``None`` hashes the tensors) and
+    ``answers_dir`` (the teacher-forced folder, default ``outputs_dir/<role>-answers``)."""
+
+    generate: bool = True
+    model_id: str | None = None
+    overwrite: bool | str | Overwrite = Overwrite.KEEP
+    weights: str | None = None
+    answers_dir: str | Path | None = None
+    checkpoint: str | None = None
 
 
 def run_tofu_model(
@@ -164,51 +208,19 @@ def run_tofu_model(
     examples: pd.DataFrame,
     outputs_dir,
     role: str,
-    conventions: TofuConventions,
-    runner_config: RunnerConfig | None = None,
-    *,
-    generate: bool = True,
-    model_id: str | None = None,
-    overwrite: bool | str = False,
-    weights: str | None = None,
-    answers_dir=None,
-    checkpoint: str | None = None,
+    conventions,
+    runner_config=None,
+    **options,
 ) -> bool:
-    """The runner's passes for one model (``role``): teacher-forced over every example into
-    ``outputs_dir/<role>-answers`` (or ``answers_dir``), greedy over the questions into
-    ``outputs_dir/<role>-questions``. ``weights``: the digest of the folder the model was loaded from
-    (``run_model``'s; ``None`` hashes the tensors). ``checkpoint``: that folder, which a vLLM generation
-    engine (``runner_config.engine``) serves; ``None`` serves the in-memory model from a temporary copy."""
-    model_id, runner_config = _tofu_settings(model, model_id, conventions, runner_config)
-    rendering = ConventionTokenizer(tokenizer, conventions)
-    outputs_dir = Path(outputs_dir)
-    finished = run_model(
-        model,
-        rendering,
-        examples,
-        Path(answers_dir) if answers_dir is not None else outputs_dir / f"{role}-answers",
-        runner_config,
-        model_id=model_id,
-        passes=(TEACHER_FORCED,),
-        overwrite=overwrite,
-        weights=weights,
-    )
-    if generate:
-        questions = examples[(examples["variant"] == "answer") & examples["set"].isin(GENERATED_SETS)]
-        with make_engine(runner_config, model, checkpoint) as engine:  # a vLLM server stops here
-            finished &= run_model(
-                model,
-                rendering,
-                questions.reset_index(drop=True),
-                outputs_dir / f"{role}-questions",
-                runner_config,
-                model_id=model_id,
-                passes=(GENERATION,),
-                overwrite=overwrite,
-                weights=weights,
-                engine=engine,
-            )
-    return finished
+    """The runner's passes for one loaded model (``role``) into its folders (:func:`_role_runs`);
+    ``options`` are :class:`TofuRunOptions`' fields. Returns whether every batch is done."""
+    options = TofuRunOptions(**options)
+    benchmark = Tofu(conventions, examples)
+    runs = _role_runs(examples, Path(outputs_dir), role, options.generate, options.answers_dir)
+    overwrite = Overwrite.of(options.overwrite)
+    loaded = LoadedRole(model, tokenizer, options.checkpoint or options.model_id, options.weights)
+    config = benchmark.runner_config(runner_config)
+    return run_role(benchmark, Role(role, f"--{role}", model, runs, overwrite=overwrite), loaded, config)
 
 
 def per_example_table(
@@ -252,88 +264,69 @@ def _resolve(model, tokenizer, examples: pd.DataFrame, flag: str):
     return resolve_model(model, tokenizer, flag)
 
 
-def evaluate_tofu(
-    model,
-    source,
-    forget: str,
-    out_dir,
-    *,
-    tokenizer=None,
-    retain_model=None,
-    conventions: TofuConventions | None = None,
-    runner_config: RunnerConfig | None = None,
-    overwrite: bool = False,
-    retain_outputs=None,
-) -> dict:
+@dataclass
+class TofuEvaluation:
+    """Everything :func:`evaluate_tofu` takes besides the model, data, forget config and folder."""
+
+    tokenizer: object = None
+    retain_model: object = None
+    conventions: TofuConventions | None = None
+    runner_config: RunnerConfig | None = None
+    overwrite: bool = False
+    retain_outputs: str | Path | None = None
+
+
+def evaluate_tofu(model, source, forget: str, out_dir, **settings) -> dict:
     """Evaluate ``model`` (a path or name, or an object with ``tokenizer=``) on a TOFU-format ``source``.
 
-    ``tiny-llama`` builds a fresh tiny model on a tokenizer of the benchmark's text (smoke runs only).
+    ``settings`` are :class:`TofuEvaluation`'s fields. ``tiny-llama`` builds a fresh tiny model on a
+    tokenizer of the benchmark's text (smoke runs only).
 
     ``retain_model`` (a path or a ``(model, tokenizer)`` pair) is a model fine-tuned without the forget set;
     it enables forget quality and privleak. ``retain_outputs`` is where its teacher-forced outputs live
     (default ``out_dir/outputs/retain-answers``): evaluations of several models against one retain model,
     data, forget config and conventions given the same folder score the retain model once, as the reference
     reads its saved retain logs (a retain model folder whose outputs are all there is not even loaded;
-    ``overwrite`` leaves that folder alone unless it is stale). Returns the summary (also written to
-    ``out_dir/summary.json``).
+    ``overwrite`` leaves that folder alone unless it is stale). A model folder whose outputs are all in
+    ``out_dir`` is not loaded either. Returns the summary (also written to ``out_dir/summary.json``).
     """
-    conventions = conventions or TofuConventions()
-    for flag, value in (("--model", model), ("--retain-model", retain_model)):
-        if isinstance(value, (str, Path)) and str(value) != "tiny-llama":
-            check_model_name(str(value), flag)  # before any work: a bad name fails at once, plainly
+    settings = TofuEvaluation(**settings)
+    conventions = settings.conventions or TofuConventions()
+    models = {"--model": model, "--retain-model": settings.retain_model}
+    check_role_names(Tofu(conventions, None), settings.runner_config or RunnerConfig(), models, ("--model",))
     examples = tofu_examples(source, forget)  # validates the data before any model loads
-    if str(model) != "tiny-llama":  # built in memory here: it never goes to a server at a URL
-        check_engine_serves(runner_config or RunnerConfig(), {"--model": model})  # before anything is written
+    benchmark = Tofu(conventions, examples)
+    config = benchmark.runner_config(settings.runner_config)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     examples.to_parquet(out_dir / "examples.parquet", index=False)
-    # A folder's weights are hashed from its files, once (cached beside it), while the model loads.
-    digest = start_folder_digest(model) if isinstance(model, (str, Path)) else None
-    loaded, loaded_tokenizer, path = _resolve(model, tokenizer, examples, "--model")
-    if path is not None:
-        warn_if_conventions_differ(path, conventions, "--model")
-    models = {"model": path or "in-memory model"}
-    finished = run_tofu_model(
-        loaded,
-        loaded_tokenizer,
-        examples,
-        out_dir / "outputs",
-        "model",
-        conventions,
-        runner_config,
-        model_id=path,
-        overwrite=overwrite,
-        weights=digest.result() if digest is not None and path is not None else None,
-        checkpoint=path,
-    )
+    roles = [
+        Role(
+            "model",
+            "--model",
+            model,
+            _role_runs(examples, out_dir / "outputs", "model", generate=True),
+            settings.tokenizer,
+            Overwrite.for_folder(settings.overwrite, shared=False),
+        )
+    ]
     outputs = {}
-    if retain_model is not None:
-        retain_answers = Path(retain_outputs or out_dir / "outputs" / "retain-answers")
-        outputs["retain"] = str(retain_answers)
+    if settings.retain_model is not None:
+        answers = Path(settings.retain_outputs or out_dir / "outputs" / "retain-answers")
+        outputs["retain"] = str(answers)
         retain_examples = examples[examples["set"].isin(RETAIN_MODEL_SETS)]
-        shared = retain_outputs is not None
-        if _retain_outputs_current(retain_model, retain_examples, retain_answers, conventions, runner_config):
-            models["retain"] = str(retain_model)
-        else:
-            digest = start_folder_digest(retain_model) if isinstance(retain_model, (str, Path)) else None
-            retain, retain_tokenizer, retain_path = _resolve(retain_model, None, examples, "--retain-model")
-            if retain_path is not None:
-                warn_if_conventions_differ(retain_path, conventions, "--retain-model")
-            models["retain"] = retain_path or "in-memory model"
-            finished &= run_tofu_model(
-                retain,
-                retain_tokenizer,
-                retain_examples,
-                out_dir / "outputs",
-                "retain",
-                conventions,
-                runner_config,
-                generate=False,
-                model_id=retain_path,
-                overwrite="stale" if overwrite and shared else overwrite,
-                weights=digest.result() if digest is not None and retain_path is not None else None,
-                answers_dir=retain_answers,
-            )
+        runs = _role_runs(retain_examples, out_dir / "outputs", "retain", generate=False, answers_dir=answers)
+        overwrite = Overwrite.for_folder(settings.overwrite, shared=settings.retain_outputs is not None)
+        roles.append(Role("retain", "--retain-model", settings.retain_model, runs, overwrite=overwrite))
+    finished, models = True, {}
+    for role in roles:
+        if role_reusable(benchmark, role, config):
+            models[role.name] = str(role.model)
+            continue
+        loaded = load_role(benchmark, role)
+        models[role.name] = loaded.path or "in-memory model"
+        finished &= run_role(benchmark, role, loaded, config)
+        del loaded  # one model in memory at a time
     run_info = {
         "source": str(source),
         "forget": forget,
@@ -346,19 +339,6 @@ def evaluate_tofu(
     if not finished:
         return {}
     return score_tofu(out_dir)
-
-
-def _retain_outputs_current(retain_model, examples, folder: Path, conventions, runner_config) -> bool:
-    """Whether ``folder`` holds every teacher-forced output of a retain model named by its folder (its
-    weights digest gives the fingerprint without loading it)."""
-    if not isinstance(retain_model, (str, Path)) or str(retain_model) == "tiny-llama":
-        return False
-    weights = folder_weights_digest(retain_model, cached_only=True)  # never hashed: no complete outputs
-    if weights is None:
-        return False
-    model_id, config = _tofu_settings(None, str(retain_model), conventions, runner_config)
-    fingerprint = outputs_fingerprint(model_id, examples, config, weights, passes=(TEACHER_FORCED,))
-    return outputs_current(folder, fingerprint, (TEACHER_FORCED,))
 
 
 def score_tofu(eval_dir) -> dict:

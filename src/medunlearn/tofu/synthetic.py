@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from medunlearn.config_names import SplitName
 from medunlearn.errors import InputError
 from medunlearn.tofu.data import FORGET_CONFIGS, columns_of
 
@@ -189,7 +190,7 @@ def _option_rows(rng, kind: str, count: int) -> list[dict]:
 
 
 def _forget_author_count(authors: int, config: str) -> int:
-    return max(1, math.ceil(authors * int(config.removeprefix("forget")) / 100))
+    return max(1, math.ceil(authors * SplitName.parse(config).percent / 100))
 
 
 def build_tofu_configs(
@@ -212,11 +213,11 @@ def build_tofu_configs(
     configs: dict[str, list[dict]] = {"full": [row for rows in full for row in rows]}
     for forget in FORGET_CONFIGS:
         count = _forget_author_count(authors, forget)
-        percent = forget.removeprefix("forget")
+        split = SplitName.parse(forget)
         forget_rows = [row for rows in full[authors - count :] for row in rows]
         configs[forget] = forget_rows
-        configs[f"retain{100 - int(percent)}"] = [row for rows in full[: authors - count] for row in rows]
-        configs[f"holdout{percent}"] = [row for rows in holdout_pool[:count] for row in rows]
+        configs[str(split.complement())] = [row for rows in full[: authors - count] for row in rows]
+        configs[str(split.holdout())] = [row for rows in holdout_pool[:count] for row in rows]
         configs[f"{forget}_perturbed"] = forget_rows
     # TOFU's retain_perturbed is a retain subset as large as forget10's perturbed set.
     configs["retain_perturbed"] = [row for rows in full[:largest_forget] for row in rows]

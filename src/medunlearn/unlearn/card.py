@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-BENCHMARK_NAMES = {"amnesia": "AMNESIA", "tofu": "TOFU"}
+from medunlearn.utils.files import atomic_write_text
+
+BENCHMARK_NAMES = {"amnesia": "AMNESIA", "tofu": "TOFU", "muse": "MUSE"}
+FORGOTTEN_UNITS = {"amnesia": "patients", "tofu": "authors", "muse": "documents"}
 TRAINING_FIELDS = (
     "learning_rate",
     "num_train_epochs",
@@ -34,21 +40,36 @@ def dataset_version(data: str, dataset) -> str:
     return ", ".join(parts)
 
 
-def write_model_card(
-    out: Path,
-    *,
-    base_model: str,
-    method,
-    config,
-    data_args,
-    retain: str | None,
-    forget_rows,
-    peft: bool,
-    conventions=None,
-    probe: dict | None = None,
-) -> Path:
+@dataclass(frozen=True)
+class ModelCardFacts:
+    """What the card of an unlearned model states (the keywords of :func:`write_model_card`).
+
+    ``method`` is a method-table entry, ``config`` the method's config, ``data_args`` the run's
+    ``DataArguments``, ``retain`` the retain config's name, ``forget_rows`` the forget dataset (its
+    fingerprint is the data version); with ``probe`` (``medunlearn.unlearn.probe.ProbeCallback.record``) the
+    card says the rule, the probe and the step kept. ``model_path`` is where the model will be read from (the
+    command's ``--out``) when the card is written into a staging folder; the card's commands name it."""
+
+    base_model: str
+    method: Any
+    config: Any
+    data_args: Any
+    retain: str | None
+    forget_rows: Any
+    peft: bool
+    conventions: Any = None
+    probe: dict | None = None
+    model_path: str | Path | None = None
+
+
+def write_model_card(out: Path, facts: ModelCardFacts | None = None, /, **fields) -> Path:
     """README.md: base model, method (a method-table entry), hyperparameters, forget config, data version;
-    with ``probe`` (``medunlearn.unlearn.probe.ProbeCallback.record``): the rule, the probe, the step kept."""
+    the probe's rule and kept step when there was one. ``fields`` are :class:`ModelCardFacts` fields, given
+    alone (``base_model=...``) or over ``facts``."""
+    facts = ModelCardFacts(**fields) if facts is None else dataclasses.replace(facts, **fields)
+    base_model, method, config, data_args = facts.base_model, facts.method, facts.config, facts.data_args
+    peft, conventions, probe = facts.peft, facts.conventions, facts.probe
+    model_path = out if facts.model_path is None else facts.model_path
     benchmark = BENCHMARK_NAMES[data_args.benchmark]
     conventions = conventions if conventions is not None else getattr(data_args, "conventions", None)
     conventions_json = json.dumps(conventions.to_dict() if conventions is not None else None, indent=2)
@@ -73,8 +94,8 @@ Produced by `medunlearn unlearn`.
 | method | `{method.stem}` ({method.summary}) |
 | benchmark | {benchmark} |
 | forget config | `{data_args.forget}` |
-| retain config | `{retain or "-"}` |
-| data | `{data_args.data}` ({dataset_version(data_args.data, forget_rows)}) |
+| retain config | `{facts.retain or "-"}` |
+| data | `{data_args.data}` ({dataset_version(data_args.data, facts.forget_rows)}) |
 | weights | {"LoRA adapter" if peft else "full model"}, safetensors |
 
 ## Method hyperparameters
@@ -98,10 +119,10 @@ evaluate with the same ones, or the evaluation warns that the prompts differ fro
 {conventions_json}
 ```
 
-The model was trained to forget the {"patients" if data_args.benchmark == "amnesia" else "authors"} of
+The model was trained to forget the {FORGOTTEN_UNITS.get(data_args.benchmark, "documents")} of
 `{data_args.forget}`. Evaluate it with
-`medunlearn evaluate --model {out} --data {data_args.data} --forget {data_args.forget}{
-        " --benchmark tofu" if data_args.benchmark == "tofu" else ""
+`medunlearn evaluate --model {model_path} --data {data_args.data} --forget {data_args.forget}{
+        "" if data_args.benchmark == "amnesia" else f" --benchmark {data_args.benchmark}"
     }{preset_option}`.
 """
     if probe is not None:
@@ -157,8 +178,7 @@ def replace_card_section(model_dir: str | Path, name: str, section: str) -> Path
     """Put ``section`` (Markdown) into the model card ``model_dir/README.md`` between the markers of ``name``,
     replacing a previous copy, or appended when there is none (a card is started when the folder has none).
 
-    Written atomically (a temporary file in the folder, then ``os.replace``): a killed run leaves the
-    old card.
+    Written atomically (:func:`medunlearn.utils.files.atomic_write_text`): a killed run leaves the old card.
 
     >>> import tempfile
     >>> folder = Path(tempfile.mkdtemp())
@@ -169,8 +189,6 @@ def replace_card_section(model_dir: str | Path, name: str, section: str) -> Path
     >>> text.count("## Robustness"), "new" in text, "old" in text, text.startswith("# Card")
     (1, True, False, True)
     """
-    import os
-
     path = Path(model_dir) / "README.md"
     start, end = SECTION_START.format(name=name), SECTION_END.format(name=name)
     block = f"{start}\n{section.strip()}\n{end}\n"
@@ -180,7 +198,55 @@ def replace_card_section(model_dir: str | Path, name: str, section: str) -> Path
         text = head + block + rest.split(end, 1)[1].lstrip("\n")
     else:
         text = text.rstrip("\n") + ("\n\n" if text.strip() else "") + block
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    return atomic_write_text(path, text)
+
+
+def write_finetune_card(
+    out: Path, *, model_path: str | Path, base_model: str, args, training, rows: dict[str, int]
+) -> Path:
+    """README.md of a fine-tuned folder: what it was fine-tuned from, on what, how, and the next commands.
+
+    ``args`` is the run's ``FinetuneArguments``, ``training`` its ``SFTConfig`` (the fields of
+    ``TRAINING_FIELDS`` are shown), ``rows`` the number of training rows of each stage; ``model_path`` is
+    where the model will be read from (``out`` may be the staging folder it is written into).
+    """
+    benchmark = BENCHMARK_NAMES[args.benchmark]
+    conventions = getattr(args.conventions, "name", args.conventions)
+    settings = "\n".join(f"| {key} | {getattr(training, key, None)} |" for key in TRAINING_FIELDS)
+    front = "\n".join(
+        [
+            "---",
+            f"base_model: {base_model}" if "/" in base_model and not Path(base_model).exists() else "",
+            "library_name: transformers",
+            f"tags: [medunlearn, fine-tuned, {args.benchmark}]",
+            "---",
+        ]
+    )
+    body = f"""
+# Fine-tuned model: {benchmark} `{args.data}`
+
+Produced by `medunlearn finetune`: the starting model of an unlearning run (it has seen every patient or
+author of the folder, forget sets included).
+
+| | |
+|---|---|
+| base model | `{base_model}` |
+| data | `{args.data}` ({benchmark}) |
+| stage 1: notes | {args.notes_epochs} epochs over {rows.get("notes", 0)} notes |
+| stage 2: QA | {args.qa_epochs} epochs over {rows.get("qa", 0)} QA rows (completion only) |
+| conventions | `{conventions}` (`conventions.json`) |
+
+## Training settings (both stages)
+
+| setting | value |
+|---|---|
+{settings}
+
+## Next
+
+`medunlearn unlearn --model {model_path} --data {args.data} --forget FORGET --method METHOD --out OUT`, then
+`medunlearn evaluate --model OUT --before {model_path} --data {args.data} --forget FORGET --out EVAL`.
+"""
+    path = Path(out) / "README.md"
+    atomic_write_text(path, "\n".join(line for line in front.splitlines() if line) + "\n" + body)
     return path

@@ -115,13 +115,14 @@ class CEUTrainer(UnlearningTrainer):
     retain_only_when_weighted = True
 
     def unlearning_loss(self, model, forget, retain):
+        forget_logits, retain_logits = self.forward_pair(model, forget, self.retain_part(retain))
         forget_loss = ce_u_loss(
-            self.logits(model, forget),
+            forget_logits,
             forget["labels"],
             self.args.ignore_first_n_answer_tokens,
             **self.token_reduction("forget"),
         )
-        return self.with_retain_nll(model, retain, {"forget_loss": forget_loss})
+        return self.with_retain_nll(model, retain, {"forget_loss": forget_loss}, retain_logits)
 
     def count_loss_tokens(self, part, batch):
         """The forget term averages the answer tokens after each answer's first n (``token`` averaging)."""

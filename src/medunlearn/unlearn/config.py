@@ -15,6 +15,7 @@ from typing import Any, Literal
 from transformers import TrainingArguments
 
 from medunlearn.unlearn.errors import UnlearningInputError
+from medunlearn.utils.precision import Precision, default_device, resolve_precision, training_bf16
 
 
 @functools.cache
@@ -40,9 +41,12 @@ class UnlearningConfig(TrainingArguments):
     r"""Hyperparameters shared by every unlearning method, on top of ``transformers.TrainingArguments``.
 
     The total loss is ``L = forget_weight · L_forget + retain_weight · L_retain`` (OpenUnlearning's γ and α).
-    The training defaults are those common to the methods (OpenUnlearning's TOFU recipe: lr 1e-5, weight
-    decay 0.01, batch 4, 5 epochs); each method's config overrides what its paper sets. Through
-    ``HfArgumentParser`` (or ``TrlParser``) every field is a command-line option of ``medunlearn unlearn``.
+    The training defaults are those common to the methods: lr 1e-5 and weight decay 0.01 as OpenUnlearning's
+    TOFU experiment; batch 4 × 1 and 5 epochs are ours (more optimiser steps on small forget sets). The
+    ``open-unlearning`` preset selects the reference's recipe instead (8 × 4, 10 epochs, a warm-up epoch;
+    ``medunlearn.unlearn.reference_recipe``, docs/tofu.md). Each method's config overrides what its paper
+    sets. Through ``HfArgumentParser`` (or ``TrlParser``) every field is a command-line option of
+    ``medunlearn unlearn``.
 
     Parameters:
         forget_weight (`float`, *optional*, defaults to `1.0`):
@@ -59,7 +63,8 @@ class UnlearningConfig(TrainingArguments):
         reference_mode (`Literal["auto", "precomputed", "adapter", "copy"]`, defaults to `"auto"`):
             Where reference outputs come from (the policy in ``medunlearn.unlearn.trainer``). ``"auto"``:
             nothing for reference-free methods, precomputed sequence log-probs for those that need only
-            them (NPO, IdkDPO), otherwise the adapter-disabled model under PEFT or a frozen copy.
+            them (NPO, IdkDPO), precomputed outputs on fixed rows for KL-Min, RMU and UNDIAL when they fit
+            (``medunlearn.unlearn.frozen``), otherwise the adapter-disabled model under PEFT or a frozen copy.
             ``"precomputed"``, ``"adapter"`` and ``"copy"`` force one source.
         question_column (`str`, *optional*, defaults to `"question"`):
             Column of the forget and retain datasets holding the prompt.
@@ -87,6 +92,28 @@ class UnlearningConfig(TrainingArguments):
         max_retain_mu_drop (`float`, *optional*, defaults to `0.05`):
             The rule's bound [ours]: the kept step has the highest probe AFE among the probed steps whose
             retain MU is at most this far below step 0's.
+        data_format (`Literal["qa", "text"]`, *optional*, defaults to `"qa"`):
+            What the forget and retain sets hold. ``"qa"``: question/answer rows rendered by the conventions,
+            loss on the answer. ``"text"``: documents (``text_column``), no chat template, cut into chunks of
+            at most ``max_length`` tokens, loss on every text token of each chunk
+            (``medunlearn.unlearn.text``).
+        text_column (`str`, *optional*, defaults to `"text"`):
+            Column of the forget and retain datasets holding the documents (``data_format="text"``).
+        text_chunking (`Literal["document", "stream"]`, *optional*, defaults to `"document"`):
+            How documents become chunks. ``"document"`` [ours]: each document alone, so no chunk mixes two
+            documents. ``"stream"`` [the reference's, ``src/data/pretraining.py:71-84`` at d3d7cf9]: all
+            documents joined by a blank line and cut as one token stream.
+        warmup_epochs (`float | None`, *optional*, defaults to `None`):
+            Linear warm-up over this many epochs of the forget set [the reference's custom argument]:
+            ``warmup_steps = int(warmup_epochs · rows // (batch · accumulation · processes))``, set when the
+            trainer is built. `None`: ``warmup_steps`` as given (default 0).
+        dtype (`Literal["auto", "float32", "bfloat16"]`, *optional*, defaults to `"auto"`):
+            The precision [ours, docs/scaling.md "Precision"]. ``"bfloat16"``: mixed precision, the weights
+            kept in float32 and the forward and backward passes under bf16 autocast (sets ``bf16``).
+            ``"auto"``: bf16 on a GPU that supports it, and on a CPU only where its flags say native bf16 and
+            a probe measures it at least 1.5× as fast as float32 (``medunlearn.utils.precision``); a ``bf16``
+            or ``fp16`` set by a recipe or the command line stands. The ``open-unlearning`` preset makes
+            ``"float32"`` the default on CPU. ``"float32"`` with ``bf16`` or ``fp16`` is an error.
 
     > [!NOTE]
     > These parameters have default values different from [`~transformers.TrainingArguments`]:
@@ -124,6 +151,23 @@ class UnlearningConfig(TrainingArguments):
     max_retain_mu_drop: float = field(
         default=0.05, metadata={"help": "the kept step's largest allowed probe retain-MU drop from step 0"}
     )
+    data_format: Literal["qa", "text"] = field(
+        default="qa", metadata={"help": "qa: question/answer rows; text: documents cut into chunks"}
+    )
+    text_column: str = field(default="text", metadata={"help": "document column (data_format text)"})
+    text_chunking: Literal["document", "stream"] = field(
+        default="document",
+        metadata={
+            "help": "document: chunks never cross documents; stream: one joined stream (the reference)"
+        },
+    )
+    warmup_epochs: float | None = field(
+        default=None,
+        metadata={"help": "linear warm-up over this many forget-set epochs (None: warmup_steps)"},
+    )
+    dtype: Literal["auto", "float32", "bfloat16"] = field(
+        default="auto", metadata={"help": "precision: auto, float32, or bfloat16 (autocast, float32 weights)"}
+    )
     # OpenUnlearning (d3d7cf9) takes one token mean over the batch in its forget terms and retain NLL (HF
     # ``outputs.loss``); a method whose reference averages per sequence overrides this.
     reference_loss_averaging = "token"
@@ -145,10 +189,24 @@ class UnlearningConfig(TrainingArguments):
             raise UnlearningInputError(
                 f"eval_probe_steps must be at least 1 (or None), got {self.eval_probe_steps}"
             )
+        if self.warmup_epochs is not None and self.warmup_epochs < 0:
+            raise UnlearningInputError(
+                f"warmup_epochs must be at least 0 (or None), got {self.warmup_epochs}"
+            )
+        if self.data_format == "text" and self.eval_probe_steps is not None:
+            raise UnlearningInputError(
+                "eval_probe_steps needs question/answer rows to probe; data_format='text' has none"
+            )
         if self.probe_patients < 1:
             raise UnlearningInputError(f"probe_patients must be at least 1, got {self.probe_patients}")
         self.remove_unused_columns = False
+        self.bf16 = training_bf16(self.dtype, self.bf16, self.fp16, self.precision())
         super().__post_init__()
+
+    def precision(self) -> Precision:
+        """``dtype`` resolved for the device this config trains on (the CPU under ``use_cpu``)."""
+        device = "cpu" if self.use_cpu else default_device()
+        return resolve_precision(self.dtype, device)
 
     def method_hyperparameters(self) -> dict[str, Any]:
         """Fields this config adds to ``TrainingArguments``: the method's settings a model card lists."""

@@ -68,10 +68,11 @@ class GradDiffTrainer(UnlearningTrainer):
     uses_retain = True
 
     def unlearning_loss(self, model, forget, retain):
+        forget_logits, retain_logits = self.forward_pair(model, forget, retain)
         return grad_diff_loss(
-            self.logits(model, forget),
+            forget_logits,
             forget["labels"],
-            self.logits(model, retain),
+            retain_logits,
             retain["labels"],
             self.args.forget_weight,
             self.args.retain_weight,

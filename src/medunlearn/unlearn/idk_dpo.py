@@ -133,6 +133,8 @@ class IdkDPOTrainer(UnlearningTrainer):
     config_class = IdkDPOConfig
     reference_usage = "sequence_logps"
     uses_retain = True
+    # A refusal answers a forget question; a text corpus has none (TextCorpusUnsupportedError).
+    supports_text = False
 
     def __init__(
         self,

@@ -8,8 +8,10 @@ Maini et al., TOFU (arXiv 2401.06121), "KL Minimization"; OpenUnlearning's GradD
 tokens only (−100 positions are excluded; the reference system averages over padding and prompt too).
 γ = α = 1.
 
-Reference: the adapter-disabled model under PEFT, otherwise a frozen copy (full distributions cannot be
-precomputed economically).
+Reference: its logits at the retain rows' answer positions, precomputed once before training when they fit
+``UnlearningTrainer.frozen_memory_limit_bytes`` (rows × answer tokens × vocabulary × dtype bytes;
+``medunlearn.unlearn.frozen``); otherwise, or with ``reference_mode="copy"`` / ``"adapter"``, live: the
+adapter-disabled model under PEFT, else a frozen copy.
 """
 
 from __future__ import annotations
@@ -74,13 +76,15 @@ class KLMinTrainer(UnlearningTrainer):
     config_class = KLMinConfig
     reference_usage = "model"
     uses_retain = True
+    frozen_parts = ("retain",)  # the reference's logits on retain answers, precomputed (unlearn.frozen)
 
     def unlearning_loss(self, model, forget, retain):
+        forget_logits, retain_logits = self.forward_pair(model, forget, retain)
         return kl_min_loss(
-            self.logits(model, forget),
+            forget_logits,
             forget["labels"],
-            self.logits(model, retain),
-            self.reference_logits(model, retain),
+            retain_logits,
+            self.reference_outputs(model, "retain", retain),
             retain["labels"],
             self.args.forget_weight,
             self.args.retain_weight,

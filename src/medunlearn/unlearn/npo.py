@@ -64,7 +64,8 @@ class NPOTrainer(UnlearningTrainer):
     uses_retain = True
 
     def unlearning_loss(self, model, forget, retain):
-        policy_logps = sequence_logps(self.logits(model, forget), forget["labels"])
+        forget_logits, retain_logits = self.forward_pair(model, forget, self.retain_part(retain))
+        policy_logps = sequence_logps(forget_logits, forget["labels"])
         reference_logps = self.reference_sequence_logps(model, forget)
         forget_loss = npo_loss(policy_logps, reference_logps, self.args.beta)
         return self.with_retain_nll(
@@ -74,4 +75,5 @@ class NPOTrainer(UnlearningTrainer):
                 "forget_loss": forget_loss,
                 "forget_logp_margin": (policy_logps - reference_logps).mean().detach(),
             },
+            retain_logits,
         )

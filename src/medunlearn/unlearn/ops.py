@@ -190,3 +190,61 @@ def select_parameters(model, patterns: list[str]) -> list[str]:
             f"no parameter matches {patterns}; names look like {next(iter(dict(model.named_parameters())))}"
         )
     return kept
+
+
+# ------------------------------------------------------------------------------------------------------------
+# One forward over the forget and retain batches together (UnlearningTrainer.forward_pair)
+# ------------------------------------------------------------------------------------------------------------
+
+MODEL_INPUTS = ("input_ids", "attention_mask")
+"""The batch columns a forward reads; the rest (labels, stored reference values) stay per part."""
+
+
+def _pad_right(tensor: torch.Tensor, length: int, value: int) -> torch.Tensor:
+    return F.pad(tensor, (0, length - tensor.shape[1]), value=value)
+
+
+def concatenate_batches(
+    first: dict[str, torch.Tensor], second: dict[str, torch.Tensor], pad_token_id: int
+) -> dict[str, torch.Tensor]:
+    """``input_ids`` and ``attention_mask`` of two right-padded batches stacked row-wise, the shorter one
+    padded on the right to the longer one's length (pad id / mask 0).
+
+    Right padding leaves every real token's output unchanged under a causal model: a real position attends
+    only to the real positions before it, and its position id is its index in the row either way.
+    """
+    length = max(first["input_ids"].shape[1], second["input_ids"].shape[1])
+    values = {"input_ids": pad_token_id, "attention_mask": 0}
+    return {
+        key: torch.cat(
+            [_pad_right(first[key], length, values[key]), _pad_right(second[key], length, values[key])]
+        )
+        for key in MODEL_INPUTS
+    }
+
+
+def split_rows(
+    joint: torch.Tensor, first: dict[str, torch.Tensor], second: dict[str, torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rows and positions of ``joint [B1 + B2, T, ...]`` that belong to each batch, at its own length."""
+    rows, length = first["input_ids"].shape
+    return joint[:rows, :length], joint[rows:, : second["input_ids"].shape[1]]
+
+
+def padded_token_ratio(first: dict[str, torch.Tensor], second: dict[str, torch.Tensor]) -> float:
+    """Positions a joint forward computes over those of two separate forwards:
+    ``(B1 + B2) · max(T1, T2) / (B1 · T1 + B2 · T2)``, 1 when both batches have the same length."""
+    (rows1, length1), (rows2, length2) = first["input_ids"].shape, second["input_ids"].shape
+    return (rows1 + rows2) * max(length1, length2) / (rows1 * length1 + rows2 * length2)
+
+
+def predicting_positions(labels: torch.Tensor) -> torch.Tensor:
+    """``[B, T]`` True at the positions whose logits predict an answer token (label at t+1 ≠ −100)."""
+    mask = torch.zeros_like(labels, dtype=torch.bool)
+    mask[:, :-1] = labels[:, 1:] != IGNORE_INDEX
+    return mask
+
+
+def answer_positions(labels: torch.Tensor) -> torch.Tensor:
+    """``[B, T]`` True at the answer tokens themselves (label ≠ −100)."""
+    return labels != IGNORE_INDEX

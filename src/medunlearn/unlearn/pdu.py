@@ -25,15 +25,26 @@ with :math:`\lambda_0 = \alpha`, and the dual step taken after each optimiser st
 have passed, on the retain loss averaged over that step's micro-batches and processes (so every process holds
 the same :math:`\lambda`).
 
-Ours: (1) :math:`y_b` are the answer tokens (labels ``!= -100``), mean per answer then over answers (the
-library's reduction); the reference averages over every position of the batch, prompt and padding included, so
-padding changes its loss. (2) When ``retain_loss_eps`` is unset, :math:`\varepsilon = \kappa \cdot
-\mathrm{NLL}_{\theta_0}(\text{retain})`, the starting model's retain loss on the first step times
-``retain_loss_eps_factor`` :math:`\kappa`, after the authors' advice to pick a value somewhat above the
-starting retain loss. :math:`\lambda` and :math:`\varepsilon` are saved in each checkpoint's trainer state
-(``stateful_callbacks["PDUDualState"]``), so ``train(resume_from_checkpoint=...)`` continues with them.
+Ours: (1) :math:`z_{b,t}` are the logits at the positions that *predict* the answer tokens (shifted labels
+``!= -100``), mean per answer then over answers (the library's reduction). The reference (OpenUnlearning
+d3d7cf9, ``src/trainer/unlearn/pdu.py:115-122``) takes the logits at the positions whose own, unshifted label
+is kept: the answer tokens' positions, which predict the token after each one (the last one predicts past
+the answer's EOS; the position predicting the first answer token is left out), one token mean over the batch;
+prompt and padding are masked in both. ``forget_positions="labelled"`` selects the reference's positions, and
+the ``open-unlearning`` preset selects it with ``loss_averaging="token"``. (2) When ``retain_loss_eps`` is
+unset, :math:`\varepsilon = \kappa \cdot \mathrm{NLL}_{\theta_0}(\text{retain})`, the starting model's
+retain loss on the first step times ``retain_loss_eps_factor`` :math:`\kappa`, after the authors' advice to
+pick a value somewhat above the starting retain loss. :math:`\lambda` and :math:`\varepsilon` are saved in
+each checkpoint's trainer state (``stateful_callbacks["PDUDualState"]``), so
+``train(resume_from_checkpoint=...)`` continues with them.
 Defaults: the authors' TOFU recipe (gamma = 1, lambda_0 = 100, eta = 5, 5 warm-up epochs, lr 1e-5, 10 epochs;
-epsilon = 0.3 there).
+epsilon = 0.3 there). The ``open-unlearning`` preset takes the reference's config instead (λ₀ = 1, η = 1,
+``retain_loss_eps`` required: ``configs/trainer/PDU.yaml:6-12``; docs/tofu.md lists each value); ours are kept
+as defaults because they are the recipe the authors report their TOFU results with, and the derived ε spares
+a per-model guess. (3) The dual step: ours after each optimiser step on the step's mean retain loss over its
+micro-batches and processes, so 2 processes = 1 process; the reference steps per micro-batch
+(``pdu.py:59-62``), hence ``gradient_accumulation_steps`` times per optimiser step, from the end of the epoch
+that reaches ``dual_warmup_epochs`` (``pdu.py:143-145``).
 
 Citation: Taha Entesari, Arman Hatami, Rinat Khaziev, Anil Ramakrishna, Mahyar Fazlyab.
 *Constrained Entropic Unlearning: A Primal-Dual Framework for Large Language Models.* arXiv:2506.05314, 2025.
@@ -42,6 +53,7 @@ Citation: Taha Entesari, Arman Hatami, Rinat Khaziev, Anil Ramakrishna, Mahyar F
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 import torch
 from transformers import TrainerCallback
@@ -50,6 +62,8 @@ from medunlearn.unlearn.config import UnlearningConfig
 from medunlearn.unlearn.errors import UnlearningInputError
 from medunlearn.unlearn.ops import LossAveraging, average_tokens, nll_loss, shift_for_next_token
 from medunlearn.unlearn.trainer import UnlearningTrainer
+
+FlatteningPositions = Literal["predicting", "labelled"]
 
 
 @dataclass
@@ -66,6 +80,10 @@ class PDUConfig(UnlearningConfig):
             × the starting model's retain NLL on the first step [ours].
         retain_loss_eps_factor (`float`, *optional*, defaults to `1.1`):
             κ, the factor of the starting retain NLL that gives ε when ``retain_loss_eps`` is unset [ours].
+        forget_positions (`Literal["predicting", "labelled"]`, *optional*, defaults to `"predicting"`):
+            Where the flattening term reads the logits: ``"predicting"`` [ours] the positions predicting each
+            answer token (shifted labels); ``"labelled"`` [the reference's, ``src/trainer/unlearn/pdu.py:
+            115-122`` at d3d7cf9] the positions of the answer tokens themselves (unshifted labels).
         primal_dual (`bool`, *optional*, defaults to `True`):
             Whether to update λ by dual ascent; `False` keeps λ at α [authors].
         dual_step_size (`float`, *optional*, defaults to `5.0`):
@@ -101,6 +119,12 @@ class PDUConfig(UnlearningConfig):
     retain_loss_eps_factor: float = field(
         default=1.1, metadata={"help": "κ [ours]: ε = κ × starting retain NLL when ε is unset"}
     )
+    forget_positions: Literal["predicting", "labelled"] = field(
+        default="predicting",
+        metadata={
+            "help": "predicting: logits predicting answer tokens; labelled: at answer tokens (reference)"
+        },
+    )
     primal_dual: bool = field(default=True, metadata={"help": "update λ by dual ascent (False: λ stays α)"})
     dual_step_size: float = field(default=5.0, metadata={"help": "η, dual ascent step on λ"})
     dual_warmup_epochs: float = field(
@@ -123,11 +147,18 @@ def logit_margin_flattening_loss(
     labels: torch.Tensor,
     averaging: LossAveraging = "sequence",
     num_items: torch.Tensor | float | None = None,
+    positions: FlatteningPositions = "predicting",
 ) -> torch.Tensor:
-    """Mean over answer tokens of (max logit − mean logit)²; ``labels`` [B, T] unshifted, -100 ignored."""
-    shifted_logits, shifted_labels = shift_for_next_token(logits, labels)
-    answer_mask = shifted_labels != -100
-    answer_logits = shifted_logits[answer_mask].float()
+    """Mean over answer tokens of (max logit − mean logit)²; ``labels`` [B, T] unshifted, -100 ignored.
+
+    ``positions``: ``"predicting"`` reads the logits that predict each answer token, ``"labelled"`` those at
+    the answer tokens themselves (the reference's; :class:`PDUConfig`)."""
+    if positions == "labelled":
+        position_logits, position_labels = logits, labels
+    else:
+        position_logits, position_labels = shift_for_next_token(logits, labels)
+    answer_mask = position_labels != -100
+    answer_logits = position_logits[answer_mask].float()
     margin = answer_logits.max(dim=-1).values - answer_logits.mean(dim=-1)
     per_position = answer_logits.new_zeros(answer_mask.shape).masked_scatter(answer_mask, margin.pow(2))
     return average_tokens(per_position, answer_mask, averaging, num_items)
@@ -163,10 +194,14 @@ class PDUTrainer(UnlearningTrainer):
         self.add_callback(_DualAscentCallback(self))
 
     def unlearning_loss(self, model, forget, retain):
+        forget_logits, retain_logits = self.forward_pair(model, forget, retain)
         forget_loss = logit_margin_flattening_loss(
-            self.logits(model, forget), forget["labels"], **self.token_reduction("forget")
+            forget_logits,
+            forget["labels"],
+            **self.token_reduction("forget"),
+            positions=self.args.forget_positions,
         )
-        retain_loss = nll_loss(self.logits(model, retain), retain["labels"], **self.token_reduction("retain"))
+        retain_loss = nll_loss(retain_logits, retain["labels"], **self.token_reduction("retain"))
         if self.retain_loss_eps is None:
             starting_retain_loss = self.accelerator.reduce(retain_loss.detach(), reduction="mean")
             self.retain_loss_eps = self.args.retain_loss_eps_factor * float(starting_retain_loss)
@@ -182,6 +217,12 @@ class PDUTrainer(UnlearningTrainer):
             "dual": torch.tensor(self.dual),
             "retain_loss_eps": torch.tensor(self.retain_loss_eps),
         }
+
+    def count_loss_tokens(self, part, batch):
+        """With ``forget_positions="labelled"`` the flattening term averages the unshifted answer tokens."""
+        if part == "forget" and self.args.forget_positions == "labelled":
+            return (batch["labels"] != -100).sum()
+        return super().count_loss_tokens(part, batch)
 
     def update_dual(self, epoch: float) -> None:
         """One dual ascent step on the retain loss of the optimiser step just taken (averaged over

@@ -8,13 +8,19 @@ h^l is the output of decoder layer ``layer`` (d its width), u a fixed random uni
 normalised, seeded by ``seed``), c the steering coefficient. Only parameters matching
 ``trainable_params_regex`` are trained (full fine-tuning); under PEFT the adapter is trained. Li et al., "The
 WMDP Benchmark: Measuring and Reducing Malicious Use with Unlearning", ICML 2024 (arXiv 2403.03218). Positions
-are the completion tokens of each QA (as OpenUnlearning's RMU), averaged per sequence. Defaults as in
-OpenUnlearning: layer 7, trainable ``layers.(5|6|7).mlp.down_proj.weight`` (the layer and the two before it),
-c = 20, γ = α = 1. The AMNESIA paper steers layer 7. Layer 7 is a depth of 7/32 in the 32-layer Llama-3-8B the
-papers use; on a model with 7 decoder layers or fewer the default is the layer at that relative depth,
+are the completion tokens of each QA (as OpenUnlearning's RMU), averaged per sequence. Defaults as in the WMDP
+recipe and OpenUnlearning's RMU class (``src/trainer/unlearn/rmu.py:12-14`` at d3d7cf9): layer 7, trainable
+``layers.(5|6|7).mlp.down_proj.weight`` (the layer and the two before it), c = 20, γ = α = 1. OpenUnlearning's
+config overrides them (``configs/trainer/RMU.yaml:8,12-13``: c = 2, every parameter trained), and
+``--preset open-unlearning`` selects that (docs/tofu.md); ours stay the WMDP paper's recipe.
+The AMNESIA paper steers layer 7. Layer 7 is a depth of 7/32 in the 32-layer Llama-3-8B the papers use; on a
+model with 7 decoder layers or fewer the default is the layer at that relative depth,
 ``floor(7·n/32 + 1/2)`` [ours], see :func:`default_rmu_layer`.
 
-Reference (retain activations): the adapter-disabled model under PEFT, otherwise a frozen copy.
+Reference (retain activations): the steered layer's outputs at the retain rows' answer positions, precomputed
+once before training (answer tokens × hidden size × dtype bytes; ``medunlearn.unlearn.frozen``). The forget
+term reads no reference (its target is c·u). Above ``UnlearningTrainer.frozen_memory_limit_bytes``, or with
+``reference_mode="copy"`` / ``"adapter"``, live: the adapter-disabled model under PEFT, else a frozen copy.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ import torch
 
 from medunlearn.unlearn.config import UnlearningConfig
 from medunlearn.unlearn.errors import UnlearningInputError
-from medunlearn.unlearn.ops import LossAveraging, average_tokens, select_parameters
+from medunlearn.unlearn.ops import LossAveraging, answer_positions, average_tokens, select_parameters
 from medunlearn.unlearn.trainer import UnlearningTrainer
 
 logger = logging.getLogger(__name__)
@@ -145,11 +151,14 @@ class RMUConfig(UnlearningConfig):
             relative depth, 7/32 of the model's layers rounded to the nearest [ours]. The trainer writes the
             layer it resolved into this field, so the model card and ``unlearning_config.json`` record it.
         steering_coeff (`float`, *optional*, defaults to `20.0`):
-            c, norm of the random control vector [OpenUnlearning].
+            c, norm of the random control vector [WMDP; OpenUnlearning's class default, whose config sets 2:
+            ``configs/trainer/RMU.yaml:8``, the ``open-unlearning`` preset's value].
         trainable_params_regex (`list[str] | None`, *optional*, defaults to `None`):
             Regexes (``re.search``) of the parameters trained under full fine-tuning; the rest are frozen.
             Unset: ``layers\.(l-2..l)\.mlp\.down_proj\.weight``, the steered layer and the two before it
-            [OpenUnlearning, WMDP]. Ignored under PEFT, where the adapter is trained.
+            [WMDP; OpenUnlearning's class default; its config trains every parameter, ``[".*"]``
+            (``configs/trainer/RMU.yaml:12-13``), the ``open-unlearning`` preset's value].
+            Ignored under PEFT, where the adapter is trained.
         forget_weight (`float`, *optional*, defaults to `1.0`):
             γ, weight of the steering term [OpenUnlearning].
         retain_weight (`float`, *optional*, defaults to `1.0`):
@@ -194,6 +203,7 @@ class RMUTrainer(UnlearningTrainer):
     config_class = RMUConfig
     reference_usage = "model"
     uses_retain = True
+    frozen_parts = ("retain",)
 
     @staticmethod
     def resolve_layer(model, args: RMUConfig) -> int:
@@ -230,11 +240,26 @@ class RMUTrainer(UnlearningTrainer):
             self.forward(model, batch)
         return captured[0]
 
+    def read_reference(self, model, batch):
+        """The reference's activations of the steered layer (precomputed at answer positions)."""
+        return self.layer_activations(model, batch)
+
+    def reference_positions(self, labels):
+        return answer_positions(labels)
+
+    def reference_width(self, model):
+        return model.config.get_text_config().hidden_size
+
+    def precompute_reference_outputs(self):
+        # Under PEFT the layer is not resolved yet (configure_trainable_parameters was not called).
+        self.resolve_layer(self.accelerator.unwrap_model(self.model), self.args)
+        super().precompute_reference_outputs()
+
     def unlearning_loss(self, model, forget, retain):
-        forget_activations = self.layer_activations(model, forget)
-        retain_activations = self.layer_activations(model, retain)
-        with self.reference(model) as reference_model:
-            reference_activations = self.layer_activations(reference_model, retain)
+        forget_activations, retain_activations = self.forward_pair(
+            model, forget, retain, read=self.layer_activations
+        )
+        reference_activations = self.reference_outputs(model, "retain", retain)
         control = self.control_vector.to(forget_activations.device)
         return rmu_loss(
             forget_activations,

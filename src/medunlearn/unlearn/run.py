@@ -27,8 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
+from medunlearn.amnesia.note_sets import note_document
 from medunlearn.chat import (
     Conventions,
     require_chat_template,
@@ -37,17 +36,34 @@ from medunlearn.chat import (
     write_model_conventions,
 )
 from medunlearn.data_loading import load_split, retain_config_for
-from medunlearn.errors import MedunlearnError, MissingInputError
+from medunlearn.errors import MedunlearnError
 from medunlearn.models import ModelArguments, load_model
-from medunlearn.unlearn.card import write_model_card
+from medunlearn.unlearn.card import replace_card_section, write_finetune_card, write_model_card
 from medunlearn.unlearn.errors import UnlearningInputError
 from medunlearn.unlearn.methods import METHODS, MethodSpec, resolve_method
+from medunlearn.unlearn.recipe_files import check_recipe_values
+from medunlearn.unlearn.recipe_files import read_recipe as read_recipe  # where callers import it
+from medunlearn.unlearn.reference_recipe import (
+    check_reference_requirements,
+    is_reference_preset,
+    reference_defaults,
+)
+from medunlearn.unlearn.sources import (
+    MUSE_DEFAULTS,
+    ForgetOn,
+    check_corpus_format,
+    check_forget_on,
+    corpus_card_section,
+    corpus_format,
+    load_corpus,
+    training_sets,
+)
 from medunlearn.utils.distributed import launched_processes, leave_process_group
 from medunlearn.utils.files import check_output_folder, commit_staging, discard_staging, open_staging
 
 logger = logging.getLogger(__name__)
 
-Benchmark = Literal["amnesia", "tofu"]
+Benchmark = Literal["amnesia", "tofu", "muse"]
 TINY_LLAMA_LEARNING_RATE = 1e-3  # a randomly initialised model needs a far larger step than a pretrained one
 
 
@@ -58,13 +74,17 @@ class UnlearningDataArguments:
     Parameters:
         data (`str`):
             An AMNESIA folder (or Hub id) readable by `datasets.load_dataset`; with `benchmark="tofu"` a
-            TOFU-format folder or Hub id.
+            TOFU-format folder or Hub id; with `benchmark="muse"` a MUSE-format folder (docs/muse.md).
         forget (`str`):
-            The forget config, e.g. `forget_10` or `disease_cancer_forget_5` (TOFU: `forget10`).
+            The forget config, e.g. `forget_10` or `disease_cancer_forget_5` (TOFU: `forget10`; MUSE:
+            `raw/forget`, `scal/forget_2`, `sust/forget_3`, …).
         retain (`str` or `None`, *optional*, defaults to `None`):
-            The retain config; `None` derives it from `forget` (`forget_10` → `retain_90`).
-        benchmark (`"amnesia"` or `"tofu"`, *optional*, defaults to `"amnesia"`):
+            The retain config; `None` derives it from `forget` (`forget_10` → `retain_90`; MUSE:
+            `raw/retain1`).
+        benchmark (`"amnesia"`, `"tofu"` or `"muse"`, *optional*, defaults to `"amnesia"`):
             Which benchmark the folder holds (named in the model card).
+        forget_on (`"qa"`, `"notes"` or `"both"`, *optional*, defaults to `"qa"`):
+            AMNESIA: unlearn the patients' seen QA, their notes, or both (``medunlearn.unlearn.sources``).
         conventions (`Conventions` or `str`, *optional*, defaults to `"medunlearn"`):
             How examples are rendered (system prompt, chat template or tags, EOS after the answer): a
             `medunlearn.chat.Conventions` or a preset name (`medunlearn`, `open-unlearning`,
@@ -77,11 +97,15 @@ class UnlearningDataArguments:
     retain: str | None = None
     benchmark: Benchmark = "amnesia"
     conventions: Conventions | str = "medunlearn"
+    forget_on: ForgetOn = "qa"
 
     def __post_init__(self):
         self.conventions = resolve_conventions(self.conventions)
+        check_forget_on(self.benchmark, self.forget_on)
 
     def retain_config(self) -> str:
+        if self.benchmark == "muse":
+            return self.retain or MUSE_DEFAULTS["retain"]
         return self.retain or retain_config_for(self.forget)
 
 
@@ -121,17 +145,6 @@ class FinetuneArguments:
 # Method configs: paper default < recipe < command line
 
 
-def read_recipe(path: str | Path) -> dict:
-    """A recipe YAML (``recipes/<method>.yaml``): a mapping of config fields, optionally with ``method:``."""
-    path = Path(path)
-    if not path.is_file():
-        raise MissingInputError(f"recipe {path} does not exist")
-    recipe = yaml.safe_load(path.read_text())
-    if not isinstance(recipe, dict):
-        raise UnlearningInputError(f"recipe {path} must be a YAML mapping of config fields")
-    return recipe
-
-
 def conventions_loss_averaging(config_class, conventions: Conventions | str | None) -> str | None:
     """The ``loss_averaging`` that ``conventions`` select for a method's config: its own value, or the
     method's reference choice (``config_class.reference_loss_averaging``) for ``"reference"``."""
@@ -141,24 +154,49 @@ def conventions_loss_averaging(config_class, conventions: Conventions | str | No
     return config_class.reference_loss_averaging if choice == "reference" else choice
 
 
+def reference_recipe_defaults(config_class, conventions, benchmark: str) -> dict[str, Any]:
+    """The reference's training recipe for ``config_class`` on ``benchmark`` when ``conventions`` are a
+    reference preset (``open-unlearning``), else nothing (``medunlearn.unlearn.reference_recipe``)."""
+    if conventions is None or not is_reference_preset(resolve_conventions(conventions)):
+        return {}
+    stem = method_stem(config_class)
+    return reference_defaults(stem or "", benchmark, set(config_class.__dataclass_fields__))
+
+
 def build_method_config(
-    config_class, recipe: dict, overrides: list[str], output_dir: str, recipe_path=None, conventions=None
+    config_class,
+    recipe: dict,
+    overrides: list[str],
+    output_dir: str,
+    recipe_path=None,
+    conventions=None,
+    benchmark: str = "amnesia",
+    forget_on: str = "qa",
 ):
-    """Paper defaults < ``conventions`` (their loss averaging) < recipe < command-line ``--field value``
-    pairs, with TRL's parser; unknown fields are an error naming them. On a machine without CUDA the run is
-    put on the CPU in float32."""
+    """Paper defaults < the corpus's ``data_format`` (``text`` for MUSE and AMNESIA notes) < ``conventions``
+    (their loss averaging, and under ``open-unlearning`` the reference's training recipe for ``benchmark``:
+    docs/tofu.md, docs/muse.md) < recipe < command-line ``--field value`` pairs, with TRL's parser; unknown
+    fields are an error naming them. On a machine without CUDA the run is put on the CPU, where ``dtype``
+    ``auto`` keeps float32 unless the CPU has fast native bf16, and the open-unlearning preset makes
+    ``float32`` the default (docs/scaling.md, "Precision")."""
     import torch
     from trl import TrlParser
 
     parser = TrlParser(dataclass_types=[config_class])
     if not torch.cuda.is_available():
         parser.set_defaults_with_config(use_cpu=True, bf16=False)
+        if conventions is not None and is_reference_preset(resolve_conventions(conventions)):
+            parser.set_defaults_with_config(dtype="float32")  # the parity preset pins float32 on CPU
+    parser.set_defaults_with_config(data_format=corpus_format(benchmark, forget_on))
     averaging = conventions_loss_averaging(config_class, conventions)
     if averaging is not None:
         parser.set_defaults_with_config(loss_averaging=averaging)
+    reference = reference_recipe_defaults(config_class, conventions, benchmark)
+    parser.set_defaults_with_config(**reference)
+    where = f"recipe {recipe_path}" if recipe_path else "recipe"
+    check_recipe_values(parser, recipe, where)
     unknown_in_recipe = parser.set_defaults_with_config(**recipe)
     if unknown_in_recipe:
-        where = f"recipe {recipe_path}" if recipe_path else "recipe"
         raise UnlearningInputError(
             f"{where}: unknown fields for {config_class.__name__}: {unknown_in_recipe}"
         )
@@ -169,12 +207,17 @@ def build_method_config(
         raise UnlearningInputError(
             f"unknown options for {config_class.__name__}: {unknown} (see --help-method)"
         )
+    if reference:
+        check_reference_requirements(method_stem(config_class) or "", config)
     return config
 
 
-def make_method_config(method: str, output_dir: str | Path, conventions=None, **fields: Any):
+def make_method_config(
+    method: str, output_dir: str | Path, conventions=None, benchmark: str = "amnesia", **fields: Any
+):
     """The config of ``method`` (any name or alias of the method table) with ``fields`` over its paper
-    defaults, and over the loss averaging that ``conventions`` (a preset name or ``Conventions``) select.
+    defaults, and over what ``conventions`` (a preset name or ``Conventions``) select: the loss averaging,
+    and under ``open-unlearning`` the reference's training recipe for ``benchmark`` (docs/tofu.md).
 
     >>> make_method_config("npo", "out", beta=0.2).beta  # doctest: +SKIP
     0.2
@@ -182,7 +225,14 @@ def make_method_config(method: str, output_dir: str | Path, conventions=None, **
     'token'
     """
     config_class, _ = resolve_method(method).load()
-    return build_method_config(config_class, dict(fields), [], str(output_dir), conventions=conventions)
+    return build_method_config(
+        config_class, dict(fields), [], str(output_dir), conventions=conventions, benchmark=benchmark
+    )
+
+
+def method_stem(config_class) -> str | None:
+    """The method-table stem whose config class is ``config_class`` (``None`` for a class outside it)."""
+    return next((stem for stem, spec in METHODS.items() if spec.config_class == config_class.__name__), None)
 
 
 def method_of_config(config) -> MethodSpec:
@@ -280,13 +330,13 @@ def run_unlearning(
             preset_averaging,
         )
     _, trainer_class = spec.load()
-    forget = load_split(data_args.data, data_args.forget)
-    retain_name = retain = None
-    if trainer_class.uses_retain or config.eval_probe_steps is not None:  # the probe scores retained patients
-        retain_name = data_args.retain_config()
-        retain = load_split(data_args.data, retain_name)
+    # The probe scores retained patients, even for a method that trains on no retain set.
+    corpus = load_corpus(data_args, trainer_class.uses_retain or config.eval_probe_steps is not None)
+    check_corpus_format(corpus, config)
+    retain_name = corpus.retain_name
     # A LoRA checkpoint is merged, so that the reference (adapter disabled) is the starting model.
     model, tokenizer = load_model(model_args, merge_adapter=True)
+    forget, retain = training_sets(corpus, tokenizer, config, conventions)
     peft_config = model_args.lora_config()
     trainers = []
 
@@ -319,7 +369,10 @@ def run_unlearning(
                 peft=peft_config is not None,
                 conventions=conventions,
                 probe=probe,
+                model_path=out,
             )
+            section = corpus_card_section(corpus, trainer.state.global_step)
+            replace_card_section(staging, "corpus", section)
         return writer
 
     writer = train_into_staging(out, overwrite, train, config)
@@ -346,8 +399,9 @@ def _write_unlearned_extras(staging: Path, tokenizer, config, out: Path, probe: 
 
 
 def notes_texts(notes) -> list[str]:
-    """Stage 1's documents: each patient's title and note."""
-    return [f"{title}\n{note}" for title, note in zip(notes["title"], notes["note"])]
+    """Stage 1's documents: each patient's title and note
+    (:func:`medunlearn.amnesia.note_sets.note_document`)."""
+    return [note_document(title, note) for title, note in zip(notes["title"], notes["note"])]
 
 
 def qa_conversations(qa, conventions: Conventions | None = None):
@@ -380,11 +434,21 @@ def qa_training_rows(qa, tokenizer, conventions: Conventions, max_length: int | 
     return datasets.Dataset.from_dict({"input_ids": tokens["input_ids"], "labels": tokens["labels"]})
 
 
-def default_sft_config(model_args: ModelArguments, output_dir: str | Path, overrides: list[str] = ()):
+def default_sft_config(
+    model_args: ModelArguments,
+    output_dir: str | Path,
+    overrides: list[str] = (),
+    dtype: str = "auto",
+    parity: str | None = None,
+):
     """The ``SFTConfig`` both stages start from: ours (no checkpoints, no trackers, logging every 10 steps, no
-    gradient checkpointing, CPU float32 without CUDA, a larger step for ``tiny-llama``) < ``overrides``."""
+    gradient checkpointing, the CPU without CUDA, a larger step for ``tiny-llama``, ``bf16`` autocast over
+    float32 weights as ``dtype`` resolves: docs/scaling.md, "Precision"; ``parity``: a parity preset's name,
+    which keeps CPU runs float32 under ``auto``) < ``overrides``."""
     import torch
     from trl import SFTConfig, TrlParser
+
+    from medunlearn.utils.precision import resolve_precision, training_bf16
 
     parser = TrlParser(dataclass_types=[SFTConfig])
     defaults: dict[str, Any] = {
@@ -400,11 +464,15 @@ def default_sft_config(model_args: ModelArguments, output_dir: str | Path, overr
     if model_args.is_tiny_llama:
         defaults["learning_rate"] = TINY_LLAMA_LEARNING_RATE
     if not torch.cuda.is_available():
-        defaults.update(use_cpu=True, bf16=False)
+        defaults["use_cpu"] = True
+    precision = resolve_precision(dtype, "cuda" if torch.cuda.is_available() else "cpu", parity)
+    defaults["bf16"] = precision.is_bf16  # TRL's own default is True, whatever the machine
     parser.set_defaults_with_config(**defaults)
     config, unknown = parser.parse_args_into_dataclasses(args=list(overrides), return_remaining_strings=True)
     if unknown:
         raise UnlearningInputError(f"unknown SFTConfig options: {unknown}")
+    if training_bf16(dtype, config.bf16, config.fp16, precision) != config.bf16:
+        raise UnlearningInputError(f"--dtype {dtype} contradicts --bf16 {config.bf16}: drop one of them")
     return config
 
 
@@ -454,6 +522,11 @@ def run_finetune(
         if writer:
             _write_finetuned_folder(staging, finished, tokenizer)
             write_model_conventions(staging, conventions)
+            rows = {"notes": len(texts), "qa": len(qa_rows)}
+            base = model_args.model_name_or_path
+            write_finetune_card(
+                staging, model_path=out, base_model=base, args=args, training=template, rows=rows
+            )
         return writer
 
     writer = train_into_staging(out, overwrite, train)

@@ -89,11 +89,12 @@ class SatImpTrainer(UnlearningTrainer):
     uses_retain = True
 
     def unlearning_loss(self, model, forget, retain):
+        forget_logits, retain_logits = self.forward_pair(model, forget, self.retain_part(retain))
         forget_loss = satimp_loss(
-            self.logits(model, forget),
+            forget_logits,
             forget["labels"],
             self.args.beta1,
             self.args.beta2,
             **self.token_reduction("forget"),
         )
-        return self.with_retain_nll(model, retain, {"forget_loss": forget_loss})
+        return self.with_retain_nll(model, retain, {"forget_loss": forget_loss}, retain_logits)

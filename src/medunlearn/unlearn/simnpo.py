@@ -64,10 +64,11 @@ class SimNPOTrainer(UnlearningTrainer):
     uses_retain = True
 
     def unlearning_loss(self, model, forget, retain):
+        forget_logits, retain_logits = self.forward_pair(model, forget, retain)
         forget_loss = simnpo_loss(
-            sequence_mean_nll(self.logits(model, forget), forget["labels"]), self.args.beta, self.args.delta
+            sequence_mean_nll(forget_logits, forget["labels"]), self.args.beta, self.args.delta
         )
-        retain_loss = nll_loss(self.logits(model, retain), retain["labels"], **self.token_reduction("retain"))
+        retain_loss = nll_loss(retain_logits, retain["labels"], **self.token_reduction("retain"))
         return {
             "loss": self.args.forget_weight * forget_loss + self.args.retain_weight * retain_loss,
             "forget_loss": forget_loss,

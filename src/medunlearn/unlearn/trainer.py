@@ -41,9 +41,26 @@ Reference model policy (``reference_usage`` class attribute, ``UnlearningConfig.
   the reference is the same model with its adapter disabled (no copy); otherwise a frozen copy, the only case
   where one is built. ``reference_mode="copy"`` / ``"adapter"`` force one of them (a benchmark compares them).
 
+* ``"model"`` methods whose reference outputs are on fixed rows (``frozen_parts``: KL-Min's and RMU's retain
+  rows, UNDIAL's forget rows) get them precomputed once instead, under ``reference_mode="auto"`` or
+  ``"precomputed"``, when they fit ``frozen_memory_limit_bytes`` (``medunlearn.unlearn.frozen``: what is
+  stored, its memory, which rows). ``"copy"`` / ``"adapter"`` keep the live reference (today's path, which a
+  benchmark compares against), as does an explicit ``reference_model``.
+
 Reference statistics are those of the model as it enters the trainer. A model fine-tuned with LoRA must
 therefore be merged before a new unlearning adapter is added (``medunlearn unlearn`` does this), otherwise
 "adapter disabled" would be the pretrained base rather than the fine-tuned starting point.
+
+One forward over forget and retain (``forward_pair``)
+-----------------------------------------------------
+A method whose loss reads the policy's outputs on both parts calls ``forward_pair(model, forget, retain)``:
+one forward over the two batches stacked row-wise (the shorter right-padded to the longer, which changes no
+real position's output: ``ops.concatenate_batches``), split back to each part's rows and length. The values
+and gradients are those of two forwards, to float rounding (``tests/unlearn/test_step_work.py``). It falls
+back to two forwards when ``fuse_forget_retain`` is False (today's path), when the model has dropout (one
+forward would draw other masks than two), or when padding would make the joint forward compute more than
+``joint_padding_limit`` times the positions of the two separate ones [ours, measured:
+``bench/bench_unlearning_step.py``].
 """
 
 from __future__ import annotations
@@ -54,6 +71,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import ClassVar, Literal
 
+import numpy as np
 import torch
 from transformers import Trainer, TrainerCallback
 
@@ -66,13 +84,52 @@ from medunlearn.unlearn.data import (
     tokenize_qa_dataset,
 )
 from medunlearn.unlearn.errors import EmptyForgetSetError, NonFiniteLossError, UnlearningInputError
-from medunlearn.unlearn.ops import IGNORE_INDEX, nll_loss, sequence_logps
+from medunlearn.unlearn.frozen import (
+    FROZEN_ROW,
+    compute_frozen_outputs,
+    paired_retain_rows,
+    stored_positions_count,
+    training_epochs,
+)
+from medunlearn.unlearn.ops import (
+    IGNORE_INDEX,
+    concatenate_batches,
+    nll_loss,
+    padded_token_ratio,
+    predicting_positions,
+    sequence_logps,
+    split_rows,
+)
+from medunlearn.unlearn.text import TextCorpusUnsupportedError, tokenize_text_dataset
 
 ReferenceUsage = Literal["none", "sequence_logps", "model"]
 
 
 UnlearningLoss = dict[str, torch.Tensor]
 """``{"loss": total, "forget_loss": ..., "retain_loss": ..., ...}``; each entry is logged (step mean)."""
+
+
+def set_warmup_steps(args: UnlearningConfig, forget_rows: int) -> None:
+    """With ``args.warmup_epochs`` set, ``args.warmup_steps = int(warmup_epochs · rows // (batch ·
+    accumulation · processes))``, the reference's formula (OpenUnlearning d3d7cf9
+    ``src/trainer/__init__.py:33-42``, which counts the visible GPUs where we count the processes)."""
+    if args.warmup_epochs is None:
+        return
+    examples_per_step = args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
+    args.warmup_steps = int(args.warmup_epochs * forget_rows // examples_per_step)
+
+
+def has_dropout(model: torch.nn.Module) -> bool:
+    """Whether training draws dropout masks: a dropout module with p > 0, or a config dropout rate > 0
+    (attention dropout is a function argument in transformers, not a module)."""
+    if any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in model.modules()):
+        return True
+    config = getattr(model, "config", None)
+    settings = config.to_dict() if config is not None else {}
+    return any(
+        ("dropout" in name or "pdrop" in name) and isinstance(value, float) and value > 0
+        for name, value in settings.items()
+    )
 
 
 def _is_peft_model(model) -> bool:
@@ -91,8 +148,10 @@ class UnlearningTrainer(Trainer):
     Args:
         model: a ``PreTrainedModel`` (or a ``PeftModel``).
         args: the method's config (an ``UnlearningConfig`` subclass).
-        forget_dataset: QA rows to forget (columns ``question``, ``answer``, optionally ``disease``).
-        retain_dataset: QA rows to keep (required when the method ``uses_retain``).
+        forget_dataset: QA rows to forget (columns ``question``, ``answer``, optionally ``disease``), or with
+            ``args.data_format == "text"`` documents (column ``args.text_column``; see
+            ``medunlearn.unlearn.text``).
+        retain_dataset: rows to keep, in the same format (required when the method ``uses_retain``).
         processing_class: the tokenizer (must have a chat template, unless ``conventions`` render with tags).
         peft_config: a ``peft.LoraConfig`` to train an adapter instead of the full model.
         reference_model: an explicit frozen reference (only used by ``reference_usage == "model"``).
@@ -108,6 +167,18 @@ class UnlearningTrainer(Trainer):
     retain_only_when_weighted: ClassVar[bool] = False
     # Our losses are per-batch means; the Trainer then divides by the accumulation steps.
     loss_is_scaled_for_ga = False
+    # False for methods that need question/answer rows beyond the text (IdkDPO's refusals).
+    supports_text: ClassVar[bool] = True
+    # The parts ("forget", "retain") whose live reference outputs (``read_reference``) can be precomputed.
+    frozen_parts: ClassVar[tuple[str, ...]] = ()
+    # Largest store of precomputed reference outputs ``reference_mode="auto"`` builds, per process.
+    frozen_memory_limit_bytes: ClassVar[int] = 2 * 2**30
+    # One forward over forget and retain (``forward_pair``); False: two forwards, today's path.
+    fuse_forget_retain: bool = True
+    # Largest ratio of computed to real positions a joint forward may take on (``ops.padded_token_ratio``):
+    # on CPU the joint forward saved 1.14x at equal lengths and broke even near 1.1x the positions
+    # (bench/bench_unlearning_step.py --padding); above that, two forwards compute less.
+    joint_padding_limit: ClassVar[float] = 1.1
 
     def __init__(
         self,
@@ -123,12 +194,18 @@ class UnlearningTrainer(Trainer):
     ):
         args = args or self.config_class(output_dir="unlearned")
         self.conventions = resolve_conventions(conventions)
+        if args.data_format == "text" and not self.supports_text:
+            raise TextCorpusUnsupportedError(
+                f"{type(self).__name__} needs question/answer rows (data_format 'qa'); "
+                "it cannot unlearn a text corpus (docs/methods/index.md, 'Unlearning on raw text')"
+            )
         self._num_items: dict[str, torch.Tensor] | None = None
         if self.retain_only_when_weighted and args.retain_weight == 0:
             self.uses_retain = False
         if processing_class is None:
             raise UnlearningInputError("processing_class (the tokenizer) is required")
-        require_chat_template(processing_class, self.conventions)
+        if args.data_format == "qa":
+            require_chat_template(processing_class, self.conventions)
         if forget_dataset is None or len(forget_dataset) == 0:
             raise EmptyForgetSetError(
                 "the forget set has no rows: nothing to unlearn (check the forget config name)"
@@ -138,8 +215,10 @@ class UnlearningTrainer(Trainer):
         if processing_class.pad_token_id is None:
             processing_class.pad_token = processing_class.eos_token
 
-        self.reference_source = self._resolve_reference_source(args, model, peft_config)
+        self.reference_source = self._resolve_reference_source(args, model, peft_config, reference_model)
         self.ref_model = None
+        self.frozen: dict = {}
+        self._dropout: bool | None = None
         if self.reference_source == "copy":
             self.ref_model = reference_model if reference_model is not None else copy.deepcopy(model)
             self.ref_model.eval().requires_grad_(False)
@@ -149,17 +228,22 @@ class UnlearningTrainer(Trainer):
         else:
             self.configure_trainable_parameters(model, args)
 
-        forget = self.prepare_forget_dataset(
-            tokenize_qa_dataset(forget_dataset, processing_class, args, "forget", self.conventions)
-        )
+        forget = self.prepare_forget_dataset(self._tokenize(forget_dataset, processing_class, args, "forget"))
+        if len(forget) == 0:
+            raise EmptyForgetSetError(
+                f"the forget set's {len(forget_dataset)} rows give no tokens to unlearn"
+            )
         retain = None
         if self.uses_retain:
             retain = self.prepare_retain_dataset(
-                tokenize_qa_dataset(retain_dataset, processing_class, args, "retain", self.conventions)
+                self._tokenize(retain_dataset, processing_class, args, "retain")
             )
+        set_warmup_steps(args, len(forget))
         self.pairs = ForgetRetainDataset(
             forget, retain, strategy=args.retain_sampling, seed=args.seed, disease_column=args.disease_column
         )
+        if self._precomputes_outputs() and args.reference_mode == "auto":
+            self._fall_back_when_too_large(model, args, peft_config)
         super().__init__(
             model=model,
             args=args,
@@ -172,7 +256,9 @@ class UnlearningTrainer(Trainer):
         self._logged_count = 0
         if self.ref_model is not None:
             self.ref_model = self._prepare_reference_copy(self.ref_model)
-        if self.reference_source == "precomputed":
+        if self._precomputes_outputs():
+            self.precompute_reference_outputs()
+        elif self.reference_source == "precomputed":
             self.pairs.forget = self.pairs.forget.add_column(
                 "reference_logps", self.compute_sequence_logps(self.pairs.forget).tolist()
             )
@@ -184,6 +270,12 @@ class UnlearningTrainer(Trainer):
 
             self.probe_callback = make_probe_callback(self, forget_dataset, retain_dataset)
             self.add_callback(self.probe_callback)
+
+    def _tokenize(self, dataset, tokenizer, args: UnlearningConfig, name: str):
+        """Training rows of a forget or retain set: QA rows (completion-only labels) or chunks of text."""
+        if args.data_format == "text":
+            return tokenize_text_dataset(dataset, tokenizer, args, name)
+        return tokenize_qa_dataset(dataset, tokenizer, args, name, self.conventions)
 
     # ----- hooks for subclasses -----------------------------------------------------------------------------
 
@@ -214,15 +306,20 @@ class UnlearningTrainer(Trainer):
             input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], use_cache=False, **kwargs
         )
 
-    def with_retain_nll(self, model, retain, losses: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def with_retain_nll(
+        self, model, retain, losses: dict[str, torch.Tensor], retain_logits: torch.Tensor | None = None
+    ) -> dict[str, torch.Tensor]:
         """Complete ``losses`` (holding ``forget_loss``) with ``loss = γ·forget_loss + α·NLL(retain)``.
 
-        The retain NLL is computed (and logged as ``retain_loss``) only when ``retain_weight`` α ≠ 0.
+        The retain NLL is computed (and logged as ``retain_loss``) only when ``retain_weight`` α ≠ 0, on
+        ``retain_logits`` when given (from ``forward_pair``), else on a forward of its own.
         """
         loss = self.args.forget_weight * losses["forget_loss"]
         if self.args.retain_weight:
+            if retain_logits is None:
+                retain_logits = self.logits(model, retain)
             losses["retain_loss"] = nll_loss(
-                self.logits(model, retain), retain["labels"], **self.token_reduction("retain")
+                retain_logits, retain["labels"], **self.token_reduction("retain")
             )
             loss = loss + self.args.retain_weight * losses["retain_loss"]
         losses["loss"] = loss
@@ -230,6 +327,39 @@ class UnlearningTrainer(Trainer):
 
     def logits(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.forward(model, batch).logits
+
+    def retain_part(self, retain):
+        """``retain`` when the method's loss reads the retain batch (α ≠ 0), else ``None``: what a method
+        whose retain term is only α·NLL passes to ``forward_pair``."""
+        return retain if self.args.retain_weight else None
+
+    def forward_pair(self, model, forget, retain, read=None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``(read(model, forget), read(model, retain))``, from one forward over both batches where
+        ``joint_forward_allowed`` (module docstring); ``read`` returns ``[B, T, ...]`` (default: the logits).
+        ``retain`` ``None``: only the forget part."""
+        read = read or self.logits
+        if retain is None:
+            return read(model, forget), None
+        if not self.joint_forward_allowed(model, forget, retain):
+            return read(model, forget), read(model, retain)
+        joint = read(model, concatenate_batches(forget, retain, self.processing_class.pad_token_id))
+        return split_rows(joint, forget, retain)
+
+    def joint_forward_allowed(self, model, forget, retain) -> bool:
+        """One forward gives two forwards' values: no dropout in training, padding within the limit.
+
+        Every process takes the same path (the largest ratio over processes decides): DDP runs collectives
+        in each forward, so one process doing one forward while another does two would hang."""
+        if not self.fuse_forget_retain:
+            return False
+        ratio = torch.tensor([padded_token_ratio(forget, retain)], device=self.args.device)
+        if self.accelerator.num_processes > 1:
+            ratio = self.accelerator.gather(ratio)
+        if float(ratio.max()) > self.joint_padding_limit:
+            return False
+        if self._dropout is None:
+            self._dropout = has_dropout(self.accelerator.unwrap_model(model))
+        return not (model.training and self._dropout)
 
     # ----- loss averaging -----------------------------------------------------------------------------------
 
@@ -285,6 +415,33 @@ class UnlearningTrainer(Trainer):
     def reference_logits(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         with self.reference(model) as reference_model:
             return self.forward(reference_model, batch).logits
+
+    # ----- reference outputs on fixed rows: live or precomputed (medunlearn.unlearn.frozen) -----------------
+
+    def read_reference(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """What the method reads from the reference on a batch, ``[B, T, D]``; default: the logits."""
+        return self.logits(model, batch)
+
+    def reference_positions(self, labels: torch.Tensor) -> torch.Tensor:
+        """``[B, T]`` positions of ``read_reference`` the loss reads; default: those predicting answers."""
+        return predicting_positions(labels)
+
+    def reference_width(self, model) -> int:
+        """``D`` of ``read_reference``; default: the vocabulary (the logits' width)."""
+        return model.get_output_embeddings().weight.shape[0]
+
+    def reference_outputs(self, model, part: str, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """``read_reference`` of the reference on ``batch`` (of ``part``): from the precomputed store, whose
+        positions outside ``reference_positions`` are zeros, or from a live reference pass."""
+        if part in self.frozen:
+            if FROZEN_ROW not in batch:
+                raise RuntimeError(
+                    f"the {part} batch has no {FROZEN_ROW!r} column, the key to its precomputed reference "
+                    "outputs: collate rows of trainer.pairs, or build the trainer with reference_mode='copy'"
+                )
+            return self.frozen[part].gather(batch[FROZEN_ROW], self.reference_positions(batch["labels"]))
+        with self.reference(model) as reference_model:
+            return self.read_reference(reference_model, batch)
 
     def reference_sequence_logps(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """log π_ref(y|x) per sequence: the stored column when precomputed, else a live reference pass."""
@@ -353,16 +510,16 @@ class UnlearningTrainer(Trainer):
 
     # ----- set-up helpers -----------------------------------------------------------------------------------
 
-    def _resolve_reference_source(self, args: UnlearningConfig, model, peft_config) -> str:
+    def _resolve_reference_source(self, args: UnlearningConfig, model, peft_config, reference_model) -> str:
         usage, mode = self.reference_usage, args.reference_mode
         peft = peft_config is not None or _is_peft_model(model)
         if usage == "none":
             return "none"
         if mode == "auto":
-            if usage == "sequence_logps":
+            if usage == "sequence_logps" or (self.frozen_parts and reference_model is None):
                 return "precomputed"
             return "adapter" if peft else "copy"
-        if mode == "precomputed" and usage != "sequence_logps":
+        if mode == "precomputed" and usage != "sequence_logps" and not self.frozen_parts:
             raise UnlearningInputError(
                 f"{type(self).__name__} needs live reference outputs; "
                 "reference_mode='precomputed' is not possible"
@@ -372,6 +529,48 @@ class UnlearningTrainer(Trainer):
                 "reference_mode='adapter' needs a PEFT model (pass --lora / peft_config)"
             )
         return mode
+
+    def _precomputes_outputs(self) -> bool:
+        return self.reference_usage == "model" and self.reference_source == "precomputed"
+
+    def _frozen_rows(self, part: str) -> np.ndarray:
+        if part == "forget":
+            return np.arange(len(self.pairs.forget))
+        return paired_retain_rows(self.pairs, training_epochs(self.args, len(self.pairs.forget)))
+
+    def _fall_back_when_too_large(self, model, args: UnlearningConfig, peft_config) -> None:
+        """Keep a live reference when the store would exceed ``frozen_memory_limit_bytes``: the frozen copy
+        (of the model as it is now, before any step) or, under PEFT, the adapter-disabled model."""
+        self.args = args  # _frozen_rows reads the run's length before Trainer.__init__ sets it
+        positions = sum(
+            stored_positions_count(
+                getattr(self.pairs, part), self._frozen_rows(part), self.reference_positions
+            )
+            for part in self.frozen_parts
+        )
+        width = self.reference_width(model)
+        if positions * width * next(model.parameters()).element_size() <= self.frozen_memory_limit_bytes:
+            return
+        if peft_config is not None or _is_peft_model(model):
+            self.reference_source = "adapter"
+        else:
+            self.reference_source = "copy"
+            self.ref_model = copy.deepcopy(model).eval().requires_grad_(False)
+
+    def precompute_reference_outputs(self) -> None:
+        """The stores of ``frozen_parts`` from the starting model, and each part's ``frozen_row`` column."""
+        for part in self.frozen_parts:
+            dataset = getattr(self.pairs, part)
+            self.frozen[part] = compute_frozen_outputs(
+                self.model,
+                dataset,
+                self._frozen_rows(part),
+                self.read_reference,
+                self.reference_positions,
+                self.args.per_device_eval_batch_size,
+                self.processing_class.pad_token_id,
+            )
+            setattr(self.pairs, part, dataset.add_column(FROZEN_ROW, list(range(len(dataset)))))
 
     def _prepare_reference_copy(self, ref_model):
         """Shard the frozen copy like the policy under DeepSpeed ZeRO-3 / FSDP (TRL's helpers); or move it."""

@@ -20,8 +20,11 @@ Unlike the reference implementation, only answer tokens enter the mean: it avera
 −100 positions as well (scattering the penalty into the last vocabulary id there), so the loss depends on
 padding. Ours: the mean is per answer, then over answers (the library's reduction, see ``ops.py``).
 
-Reference model: needs the reference's full next-token distributions, live. Under PEFT it is the same model
-with the adapter disabled; otherwise a frozen copy (``trainer.py``'s policy). Defaults: the reference recipe
+Reference model: needs the reference's full next-token distributions at the forget answers. They are
+precomputed once before training (forget answer tokens × vocabulary × dtype bytes; ``unlearn/frozen.py``)
+when that fits ``UnlearningTrainer.frozen_memory_limit_bytes``; otherwise, or with ``reference_mode="copy"``
+/ ``"adapter"``, live: the same model with the adapter disabled under PEFT, else a frozen copy
+(``trainer.py``'s policy). Defaults: the reference recipe
 (OpenUnlearning ``UNDIAL.yaml``): beta = 10, gamma = 1, alpha = 0 (no retain term; its community sweep also
 tries alpha in {1, 2, 5}), lr 1e-4, 10 epochs. With alpha = 0 no retain set is needed.
 
@@ -106,13 +109,15 @@ class UNDIALTrainer(UnlearningTrainer):
     reference_usage = "model"
     uses_retain = True  # the command line loads a retain set; an instance with alpha = 0 ignores it
     retain_only_when_weighted = True
+    frozen_parts = ("forget",)  # the reference's logits on forget answers, precomputed (unlearn.frozen)
 
     def unlearning_loss(self, model, forget, retain):
+        forget_logits, retain_logits = self.forward_pair(model, forget, self.retain_part(retain))
         forget_loss = undial_loss(
-            self.logits(model, forget),
-            self.reference_logits(model, forget),
+            forget_logits,
+            self.reference_outputs(model, "forget", forget),
             forget["labels"],
             self.args.beta,
             **self.token_reduction("forget"),
         )
-        return self.with_retain_nll(model, retain, {"forget_loss": forget_loss})
+        return self.with_retain_nll(model, retain, {"forget_loss": forget_loss}, retain_logits)

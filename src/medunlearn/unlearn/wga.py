@@ -88,7 +88,8 @@ class WGATrainer(UnlearningTrainer):
     uses_retain = True
 
     def unlearning_loss(self, model, forget, retain):
+        forget_logits, retain_logits = self.forward_pair(model, forget, self.retain_part(retain))
         forget_loss = wga_loss(
-            self.logits(model, forget), forget["labels"], self.args.beta, **self.token_reduction("forget")
+            forget_logits, forget["labels"], self.args.beta, **self.token_reduction("forget")
         )
-        return self.with_retain_nll(model, retain, {"forget_loss": forget_loss})
+        return self.with_retain_nll(model, retain, {"forget_loss": forget_loss}, retain_logits)

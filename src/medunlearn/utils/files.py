@@ -310,3 +310,28 @@ def file_fingerprint(path: str | os.PathLike) -> str:
         for block in iter(lambda: stream.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()[:16]
+
+
+@contextmanager
+def no_empty_output_on_failure(folder: str | os.PathLike) -> Iterator[None]:
+    """A command that writes `folder` progressively (the evaluation's resumable shards, the mining stages)
+    and fails: a folder it created and left without a file is removed, so that nothing that looks like a
+    result stays behind. A folder holding outputs is kept, since the same command resumes from it; a line on
+    stderr says so."""
+    import sys
+
+    folder = Path(folder)
+    existed = folder.exists()
+    try:
+        yield
+    except BaseException:
+        if not existed and folder.is_dir():
+            if any(path.is_file() or path.is_symlink() for path in folder.rglob("*")):
+                print(
+                    f"note: the outputs computed so far are kept in {folder}; the same command resumes "
+                    "from them (or delete the folder)",
+                    file=sys.stderr,
+                )
+            else:
+                shutil.rmtree(folder, ignore_errors=True)
+        raise

@@ -175,3 +175,13 @@ def test_shared_entities_count_the_entities_both_claims_name():
     frame = one("Imatinib improved survival in CML.", "Imatinib and erlotinib did not improve survival.")
     assert frame["shared_entities"] == 1 and frame["stance_a"] == "up" and frame["stance_b"] == "null"
     assert one("The mutation maps here.", "The gene maps there.")["shared_entities"] == 0
+
+
+def test_pathogen_list_is_built_once_per_process():
+    """The entity signal looks every unmatched word up in the pathogen list (about 24 look-ups a claim):
+    rebuilding the frozenset on each look-up was 55% of the signals' time (bench/bench_limits.py,
+    docs/scaling.md). One set per process, and the same set as the data file's."""
+    from medunlearn.ontology import conventions
+
+    assert conventions.organisms() is conventions.organisms()
+    assert conventions.organisms() == frozenset(str(n) for n in conventions._infection_data()["organisms"])

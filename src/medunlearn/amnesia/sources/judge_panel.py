@@ -30,6 +30,10 @@ from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from medunlearn.amnesia.sources.construction_state import Attempt
 
 CRITERIA = ("clarity", "correctness", "derivability", "clinical_significance")
 # The paper's panel figures [paper]: the share of disease labels and of QA the three judges found valid.
@@ -155,23 +159,23 @@ def _complete_rows(rows: list[list]) -> list[list]:
     return [row for row in rows if None not in row]
 
 
-def agreement(judged: Sequence[dict], label_votes: Sequence[list]) -> tuple[dict, dict]:
+def agreement(judged: Sequence[Attempt], label_votes: Sequence[list]) -> tuple[dict, dict]:
     """Fleiss' κ per figure (QA validity, label support, each criterion) and the items each is over."""
-    qa_rows = _complete_rows([[_valid(v) for v in t["votes"]] for t in judged])
+    qa_rows = _complete_rows([[_valid(v) for v in t.votes] for t in judged])
     label_rows = _complete_rows(list(label_votes))
     kappa = {"qa_valid": fleiss_kappa_of_votes(qa_rows), "label_supported": fleiss_kappa_of_votes(label_rows)}
     for criterion in CRITERIA:
         kappa[criterion] = fleiss_kappa_of_votes(
-            _complete_rows([[None if v is None else v[criterion] for v in t["votes"]] for t in judged])
+            _complete_rows([[None if v is None else v[criterion] for v in t.votes] for t in judged])
         )
     rounded = {name: None if value is None else round(value, 4) for name, value in kappa.items()}
     return rounded, {"qa": len(qa_rows), "labels": len(label_rows)}
 
 
 def _judge_row(number: int, judge: PanelJudge, model: str, judged, label_votes, several: bool) -> dict:
-    answered = [t["votes"][number] for t in judged if t["votes"][number] is not None]
+    answered = [t.votes[number] for t in judged if t.votes[number] is not None]
     labels = [votes[number] for votes in label_votes if votes[number] is not None]
-    verdicts = [t["valid"] for t in judged if t["votes"][number] is not None]
+    verdicts = [t.valid for t in judged if t.votes[number] is not None]
     own = [_valid(v) for v in answered]
     return {
         "judge": number + 1,
@@ -190,12 +194,15 @@ def _judge_row(number: int, judge: PanelJudge, model: str, judged, label_votes, 
 
 
 def panel_report(
-    judges: Sequence[PanelJudge], models: Sequence[str], judged: Sequence[dict], label_votes: Sequence[list]
+    judges: Sequence[PanelJudge],
+    models: Sequence[str],
+    judged: Sequence[Attempt],
+    label_votes: Sequence[list],
 ) -> dict:
     """The report's ``panel``: its distinct judges, verdict figures beside the paper's, κ and per judge.
 
-    ``models[k]`` names distinct judge ``k``; ``judged`` are the judged tries (``votes``: one per distinct
-    judge, ``valid``: the verdict); ``label_votes`` one row of label votes per patient the panel saw.
+    ``models[k]`` names distinct judge ``k``; ``judged`` are the judged attempts (``votes``: one per
+    distinct judge, ``valid``: the verdict); ``label_votes`` one row of label votes per patient the panel saw.
     """
     several = len(judges) > 1
     kappa, kappa_items = agreement(judged, label_votes) if several else (None, None)
@@ -212,7 +219,7 @@ def panel_report(
             "n": len(label_votes),
         },
         "qa_valid": {
-            "ours": share(sum(t["valid"] for t in judged), len(judged)),
+            "ours": share(sum(t.valid for t in judged), len(judged)),
             "paper": PAPER_QA_VALID,
             "n": len(judged),
         },

@@ -55,6 +55,7 @@ import pandas as pd
 from medunlearn.biodivergence.mining.claims import CUE_PATTERNS
 from medunlearn.biodivergence.mining.signals import claim_stances
 from medunlearn.biodivergence.pools import rule_labels
+from medunlearn.biodivergence.schema import LABEL_COLUMNS
 from medunlearn.errors import InputError
 
 __all__ = [
@@ -76,18 +77,6 @@ FAMILY_AXES: dict[str, str] = {
     "design": "study_design",
 }
 AGREEING_STANCES = ("up", "down", "effect", "null")  # stances the rules can read (not "none" or "mixed")
-LABEL_COLUMNS: tuple[str, ...] = (
-    "pair_id",
-    "label_source",
-    "conflict_type",
-    "axes",
-    "dominant_confounder",
-    "reconciliation",
-    "evidence_a",
-    "evidence_b",
-    "confidence",
-    "repairs",
-)
 PAIR_INPUT_COLUMNS = ("pair_id", "text_a", "text_b")
 SIGNAL_INPUT_COLUMNS = ("polarity_reversal", "negation_mismatch", "entity_mismatch", "context_families")
 

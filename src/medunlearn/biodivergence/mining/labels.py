@@ -46,14 +46,13 @@ import pandas as pd
 
 from medunlearn.biodivergence.mining.heuristic import (
     FAMILY_AXES,
-    LABEL_COLUMNS,
     PAIR_INPUT_COLUMNS,
     LabelInputError,
     _check_pairs,
     heuristic_confidence,
     heuristic_labels,
 )
-from medunlearn.biodivergence.schema import MIN_CONFIDENCE
+from medunlearn.biodivergence.schema import LABEL_COLUMNS, LABEL_FIELDS, MIN_CONFIDENCE
 from medunlearn.errors import InputError, MedunlearnError
 from medunlearn.llm import BulkChat, ChatRequest, ChatResult, parse_spec, summarize_usage
 from medunlearn.llm.prompts import PromptTemplate, load_prompt
@@ -160,14 +159,7 @@ def label_schema() -> dict:
             "evidence_a": {"type": "string", "maxLength": MAX_SPAN_CHARS},
             "evidence_b": {"type": "string", "maxLength": MAX_SPAN_CHARS},
         },
-        "required": [
-            "conflict_type",
-            "axes",
-            "dominant_confounder",
-            "reconciliation",
-            "evidence_a",
-            "evidence_b",
-        ],
+        "required": list(LABEL_FIELDS),
         "additionalProperties": False,
     }
 

@@ -55,7 +55,7 @@ from medunlearn.biodivergence.mining.labels import LabelConfig, make_chat, pool_
 from medunlearn.biodivergence.mining.pairs import MiningConfig, mine_pairs_with_counts, mining_counts
 from medunlearn.biodivergence.mining.read import read_abstracts
 from medunlearn.biodivergence.schema import domain_order
-from medunlearn.errors import InputError
+from medunlearn.errors import InputError, MissingInputError
 from medunlearn.utils.files import atomic_write_text, file_fingerprint, fingerprint
 
 __all__ = [
@@ -483,6 +483,51 @@ def _stage_keys(paths: list[Path], config: MineConfig, chat) -> dict[str, str]:
     return keys
 
 
+def _prepare(
+    abstract_paths, out_dir, config: MineConfig | None, llm
+) -> tuple[list[Path], Path, MineConfig, Any]:
+    """The checked input files, the made ``out_dir``, a private copy of ``config`` with the labeller and its
+    cache filled in, and the given :class:`~medunlearn.llm.BulkChat` (None when given a spec or nothing)."""
+    from medunlearn.llm import BulkChat
+
+    config = dataclasses.replace(config or MineConfig())
+    config.labels = dataclasses.replace(config.labels)
+    if isinstance(abstract_paths, (str, os.PathLike)):
+        abstract_paths = [abstract_paths]
+    paths = [Path(p) for p in abstract_paths]
+    if not paths:
+        raise InputError("give at least one abstracts file")
+    for path in paths:
+        if not path.is_file():
+            raise MissingInputError(f"abstracts file {path} does not exist")
+    chat = llm if isinstance(llm, BulkChat) else None
+    if isinstance(llm, str):
+        config.labels.labeller = llm
+    elif llm is not None and chat is None:
+        raise InputError(f"llm must be a BACKEND:MODEL spec or a BulkChat, got {type(llm).__name__}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if config.labels.labeller and config.labels.cache is None:
+        config.labels.cache = out / "llm-cache.sqlite"
+    config.labels.check()
+    return paths, out, config, chat
+
+
+def _run_stage(stage: str, paths, out: Path, config: MineConfig, chat, manifest, show_progress: bool):
+    """Run one stage on the files of the stages before it; returns its ``(files, counts)``."""
+    if stage == "abstracts":
+        return _stage_abstracts(paths, out, config)
+    if stage == "claims":
+        return _stage_claims(out)
+    if stage == "domains":
+        return _stage_domains(out, config)
+    if stage == "pairs":
+        return _stage_pairs(out, config)
+    if stage == "labels":
+        return _stage_labels(out, config, chat, show_progress)
+    return _stage_pool(out, manifest.entries)
+
+
 def mine_pool(
     abstract_paths: Sequence[str | os.PathLike] | str | os.PathLike,
     out_dir: str | os.PathLike,
@@ -509,30 +554,7 @@ def mine_pool(
     """
     from tqdm.auto import tqdm
 
-    from medunlearn.llm import BulkChat
-
-    config = dataclasses.replace(config or MineConfig())
-    config.labels = dataclasses.replace(config.labels)
-    if isinstance(abstract_paths, (str, os.PathLike)):
-        abstract_paths = [abstract_paths]
-    paths = [Path(p) for p in abstract_paths]
-    if not paths:
-        raise InputError("give at least one abstracts file")
-    from medunlearn.errors import MissingInputError
-
-    for path in paths:
-        if not path.is_file():
-            raise MissingInputError(f"abstracts file {path} does not exist")
-    chat = llm if isinstance(llm, BulkChat) else None
-    if isinstance(llm, str):
-        config.labels.labeller = llm
-    elif llm is not None and chat is None:
-        raise InputError(f"llm must be a BACKEND:MODEL spec or a BulkChat, got {type(llm).__name__}")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    if config.labels.labeller and config.labels.cache is None:
-        config.labels.cache = out / "llm-cache.sqlite"
-    config.labels.check()
+    paths, out, config, chat = _prepare(abstract_paths, out_dir, config, llm)
     keys = _stage_keys(paths, config, chat)
     manifest = _Stages(out)
     seconds: dict[str, float] = {}
@@ -550,20 +572,9 @@ def mine_pool(
                 bar.update(1)
                 continue
             started = time.perf_counter()
-            if stage == "abstracts":
-                files, counts = _stage_abstracts(paths, out, config)
-            elif stage == "claims":
-                files, counts = _stage_claims(out)
-            elif stage == "domains":
-                files, counts = _stage_domains(out, config)
-            elif stage == "pairs":
-                files, counts = _stage_pairs(out, config)
-            elif stage == "labels":
-                if chat is None and config.labels.labeller:
-                    chat = owned_chat = make_chat(config.labels, show_progress)
-                files, counts = _stage_labels(out, config, chat, show_progress)
-            else:
-                files, counts = _stage_pool(out, manifest.entries)
+            if stage == "labels" and chat is None and config.labels.labeller:
+                chat = owned_chat = make_chat(config.labels, show_progress)
+            files, counts = _run_stage(stage, paths, out, config, chat, manifest, show_progress)
             manifest.record(stage, keys[stage], files, counts)
             seconds[stage] = round(time.perf_counter() - started, 3)
             if on_stage:
@@ -577,14 +588,12 @@ def mine_pool(
     _write_json(out / TIMINGS, {"seconds": seconds, "resumed": resumed, "llm_calls": llm_calls})
     from medunlearn.biodivergence.pools import read_pool
 
-    funnel = json.loads((out / "funnel.json").read_text())
-    label_report = json.loads((out / "labels.json").read_text())
     return MineResult(
         pool=read_pool(out / "pool.jsonl"),
-        funnel=funnel,
+        funnel=json.loads((out / "funnel.json").read_text()),
         seconds=seconds,
         resumed=resumed,
         out_dir=out,
-        label_report=label_report,
+        label_report=json.loads((out / "labels.json").read_text()),
         llm_calls=llm_calls,
     )

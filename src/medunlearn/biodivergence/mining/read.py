@@ -42,6 +42,7 @@ import io
 import json
 import re
 import xml.etree.ElementTree as ET
+import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Literal
@@ -49,6 +50,7 @@ from typing import Literal
 import pandas as pd
 
 from medunlearn.errors import InputError, MissingInputError
+from medunlearn.utils.user_files import open_maybe_gzip
 
 SECTION_LABELS: tuple[str, ...] = (
     "background",
@@ -215,13 +217,26 @@ def _record(
 
 
 def _open_text(path: Path) -> io.TextIOBase:
-    if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
-    return path.open(encoding="utf-8", newline="")
+    return io.TextIOWrapper(_open_binary(path), encoding="utf-8", newline="")
 
 
 def _open_binary(path: Path):
-    return gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
+    """Decompressed when the file is gzip; a ``.gz`` name that is not gzip is a named error."""
+    return open_maybe_gzip(path)
+
+
+def _read_file(path: Path, format: str | None, skip_missing: bool) -> Iterator[dict | None]:
+    """One file's records, with what breaks below the format (bytes that are not UTF-8, a damaged gzip
+    stream) turned into a named error."""
+    try:
+        yield from _READERS[format or detect_format(path)](path, skip_missing)
+    except UnicodeDecodeError as error:
+        raise AbstractFormatError(
+            f"{path}: is not UTF-8 text ({error.reason} at byte {error.start + 1} of a block read): "
+            "save it as UTF-8"
+        ) from error
+    except (gzip.BadGzipFile, EOFError, zlib.error) as error:
+        raise AbstractFormatError(f"{path}: the gzip stream is damaged or truncated ({error})") from error
 
 
 # --- one reader per format -------------------------------------------------------------------------------
@@ -495,7 +510,7 @@ def read_abstracts(
     for path in map(Path, paths):
         if not path.is_file():
             raise MissingInputError(f"abstracts file {path} does not exist")
-        for record in _READERS[format or detect_format(path)](path, missing_abstract == "skip"):
+        for record in _read_file(path, format, missing_abstract == "skip"):
             if record is None:
                 skipped += 1
             else:

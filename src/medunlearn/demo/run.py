@@ -1,0 +1,226 @@
+"""``run_demo``: every stage of the demo in order; prints the tables and their sentences, writes the report.
+
+Stages: 1 build and audit the AMNESIA folder → 2 fine-tune → 3 unlearn → 4 evaluate → 5 comparison table →
+6 report folder → 7 BioDivergence (:mod:`medunlearn.demo.biodivergence`) → 8 done.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from medunlearn.amnesia.audit import audit_folder
+from medunlearn.amnesia.build import build_amnesia
+from medunlearn.amnesia.hub import print_split_table
+from medunlearn.config_names import folder_configs
+from medunlearn.demo.amnesia import (
+    ForgetEvaluation,
+    build_base_model,
+    collateral_finding,
+    collateral_or_none,
+    comparison_row,
+    comparison_table,
+    evaluate_model,
+    finding_sentence,
+    finetune_model,
+    is_disease_level,
+    unlearn_model,
+)
+from medunlearn.demo.biodivergence import biodivergence_table, gap_sentence, run_biodivergence
+from medunlearn.demo.settings import (
+    BEFORE_NAME,
+    DISEASE_FORGET,
+    DISPLAY_NAMES,
+    RANDOM_FORGET,
+    RANDOM_METHODS,
+    DemoContext,
+    DemoError,
+    DemoMethod,
+    DemoSettings,
+)
+from medunlearn.evaluation.report import write_report
+
+STAGES = 8
+Run = tuple[DemoMethod, str]  # (method, forget config)
+
+
+def run_demo(out: Path, settings: DemoSettings, seed: int, progress: bool, quiet: bool = False) -> dict:
+    """Every stage; returns the demo summary (also written to ``out/report/demo_summary.json``).
+
+    ``quiet``: only the result is printed (the tables, the sentences that read them, the report folder); the
+    stages' own lines are dropped."""
+    import contextlib
+    import io
+    import sys
+
+    from rich.console import Console
+
+    # The results go to the stdout of the call; with ``quiet`` everything else printed goes nowhere.
+    console = Console(width=160, record=True, file=sys.stdout)
+    chatter = contextlib.redirect_stdout(io.StringIO()) if quiet else contextlib.nullcontext()
+    with chatter:
+        return _run_stages(DemoContext(settings, seed, progress and not quiet), out, console)
+
+
+def _stage(number: int, text: str) -> None:
+    print(f"\n[{number}/{STAGES}] {text}", flush=True)
+
+
+@dataclass
+class _Clock:
+    """Seconds per stage (``demo_summary.json``'s ``seconds``)."""
+
+    started: float = field(default_factory=time.perf_counter)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.last = self.started
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.timings[name] = round(now - self.last, 1)
+        self.last = now
+
+    def total(self) -> dict[str, float]:
+        return {**self.timings, "total": round(time.perf_counter() - self.started, 1)}
+
+
+def _run_stages(context: DemoContext, out: Path, console) -> dict:
+    clock = _Clock()
+    data_dir = _build(context, out)
+    clock.lap("build")
+    models = out / "models"
+    finetuned = _finetune(context, data_dir, models)
+    clock.lap("finetune")
+    runs: list[Run] = [(method, RANDOM_FORGET) for method in RANDOM_METHODS]
+    runs += [(method, DISEASE_FORGET) for method in context.settings.disease_methods]
+    unlearned = _unlearn(context, data_dir, models, finetuned, runs)
+    clock.lap("unlearn")
+    eval_dirs, rows = _evaluate(context, data_dir, out / "evaluations", finetuned, unlearned)
+    clock.lap("evaluate")
+
+    _stage(5, "comparison table")
+    console.print(comparison_table(rows))
+    finding = collateral_finding(rows)
+    sentence = finding_sentence(finding)
+    console.print(sentence, highlight=False)
+    console.print(
+        "LS is shown beside DS: a low leakage score from degenerate answers is not forgetting.",
+        highlight=False,
+    )
+    report_dir = out / "report"
+    _stage(6, f"writing the report folder ({report_dir})")
+    payload = write_report(eval_dirs, report_dir)
+    clock.lap("report")
+
+    biodivergence, gap = _biodivergence(context, out, console)
+    clock.lap("biodivergence")
+    timings = clock.total()
+    summary = {
+        "settings": asdict(context.settings),
+        "seed": context.seed,
+        "data": str(data_dir),
+        "models": {"finetuned": str(finetuned), **{f"{m}/{f}": str(p) for (m, f), p in unlearned.items()}},
+        "amnesia_rows": rows,
+        "finding": {**finding, "sentence": sentence},
+        "biodivergence": {**biodivergence, "sentence": gap},
+        "report_plots": payload["plots"],
+        "seconds": timings,
+    }
+    (report_dir / "demo_summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    (report_dir / "table.txt").write_text(console.export_text())
+    _stage(8, "done")
+    console.print(f"report folder: {report_dir.resolve()}", highlight=False, soft_wrap=True)
+    print(f"  demo_summary.json, table.txt, report.json, {', '.join(payload['plots'])}")
+    print(f"  stages (s): {', '.join(f'{k} {v}' for k, v in timings.items())}")
+    return summary
+
+
+def _build(context: DemoContext, out: Path) -> Path:
+    """Stage 1: the fictitious cohort's AMNESIA folder, audited, with both forget configs the demo uses."""
+    patients, seed = context.settings.patients, context.seed
+    _stage(1, f"building the AMNESIA folder from the fictitious cohort ({patients:,} patients, seed {seed})")
+    data_dir = build_amnesia(
+        out / "amnesia", overwrite=True, source="synthetic", patients=patients, seed=seed
+    )
+    print_split_table(data_dir)
+    for invariant, detail in audit_folder(data_dir).checks:  # raises AuditFailure naming the first violation
+        print(f"  ok  {invariant}: {detail}")
+    configs = folder_configs(data_dir)
+    for forget in (RANDOM_FORGET, DISEASE_FORGET):
+        if forget not in configs:
+            raise DemoError(
+                f"{data_dir}: config {forget} is missing for this cohort size; use more --patients"
+            )
+    return data_dir
+
+
+def _finetune(context: DemoContext, data_dir: Path, models: Path) -> Path:
+    """Stage 2: a tiny Llama built for the cohort, then notes pretraining and QA SFT."""
+    _stage(
+        2, "fine-tuning tiny-llama on the cohort: notes pretraining, then QA SFT (the model to unlearn from)"
+    )
+    base = build_base_model(context, data_dir, models / "base")
+    return finetune_model(context, base, data_dir, models / "finetuned")
+
+
+def _unlearn(
+    context: DemoContext, data_dir: Path, models: Path, finetuned: Path, runs: list[Run]
+) -> dict[Run, Path]:
+    """Stage 3: every (method, forget config) of ``runs`` from the fine-tuned model."""
+    _stage(3, f"unlearning: {', '.join(f'{DISPLAY_NAMES[m]} on {f}' for m, f in runs)}")
+    unlearned = {}
+    for method, forget in runs:
+        print(f"  {DISPLAY_NAMES[method]} on {forget}", flush=True)
+        unlearned[method, forget] = unlearn_model(
+            context, method, finetuned, data_dir, forget, models / f"{method}-{forget}"
+        )
+    return unlearned
+
+
+def _evaluate(
+    context: DemoContext, data_dir: Path, evals: Path, finetuned: Path, unlearned: dict[Run, Path]
+) -> tuple[list[Path], list[dict]]:
+    """Stage 4: per forget config, the fine-tuned model (the "no unlearning" row, and ``before`` for AFE),
+    then every method unlearned on it; returns the evaluation folders and the comparison rows."""
+    _stage(4, "evaluating every model (the fine-tuned model is `before` for AFE and the no-unlearning row)")
+    eval_dirs, rows = [], []
+    for forget in (RANDOM_FORGET, DISEASE_FORGET):
+        plan = ForgetEvaluation(data_dir, forget, finetuned, evals / f"before-{forget}")
+        before_dir = evals / f"finetuned-{forget}"
+        before = evaluate_model(context, plan, finetuned, f"{BEFORE_NAME} [{forget}]", before_dir)
+        eval_dirs.append(before_dir)
+        methods = [method for method, method_forget in unlearned if method_forget == forget]
+        summaries = {}
+        for method in methods:
+            eval_dirs.append(evals / f"{method}-{forget}")
+            name = f"{DISPLAY_NAMES[method]} [{forget}]"
+            summaries[method] = evaluate_model(context, plan, unlearned[method, forget], name, eval_dirs[-1])
+        rows.append({**comparison_row(BEFORE_NAME, forget, before, before), "baseline": True})
+        for method in methods:
+            row = comparison_row(DISPLAY_NAMES[method], forget, summaries[method], before)
+            if is_disease_level(forget):  # the comparison the paper's finding is about, with an interval
+                row["collateral"] = collateral_or_none(
+                    evals / f"{method}-{forget}", before_dir, context.settings.bootstrap
+                )
+            rows.append(row)
+    return eval_dirs, rows
+
+
+def _biodivergence(context: DemoContext, out: Path, console) -> tuple[dict, str]:
+    """Stage 7: the BioDivergence split comparison, its table and the sentence that reads it."""
+    _stage(
+        7,
+        f"BioDivergence: fictitious pool ({context.settings.biodivergence_pairs} pairs) → v1.0 and "
+        "pair-level splits → audit → baselines",
+    )
+    biodivergence = run_biodivergence(context, out / "biodivergence")
+    console.print(biodivergence_table(biodivergence["baselines"]))
+    gap = gap_sentence(biodivergence)
+    console.print(gap, highlight=False)
+    return biodivergence, gap
+
+
+__all__ = ["run_demo"]

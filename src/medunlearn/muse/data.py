@@ -1,0 +1,253 @@
+"""MUSE-format benchmarks: the Hub layout of ``muse-bench/MUSE-News`` and ``muse-bench/MUSE-Books``, read from
+a local copy.
+
+Layout [ref: the data cards of ``muse-bench/MUSE-News`` and ``muse-bench/MUSE-Books`` at ``main``]: one folder
+per config, one data file per split (``knowmem/forget_qa-00000-of-00001.parquet`` on the Hub), declared in the
+README's YAML ``configs:`` block (``data_files: [{split, path}]``):
+
+==========  ==========================================================  ======================
+config      splits                                                      fields
+==========  ==========================================================  ======================
+raw         forget, retain1, retain2, holdout                           text
+verbmem     forget                                                      prompt, gt
+knowmem     forget_qa, forget_qa_icl, retain_qa, retain_qa_icl          question, answer
+privleak    forget, retain, holdout                                     text
+scal        forget_1, forget_2, forget_3, forget_4 (News only)          text
+sust        forget_1, forget_2, forget_3, forget_4 (News only)          text
+train       forget, retain1, retain2 (optional here)                    text
+==========  ==========================================================  ======================
+
+MUSE-Books has no ``scal`` / ``sust`` (its card: "5 subsets: raw, verbmem, knowmem, privleak, and train"), so
+those two configs are optional; when present, all four folds are required.
+
+**Revision.** The layout above is the one OpenUnlearning's MUSE configs read at commit d3d7cf9
+(``open-unlearning@d3d7cf9 configs/data/datasets/MUSE_retain_knowmem.yaml:7`` names ``retain_qa``,
+``:11`` ``retain_qa_icl``). Older Hub revisions name them ``retain2_qa`` / ``retain2_qa_icl`` and the privleak
+split ``retain2`` (MUSE-Books at revision ``63a49b0``). Download a revision whose card lists ``retain_qa``
+(``huggingface-cli download muse-bench/MUSE-News --repo-type dataset --revision <sha> --local-dir X``) and
+record that sha with your results; :func:`detect_layout` refuses an older layout or an unknown one with a
+:class:`MuseLayoutError` rather than guess (docs/muse.md, "Data").
+
+Reading is ours: each split's data files (parquet, or JSON lines for ``.json`` / ``.jsonl``) are read row by
+row, so an error names the file, the 1-based row and the field.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from medunlearn.errors import MedunlearnError, MissingInputError
+
+TEXT = ("text",)
+QA = ("question", "answer")
+FOLDS = ("forget_1", "forget_2", "forget_3", "forget_4")
+
+# config -> split -> the fields every row needs.
+REQUIRED_LAYOUT: dict[str, dict[str, tuple[str, ...]]] = {
+    "raw": {"forget": TEXT, "retain1": TEXT, "retain2": TEXT, "holdout": TEXT},
+    "verbmem": {"forget": ("prompt", "gt")},
+    "knowmem": {"forget_qa": QA, "forget_qa_icl": QA, "retain_qa": QA, "retain_qa_icl": QA},
+    "privleak": {"forget": TEXT, "retain": TEXT, "holdout": TEXT},
+}
+OPTIONAL_LAYOUT: dict[str, dict[str, tuple[str, ...]]] = {
+    "scal": dict.fromkeys(FOLDS, TEXT),
+    "sust": dict.fromkeys(FOLDS, TEXT),
+    "train": {"forget": TEXT, "retain1": TEXT, "retain2": TEXT},
+}
+LAYOUT = {**REQUIRED_LAYOUT, **OPTIONAL_LAYOUT}
+# Fields whose empty value leaves a metric undefined (an empty ROUGE reference, an empty prompt).
+NON_EMPTY_FIELDS = frozenset({"prompt", "gt", "question", "answer"})
+# The knowmem retain split names of older Hub revisions (MUSE-Books 63a49b0, MUSE-News 3a51693).
+OLD_REVISION_SPLITS = ("retain2_qa", "retain2_qa_icl")
+DATA_SUFFIXES = (".parquet", ".jsonl", ".json")
+
+
+class MuseFormatError(MedunlearnError, ValueError):
+    """A MUSE-format folder, file or row that cannot be used (the message names folder, file, row, field)."""
+
+
+class MuseLayoutError(MuseFormatError):
+    """A folder whose configs and splits are not the pinned MUSE layout (an older revision, or unknown)."""
+
+
+class MuseMissingSplitError(MuseFormatError):
+    """A config or split the MUSE layout requires is not in the folder."""
+
+
+class MuseRowError(MuseFormatError):
+    """A row lacks a field, or holds a value of the wrong kind."""
+
+
+@dataclass(frozen=True)
+class MuseFolder:
+    """A local MUSE-format folder and its data files: ``files[config][split]`` lists the split's files."""
+
+    root: Path
+    files: dict[str, dict[str, tuple[Path, ...]]]
+
+    def splits(self, config: str) -> tuple[str, ...]:
+        return tuple(self.files.get(config, {}))
+
+
+def _declared_data_files(root: Path) -> dict[str, dict[str, tuple[Path, ...]]] | None:
+    """The README's ``configs:`` block as config -> split -> files (globs resolved); None without one."""
+    import yaml
+
+    readme = root / "README.md"
+    if not readme.is_file():
+        return None
+    text = readme.read_text(encoding="utf-8")
+    match = re.match(r"---\n(.*?)\n---", text, flags=re.DOTALL)
+    if not match:
+        return None
+    try:
+        header = yaml.safe_load(match.group(1)) or {}
+    except yaml.YAMLError as error:
+        raise MuseFormatError(f"{readme}: the YAML header does not parse ({error})") from error
+    declared = {}
+    for entry in header.get("configs") or []:
+        data_files = entry.get("data_files") or []
+        if isinstance(data_files, str):
+            data_files = [{"split": "train", "path": data_files}]
+        splits = {}
+        for item in data_files:
+            patterns = item["path"] if isinstance(item["path"], list) else [item["path"]]
+            splits[item["split"]] = tuple(sorted(p for pattern in patterns for p in root.glob(pattern)))
+        declared[entry["config_name"]] = splits
+    return declared or None
+
+
+def _scanned_data_files(root: Path) -> dict[str, dict[str, tuple[Path, ...]]]:
+    """Without a README ``configs:`` block: ``<config>/<split>[-NNNNN-of-NNNNN].<suffix>`` files."""
+    found: dict[str, dict[str, list[Path]]] = {}
+    for path in sorted(root.glob("*/*")):
+        if path.suffix in DATA_SUFFIXES and path.is_file():
+            split = path.name[: -len(path.suffix)].split("-")[0]
+            found.setdefault(path.parent.name, {}).setdefault(split, []).append(path)
+    return {config: {s: tuple(p) for s, p in splits.items()} for config, splits in found.items()}
+
+
+def open_muse_folder(folder: str | Path) -> MuseFolder:
+    """The configs, splits and data files of a local MUSE-format folder, checked against the pinned layout."""
+    root = Path(folder)
+    if not root.is_dir():
+        raise MissingInputError(
+            f"MUSE folder {folder} does not exist (download a copy: docs/muse.md, 'Data')"
+        )
+    files = _declared_data_files(root) or _scanned_data_files(root)
+    muse = MuseFolder(root, files)
+    detect_layout(muse)
+    return muse
+
+
+def detect_layout(muse: MuseFolder) -> str:
+    """``"current"`` when the folder has the pinned layout; otherwise a named error.
+
+    The knowmem split names tell the revision: ``retain_qa`` / ``retain_qa_icl`` (current), ``retain2_qa`` /
+    ``retain2_qa_icl`` (an older revision: :class:`MuseLayoutError`), anything else (unknown: the same
+    error). Then every required config and split must be there (:class:`MuseMissingSplitError`), each with
+    at least one data file.
+    """
+    knowmem = set(muse.splits("knowmem"))
+    if not knowmem:
+        raise MuseMissingSplitError(f"MUSE folder {muse.root}: no config 'knowmem' (has: {_listing(muse)})")
+    if set(OLD_REVISION_SPLITS) <= knowmem:
+        raise MuseLayoutError(
+            f"MUSE folder {muse.root}: knowmem has splits {', '.join(OLD_REVISION_SPLITS)}, the layout of an "
+            "older Hub revision; download a revision whose knowmem splits are retain_qa / retain_qa_icl, "
+            "the ones OpenUnlearning's configs read (docs/muse.md, 'Data')"
+        )
+    if not {"retain_qa", "retain_qa_icl"} <= knowmem:
+        raise MuseLayoutError(
+            f"MUSE folder {muse.root}: unknown layout, knowmem splits are {sorted(knowmem)}; expected "
+            f"{sorted(REQUIRED_LAYOUT['knowmem'])} (docs/muse.md, 'Data')"
+        )
+    for config, splits in LAYOUT.items():
+        present = muse.splits(config)
+        if config in OPTIONAL_LAYOUT and not present:
+            continue
+        for split in splits:
+            if split not in present:
+                raise MuseMissingSplitError(
+                    f"MUSE folder {muse.root}: config {config!r} lacks split {split!r} "
+                    f"(has: {', '.join(present) or 'none'})"
+                )
+            if not muse.files[config][split]:
+                raise MuseMissingSplitError(
+                    f"MUSE folder {muse.root}: split {config}/{split} is declared but has no data file"
+                )
+    return "current"
+
+
+def _listing(muse: MuseFolder) -> str:
+    return ", ".join(f"{c}/{s}" for c, splits in muse.files.items() for s in splits) or "nothing"
+
+
+def _read_rows(path: Path) -> list:
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return pq.read_table(path).to_pylist()
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as error:
+            raise MuseRowError(f"{path} row {number}: not JSON ({error.msg})") from error
+    return rows
+
+
+def check_row(row, fields: tuple[str, ...], where: str) -> dict:
+    """``row`` restricted to ``fields``, or a :class:`MuseRowError` naming ``where`` and the field.
+
+    >>> check_row({"prompt": "The", "gt": "cat", "id": 1}, ("prompt", "gt"), "verbmem/forget row 1")
+    {'prompt': 'The', 'gt': 'cat'}
+    """
+    if not isinstance(row, dict):
+        raise MuseRowError(f"{where}: a row must be an object with fields {', '.join(fields)}")
+    for field in fields:
+        value = row.get(field)
+        if value is None:
+            raise MuseRowError(f"{where}: field {field!r} is missing")
+        if not isinstance(value, str):
+            raise MuseRowError(f"{where}: field {field!r} must be a string, got {type(value).__name__}")
+        if field in NON_EMPTY_FIELDS and not value.strip():
+            raise MuseRowError(f"{where}: field {field!r} is empty")
+    return {field: row[field] for field in fields}
+
+
+def load_muse_split(folder: str | Path | MuseFolder, config: str, split: str) -> list[dict]:
+    """The rows of one split (only the layout's fields), checked row by row; a folder or an opened one."""
+    muse = folder if isinstance(folder, MuseFolder) else open_muse_folder(folder)
+    if config not in LAYOUT or split not in LAYOUT[config]:
+        known = ", ".join(f"{c}/{s}" for c, splits in LAYOUT.items() for s in splits)
+        raise MuseFormatError(f"unknown MUSE split {config}/{split}; known: {known}")
+    if split not in muse.splits(config):
+        raise MuseMissingSplitError(f"MUSE folder {muse.root}: config {config!r} lacks split {split!r}")
+    rows = []
+    for path in muse.files[config][split]:
+        for number, row in enumerate(_read_rows(path), start=1):
+            rows.append(check_row(row, LAYOUT[config][split], f"{path} ({config}/{split}) row {number}"))
+    return rows
+
+
+__all__ = [
+    "FOLDS",
+    "LAYOUT",
+    "OPTIONAL_LAYOUT",
+    "REQUIRED_LAYOUT",
+    "MuseFolder",
+    "MuseFormatError",
+    "MuseLayoutError",
+    "MuseMissingSplitError",
+    "MuseRowError",
+    "check_row",
+    "detect_layout",
+    "load_muse_split",
+    "open_muse_folder",
+]
