@@ -234,3 +234,64 @@ def test_evaluate_with_a_bad_forget_config_leaves_no_out(tmp_path, capsys):
     assert main(argv) == 2
     assert "forget_99" in capsys.readouterr().err
     assert not out.exists()
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> dict[str, Path]:
+    """An AMNESIA folder, a (fake) model folder, an evaluation folder and a pool file: what commands read."""
+    root = tmp_path_factory.mktemp("inputs")
+    assert main(["amnesia", "build", "--out", str(root / "amnesia"), "--patients", "20", "--seed", "0"]) == 0
+    model = root / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    (model / "model.safetensors").write_bytes(b"weights")
+    evaluation = root / "eval"
+    evaluation.mkdir()
+    (evaluation / "summary.json").write_text("{}")
+    (root / "pool.jsonl").write_text("{}\n")
+    return {"data": root / "amnesia", "model": model, "eval": evaluation, "pool": root / "pool.jsonl"}
+
+
+# (the command's arguments given the inputs and an --out, which input the --out hits)
+WRITES_INTO_INPUT = [
+    (
+        lambda i, out: (
+            ["evaluate", "--model", str(i["model"]), "--data", str(i["data"]), "--forget", "forget_10"]
+            + ["--out", str(out(i["data"]))]
+        ),
+        "data",
+    ),
+    (
+        lambda i, out: (
+            ["evaluate", "--model", str(i["model"]), "--data", str(i["data"]), "--forget", "forget_10"]
+            + ["--out", str(out(i["model"]))]
+        ),
+        "model",
+    ),
+    (lambda i, out: ["report", str(i["eval"]), "--out", str(out(i["eval"]))], "eval"),
+    (
+        lambda i, out: (
+            ["attack", "--model", str(i["model"]), "--before", str(i["model"]), "--data", str(i["data"])]
+            + ["--forget", "forget_10", "--out", str(out(i["data"])), "--overwrite"]
+        ),
+        "data",
+    ),
+    (
+        lambda i, out: (
+            # --out the folder that holds --pool, whichever variant: replacing it would delete the pool
+            ["biodivergence", "build", "--pool", str(i["pool"]), "--out", str(i["pool"].parent)]
+            + ["--overwrite"]
+        ),
+        "pool",
+    ),
+]
+
+
+@pytest.mark.parametrize(("argv_for", "hit"), WRITES_INTO_INPUT)
+@pytest.mark.parametrize("where", ["same", "inside"])
+def test_no_command_writes_into_or_replaces_its_input(inputs, capsys, argv_for, hit, where):
+    before = checksums(inputs[hit].parent)
+    out = (lambda path: path) if where == "same" else (lambda path: path / "out")
+    assert main(argv_for(inputs, out)) == 2
+    assert "a command never writes into its input" in capsys.readouterr().err
+    assert checksums(inputs[hit].parent) == before

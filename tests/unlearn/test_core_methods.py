@@ -12,7 +12,7 @@ from medunlearn.unlearn.grad_ascent import grad_ascent_loss
 from medunlearn.unlearn.grad_diff import grad_diff_loss
 from medunlearn.unlearn.kl_min import kl_min_loss
 from medunlearn.unlearn.npo import npo_loss
-from medunlearn.unlearn.ops import sequence_mean_nll
+from medunlearn.unlearn.ops import TwoTermWeighting, sequence_mean_nll
 from medunlearn.unlearn.rmu import activation_mse, random_control_vector, rmu_loss
 from medunlearn.unlearn.simnpo import simnpo_loss
 
@@ -82,7 +82,11 @@ def test_grad_ascent_loss_is_minus_the_sequence_weighted_nll():
 
 def test_grad_diff_loss_matches_hand_computation():
     losses = grad_diff_loss(
-        FORGET_LOGITS, FORGET_LABELS, RETAIN_LOGITS, RETAIN_LABELS, forget_weight=0.5, retain_weight=2.0
+        FORGET_LOGITS,
+        FORGET_LABELS,
+        RETAIN_LOGITS,
+        RETAIN_LABELS,
+        TwoTermWeighting(forget_weight=0.5, retain_weight=2.0),
     )
     forget, retain = -hand_nll(FORGET_LOGITS, FORGET_LABELS), hand_nll(RETAIN_LOGITS, RETAIN_LABELS)
     assert losses["forget_loss"].item() == pytest.approx(forget, abs=1e-5)
@@ -92,7 +96,12 @@ def test_grad_diff_loss_matches_hand_computation():
 
 def test_kl_min_loss_matches_hand_computation_on_completion_tokens_only():
     losses = kl_min_loss(
-        FORGET_LOGITS, FORGET_LABELS, RETAIN_LOGITS, RETAIN_REFERENCE, RETAIN_LABELS, 1.0, 3.0
+        FORGET_LOGITS,
+        FORGET_LABELS,
+        RETAIN_LOGITS,
+        RETAIN_REFERENCE,
+        RETAIN_LABELS,
+        TwoTermWeighting(1.0, 3.0),
     )
     kl = hand_kl(RETAIN_LOGITS, RETAIN_REFERENCE, RETAIN_LABELS)
     assert losses["retain_loss"].item() == pytest.approx(kl, abs=1e-5)
@@ -102,7 +111,9 @@ def test_kl_min_loss_matches_hand_computation_on_completion_tokens_only():
     # Padding/prompt positions do not count: changing the reference there changes nothing.
     changed = RETAIN_REFERENCE.clone()
     changed[0, 1] = torch.tensor([9.0, -9.0, 0.0])
-    again = kl_min_loss(FORGET_LOGITS, FORGET_LABELS, RETAIN_LOGITS, changed, RETAIN_LABELS, 1.0, 3.0)
+    again = kl_min_loss(
+        FORGET_LOGITS, FORGET_LABELS, RETAIN_LOGITS, changed, RETAIN_LABELS, TwoTermWeighting(1.0, 3.0)
+    )
     assert again["retain_loss"].item() == pytest.approx(kl, abs=1e-6)
 
 
@@ -141,7 +152,8 @@ def test_rmu_loss_matches_hand_computation():
     # Row 0: ((3-1)^2+(0-1)^2)/2 = 2.5 and ((7-1)^2*2)/2 = 36 -> 19.25;
     # row 1: ((2-1)^2+1)/2 = 1 -> mean 10.125.
     # Retain: (1+0)/2 = 0.5 and (0+4)/2 = 2 -> 1.25.
-    losses = rmu_loss(forget_acts, control, forget_mask, retain_acts, retain_ref, retain_mask, 2.0, 4.0)
+    weighting = TwoTermWeighting(2.0, 4.0)
+    losses = rmu_loss(forget_acts, control, forget_mask, retain_acts, retain_ref, retain_mask, weighting)
     assert losses["forget_loss"].item() == pytest.approx(10.125, abs=1e-6)
     assert losses["retain_loss"].item() == pytest.approx(1.25, abs=1e-6)
     assert losses["loss"].item() == pytest.approx(2 * 10.125 + 4 * 1.25, abs=1e-5)

@@ -141,7 +141,9 @@ def test_finetune_into_an_unlearned_model_folder_needs_overwrite_and_then_leaves
     assert main([*argv, "--overwrite"]) == 0
     names = {p.name for p in unlearned_folder.iterdir()}
     assert "model.safetensors" in names and "conventions.json" in names
-    assert not names & {"README.md", "unlearning_config.json", "probe.json"}
+    assert not names & {"unlearning_config.json", "probe.json"}
+    # The card is the fine-tuned model's own, not the unlearned model's left behind.
+    assert (unlearned_folder / "README.md").read_text().count("# Fine-tuned model:") == 1
     assert (unlearned_folder / "model.safetensors").read_bytes() != b"the unlearned weights"
     assert sorted(p.name for p in unlearned_folder.parent.iterdir()) == ["out"]
 

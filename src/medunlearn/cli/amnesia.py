@@ -11,6 +11,7 @@ from pathlib import Path
 from medunlearn.amnesia.audit import AuditFailure, audit_folder
 from medunlearn.amnesia.build import build_amnesia
 from medunlearn.amnesia.hub import print_split_table, publish_folder
+from medunlearn.cli.options import non_negative_float, non_negative_int, positive_float, positive_int
 from medunlearn.ontology.amnesia import DISEASE_LEVEL_DEFAULT, DISEASES
 from medunlearn.utils.files import atomic_write_text
 
@@ -63,7 +64,9 @@ def _add_build_parser(sub) -> None:
         default=8820,
         help="cohort size for --source synthetic (default: 8820, the paper's)",
     )
-    build.add_argument("--seed", type=int, default=0, help="fixes the cohort, the holdout and every split")
+    build.add_argument(
+        "--seed", type=non_negative_int, default=0, help="fixes the cohort, the holdout and every split"
+    )
     build.add_argument("--notes", help="PMC-Patients file (.csv, .json or .jsonl) for --source pmc-patients")
     build.add_argument(
         "--qa", help="QA file (.jsonl: patient_id, qa_type, question, answer) for --source pmc-patients"
@@ -74,7 +77,9 @@ def _add_build_parser(sub) -> None:
         help=f"comma-separated diseases with disease-level splits (default: %(default)s; "
         f"known: {', '.join(DISEASES)})",
     )
-    build.add_argument("--qa-per-type", type=int, default=4, help="QA of each type per patient (default: 4)")
+    build.add_argument(
+        "--qa-per-type", type=positive_int, default=4, help="QA of each type per patient (default: 4)"
+    )
     build.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     _add_llm_construction_options(build)
 
@@ -120,10 +125,12 @@ def _add_llm_construction_options(build: argparse.ArgumentParser) -> None:
         help="replace a built-in prompt (disease_label, qa_generation, judge) with a YAML file",
     )
     llm.add_argument("--sample", type=int, help="build from a seeded random subset of this many notes")
-    llm.add_argument("--note-chars", type=int, default=3000, help="note characters shown to the LLMs")
+    llm.add_argument(
+        "--note-chars", type=positive_int, default=3000, help="note characters shown to the LLMs"
+    )
     llm.add_argument(
         "--judge-temperature",
-        type=float,
+        type=non_negative_float,
         default=0.0,
         help="the judges' temperature (default: 0); above 0, copies of one model are distinct judges",
     )
@@ -133,10 +140,10 @@ def _add_llm_construction_options(build: argparse.ArgumentParser) -> None:
         help="also judge the last round's QA of patients already lost (panel figures over every QA that "
         "passed the checks; costs those judge calls)",
     )
-    llm.add_argument("--concurrency", type=int, default=8, help="requests in flight per server")
+    llm.add_argument("--concurrency", type=positive_int, default=8, help="requests in flight per server")
     llm.add_argument(
         "--request-timeout",
-        type=float,
+        type=positive_float,
         default=1800.0,
         help="seconds one server request may take before it is retried (default: 1800; a busy server shares "
         "its speed among --concurrency requests)",

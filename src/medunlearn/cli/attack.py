@@ -11,8 +11,15 @@ import argparse
 from medunlearn.attacks.quantization import QUANTIZATIONS
 from medunlearn.attacks.relearning import DEFAULT_STEPS, RELEARN_DATA, AttackInputError, RelearnConfig
 from medunlearn.attacks.run import ATTACK_DESCRIPTIONS, ATTACKS, AttackArguments, run_attacks, section_lines
-from medunlearn.cli.options import add_batch_size_arguments, batch_size_settings
+from medunlearn.cli.options import (
+    add_batch_size_arguments,
+    batch_size_settings,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
 from medunlearn.evaluation.runner import RunnerConfig
+from medunlearn.utils.files import check_not_an_input
 
 EPILOG = (
     """example (the models of `medunlearn demo --quick --out runs/demo-quick`):
@@ -70,12 +77,12 @@ def _add_relearn_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--relearn-learning-rate",
-        type=float,
+        type=positive_float,
         default=defaults.learning_rate,
         help=f"constant relearning learning rate (default {defaults.learning_rate}; a tiny demo model: 1e-3)",
     )
     parser.add_argument(
-        "--relearn-batch-size", type=int, default=defaults.batch_size, help="QA per relearning step"
+        "--relearn-batch-size", type=positive_int, default=defaults.batch_size, help="QA per relearning step"
     )
 
 
@@ -131,7 +138,9 @@ def build_parser(prog: str = "medunlearn attack") -> argparse.ArgumentParser:
         default=100,
         help="seeded sample of retained patients per population (default 100; 0 keeps all)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seeds samples, paraphrases, probe, relearning")
+    parser.add_argument(
+        "--seed", type=non_negative_int, default=0, help="seeds samples, paraphrases, probe, relearning"
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
     parser.add_argument(
         "--write-card",
@@ -215,6 +224,9 @@ def run(args: argparse.Namespace) -> int:
     console = Console()
     if not console.is_terminal:  # piped or logged: rich would assume 80 columns and squeeze the numbers away
         console = Console(width=160)
+    check_not_an_input(
+        args.out, {"--model": list(args.model or []), "--before": args.before, "--data": args.data}
+    )
     arguments = arguments_from(args)
     payload = run_attacks(arguments, log=lambda line: console.print(line, highlight=False))
     for table in render_table(payload):

@@ -14,7 +14,8 @@ from medunlearn.biodivergence.audit import audit_folder
 from medunlearn.biodivergence.baselines import ZeroShotConfig
 from medunlearn.biodivergence.build import PoolSource, build_biodivergence, mine_dir_for
 from medunlearn.biodivergence.evaluate import evaluate_biodivergence
-from medunlearn.utils.files import no_empty_output_on_failure
+from medunlearn.cli.options import non_negative_int, positive_int
+from medunlearn.utils.files import check_not_an_input, check_output_folder, no_empty_output_on_failure
 
 EPILOG = """examples:
   medunlearn biodivergence build --synthetic --pairs 2000 --seed 0 --out bd_demo
@@ -92,8 +93,13 @@ def build_parser(prog: str = "medunlearn biodivergence") -> argparse.ArgumentPar
         help="abstracts files: mine a pool from them (as `mine`), then build",
     )
     build.add_argument("--out", type=Path, required=True, help="output folder")
-    build.add_argument("--pairs", type=int, default=2000, help="pairs of the synthetic pool (default 2000)")
-    build.add_argument("--seed", type=int, default=0, help="seed of the pool generator and the splits")
+    build.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    build.add_argument(
+        "--pairs", type=positive_int, default=2000, help="pairs of the synthetic pool (default 2000)"
+    )
+    build.add_argument(
+        "--seed", type=non_negative_int, default=0, help="seed of the pool generator and the splits"
+    )
     build.add_argument(
         "--pubmedqa-label-source",
         choices=["heuristic", "llm"],
@@ -181,7 +187,7 @@ def add_finetuned_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--train-batch-size", type=int, default=16, help="pairs per training step (16)")
     group.add_argument("--max-length", type=int, default=256, help="tokens of the pair input (256)")
     group.add_argument("--patience", type=int, default=1, help="epochs without dev improvement (1)")
-    group.add_argument("--seed", type=int, default=0, help="training seed (0)")
+    group.add_argument("--seed", type=non_negative_int, default=0, help="training seed (0)")
     group.add_argument(
         "--context",
         action=argparse.BooleanOptionalAction,
@@ -213,7 +219,7 @@ def add_compare_parser(commands) -> None:
         help="baselines to compare (default all three)",
     )
     compare.add_argument("--model", default=None, help="encoder of the fine-tuned baseline (default MiniLM)")
-    compare.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (2000)")
+    compare.add_argument("--resamples", type=positive_int, default=2000, help="bootstrap resamples (2000)")
     compare.add_argument("--out", type=Path, default=None, help="folder for compare.json (optional)")
     add_finetuned_arguments(compare)
 
@@ -230,7 +236,10 @@ def add_mining_arguments(parser: argparse.ArgumentParser, with_seed: bool = True
         "heuristic, since v1.0 dev/test take LLM labels only)",
     )
     group.add_argument(
-        "--cap-per-domain", type=int, default=10_000, help="most pairs kept per domain (paper: 10000)"
+        "--cap-per-domain",
+        type=positive_int,
+        default=10_000,
+        help="most pairs kept per domain (paper: 10000)",
     )
     group.add_argument(
         "--llm-pairs-per-domain",
@@ -247,13 +256,19 @@ def add_mining_arguments(parser: argparse.ArgumentParser, with_seed: bool = True
         default=None,
         help="SQLite cache of LLM answers (default POOL_DIR/llm-cache.sqlite)",
     )
-    group.add_argument("--neighbours", type=int, default=10, help="neighbours retrieved per claim (10)")
+    group.add_argument(
+        "--neighbours", type=positive_int, default=10, help="neighbours retrieved per claim (10)"
+    )
     group.add_argument(
         "--format", default=None, help="abstracts format for every file (default: detected per file)"
     )
-    group.add_argument("--concurrency", type=int, default=8, help="LLM requests in flight on a server (8)")
+    group.add_argument(
+        "--concurrency", type=positive_int, default=8, help="LLM requests in flight on a server (8)"
+    )
     if with_seed:
-        group.add_argument("--seed", type=int, default=0, help="seed of MinHash and the ANN index (0)")
+        group.add_argument(
+            "--seed", type=non_negative_int, default=0, help="seed of MinHash and the ANN index (0)"
+        )
 
 
 def mine_config(args):
@@ -289,8 +304,21 @@ def _llm_calls_line(calls: dict) -> str:
     )
 
 
+def _build_inputs(args) -> dict:
+    """The files and folders a build reads, which its --out may never replace."""
+    return {
+        "--pool": args.pool,
+        "--pubmedqa": args.pubmedqa,
+        "--abstracts": args.abstracts,
+        "--mine-dir": args.mine_dir,
+        "--save-pool": args.save_pool,
+    }
+
+
 def run_mine(args) -> int:
     from medunlearn.biodivergence.mining import format_funnel, mine_pool
+
+    check_not_an_input(args.out, {"--abstracts": args.abstracts})
 
     with no_empty_output_on_failure(args.out):
         result = mine_pool(args.abstracts, args.out, mine_config(args), on_stage=_print_stage)
@@ -318,6 +346,7 @@ def format_table(scores: dict) -> str:
 
 
 def run_build(args) -> int:
+    check_output_folder(args.out, overwrite=args.overwrite, inputs=_build_inputs(args))
     source = PoolSource(
         pool=args.pool,
         pubmedqa=args.pubmedqa,

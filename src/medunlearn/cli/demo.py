@@ -6,6 +6,7 @@ import argparse
 from dataclasses import replace
 from pathlib import Path
 
+from medunlearn.cli.options import non_negative_int
 from medunlearn.cli.verbosity import QUIET, output_level
 from medunlearn.demo import FULL, QUICK, DemoError, run_demo
 
@@ -35,7 +36,9 @@ def build_parser(prog: str = "medunlearn demo") -> argparse.ArgumentParser:
         default=None,
         help=f"cohort size (default {FULL.patients}, {QUICK.patients} with --quick)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="fixes the cohort, the splits and the model")
+    parser.add_argument(
+        "--seed", type=non_negative_int, default=0, help="fixes the cohort, the splits and the model"
+    )
     parser.add_argument("--quick", action="store_true", help="a one-minute version (used by the tests)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     return parser

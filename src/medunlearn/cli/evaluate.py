@@ -24,7 +24,7 @@ from medunlearn.cli.options import (
 )
 from medunlearn.errors import InputError
 from medunlearn.evaluation.runner import RunnerConfig
-from medunlearn.utils.files import no_empty_output_on_failure
+from medunlearn.utils.files import check_not_an_input, no_empty_output_on_failure
 
 # The evaluation itself (pandas, the metric stack) is imported by run(): `medunlearn evaluate --help` and the
 # parser need only RunnerConfig's defaults.
@@ -58,6 +58,22 @@ when rerun with the same arguments; \
 --rescore recomputes summary.json from the stored outputs, no model needed."""
 
 
+def _add_shared_outputs_options(parser: argparse.ArgumentParser) -> None:
+    """Where the --before and --retain-model outputs go: folders several evaluations can share."""
+    parser.add_argument(
+        "--before-outputs",
+        metavar="DIR",
+        help="folder for the --before model's outputs (default EVALDIR/outputs/before); share it between "
+        "evaluations with the same --before, data and settings so the before model runs once",
+    )
+    parser.add_argument(
+        "--retain-outputs",
+        metavar="DIR",
+        help="folder for the --retain-model's outputs (default inside EVALDIR); share it between evaluations "
+        "with the same --retain-model, data and settings so the retain model is scored once",
+    )
+
+
 def build_parser(prog: str = "medunlearn evaluate") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
@@ -85,18 +101,7 @@ def build_parser(prog: str = "medunlearn evaluate") -> argparse.ArgumentParser:
     parser.add_argument(
         "--retain-model", metavar="CKPT", help="a model never trained on the forget patients: MIA privleak"
     )
-    parser.add_argument(
-        "--before-outputs",
-        metavar="DIR",
-        help="folder for the --before model's outputs (default EVALDIR/outputs/before); share it between "
-        "evaluations with the same --before, data and settings so the before model runs once",
-    )
-    parser.add_argument(
-        "--retain-outputs",
-        metavar="DIR",
-        help="folder for the --retain-model's outputs (default inside EVALDIR); share it between evaluations "
-        "with the same --retain-model, data and settings so the retain model is scored once",
-    )
+    _add_shared_outputs_options(parser)
     parser.add_argument(
         "--embedding-similarity",
         action="store_true",
@@ -161,6 +166,7 @@ def _add_tofu_options(parser: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     from medunlearn.evaluation.pipeline import score_evaluation
 
+    check_not_an_input(args.out, _evaluation_inputs(args))
     if args.benchmark == "tofu":
         with no_empty_output_on_failure(args.out):
             return _run_tofu(args)
@@ -174,6 +180,12 @@ def run(args) -> int:
     elif summary is not None:
         print(f"stopped before every batch was done; rerun the same command to resume ({args.out})")
     return 0
+
+
+def _evaluation_inputs(args) -> dict:
+    """What an evaluation reads: its --out (resumable: it may exist) is never one of them or inside one."""
+    inputs = {"--model": args.model, "--before": args.before, "--retain-model": args.retain_model}
+    return inputs | {"--data": args.data}
 
 
 def _runner_config(args, **values) -> RunnerConfig:

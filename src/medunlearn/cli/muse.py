@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from medunlearn.cli.options import non_negative_int
+
 EPILOG = """examples:
   medunlearn muse build --out /tmp/muse --articles 8 --seed 0
   medunlearn muse check --data /tmp/muse
@@ -36,7 +38,7 @@ def build_parser(prog: str = "medunlearn muse") -> argparse.ArgumentParser:
     build.add_argument(
         "--continuation-words", type=int, default=24, help="words of a verbmem gt (default 24)"
     )
-    build.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    build.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default 0)")
     build.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
 
     check = commands.add_parser("check", help="check a MUSE-format folder: layout, splits, every row")

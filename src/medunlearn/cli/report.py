@@ -4,7 +4,10 @@ folder (``medunlearn study``'s ``--out``), its figures against forget size and i
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
+from medunlearn.cli.options import non_negative_int, positive_int
+from medunlearn.errors import InputError
 from medunlearn.evaluation.report import write_report, write_study_report
 from medunlearn.metrics.bootstrap import BootstrapConfig
 
@@ -44,9 +47,12 @@ def build_parser(prog: str = "medunlearn report") -> argparse.ArgumentParser:
         "--out", default="report", help="where report.json and the PNGs go (default: ./report)"
     )
     parser.add_argument(
-        "--resamples", type=int, default=2000, help="patient-bootstrap resamples of every interval (2000)"
+        "--resamples",
+        type=positive_int,
+        default=2000,
+        help="patient-bootstrap resamples of every interval (2000)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the bootstrap (default 0)")
     parser.add_argument(
         "--attacks",
         nargs="+",
@@ -65,6 +71,18 @@ def is_study_folder(path) -> bool:
     return (Path(path) / "study.json").is_file()
 
 
+def _check_out(out, eval_dirs) -> None:
+    """--out may lie inside an evaluation or study folder (a study's report/ does), but never be one of them
+    or hold one: the report's files would land among, or replace, what it reads."""
+    target = Path(out).expanduser().resolve()
+    for folder in eval_dirs:
+        source = Path(folder).expanduser().resolve()
+        if target == source or target in source.parents:
+            raise InputError(
+                f"--out {out} is or holds EVAL_DIR {folder}: a command never writes into its input"
+            )
+
+
 def run(args) -> int:
     from rich.console import Console
 
@@ -73,6 +91,7 @@ def run(args) -> int:
         console = Console(width=160)
     from medunlearn.attacks.summary import write_robustness_plot
 
+    _check_out(args.out, args.eval_dirs)
     bootstrap = BootstrapConfig(n_resamples=args.resamples, seed=args.seed)
     if len(args.eval_dirs) == 1 and is_study_folder(args.eval_dirs[0]):
         from medunlearn.study.collect import collect_results

@@ -10,12 +10,12 @@ import argparse
 import json
 from pathlib import Path
 
-from medunlearn.cli.options import add_batch_size_arguments, batch_size_settings
+from medunlearn.cli.options import add_batch_size_arguments, batch_size_settings, non_negative_int
 from medunlearn.errors import MissingInputError
 from medunlearn.evaluation.runner import RunnerConfig
 from medunlearn.tofu.conventions import PRESETS, TofuConventions, preset
 from medunlearn.tofu.data import FORGET_CONFIGS, TofuInputError
-from medunlearn.utils.files import no_empty_output_on_failure
+from medunlearn.utils.files import check_not_an_input, no_empty_output_on_failure
 
 EPILOG = """examples:
   medunlearn tofu build --out /tmp/tofu --authors 20 --seed 0
@@ -46,7 +46,7 @@ def build_parser(prog: str = "medunlearn tofu") -> argparse.ArgumentParser:
     build.add_argument(
         "--perturbed", type=int, default=3, help="perturbed answers per question, 1-5 (default 3)"
     )
-    build.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    build.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default 0)")
 
     evaluate = commands.add_parser("evaluate", help="score a model with the TOFU metric set")
     evaluate.add_argument("--model", required=True, help="model folder, Hub id, tiny-llama or smollm2-135m")
@@ -162,6 +162,9 @@ def run(args) -> int:
         return 0
     if args.action == "compare":
         return _compare(args)
+    check_not_an_input(
+        args.out, {"--model": args.model, "--retain-model": args.retain_model, "--data": args.data}
+    )
     with no_empty_output_on_failure(args.out):
         summary = evaluate_tofu(
             args.model,

@@ -46,7 +46,7 @@ notes), --forget-on both their notes and QA (docs/methods/index.md, "What is for
 MUSE: --benchmark muse reads a MUSE-format folder (docs/muse.md); forget raw/forget (or scal/forget_k,
 sust/forget_k), retain raw/retain1 (or raw/retain2), trained as raw text:
   medunlearn muse build --out /tmp/muse --articles 8 --seed 0
-  medunlearn unlearn --benchmark muse --method GradDiff --model /tmp/muse-ft --data /tmp/muse \\
+  medunlearn unlearn --benchmark muse --method GradDiff --model /tmp/ft --data /tmp/muse \\
       --out /tmp/m-gd --forget sust/forget_2 --max_steps 2
 --preset (default: the conventions recorded beside the model's weights, conventions.json) renders the
 examples as fine-tuning and evaluation do, and selects the loss averaging (open-unlearning: the reference's

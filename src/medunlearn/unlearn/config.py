@@ -212,3 +212,13 @@ class UnlearningConfig(TrainingArguments):
         """Fields this config adds to ``TrainingArguments``: the method's settings a model card lists."""
         base = set(TrainingArguments.__dataclass_fields__)
         return {name: getattr(self, name) for name in self.__dataclass_fields__ if name not in base}
+
+
+def set_warmup_steps(args: UnlearningConfig, forget_rows: int) -> None:
+    """With ``args.warmup_epochs`` set, ``args.warmup_steps = int(warmup_epochs · rows // (batch ·
+    accumulation · processes))``, the reference's formula (OpenUnlearning d3d7cf9
+    ``src/trainer/__init__.py:33-42``, which counts the visible GPUs where we count the processes)."""
+    if args.warmup_epochs is None:
+        return
+    examples_per_step = args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
+    args.warmup_steps = int(args.warmup_epochs * forget_rows // examples_per_step)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import torch
 
 from medunlearn.unlearn.config import UnlearningConfig
-from medunlearn.unlearn.ops import LossAveraging, kl_loss, nll_loss
+from medunlearn.unlearn.ops import TwoTermWeighting, kl_loss, nll_loss
 from medunlearn.unlearn.trainer import UnlearningTrainer
 
 
@@ -31,19 +31,14 @@ def kl_min_loss(
     retain_logits: torch.Tensor,
     retain_reference_logits: torch.Tensor,
     retain_labels: torch.Tensor,
-    forget_weight: float = 1.0,
-    retain_weight: float = 1.0,
-    averaging: LossAveraging = "sequence",
-    forget_num_items: torch.Tensor | float | None = None,
-    retain_num_items: torch.Tensor | float | None = None,
+    weighting: TwoTermWeighting = TwoTermWeighting(),
 ) -> dict[str, torch.Tensor]:
-    forget_loss = -nll_loss(forget_logits, forget_labels, averaging, forget_num_items)
-    retain_loss = kl_loss(retain_logits, retain_reference_logits, retain_labels, averaging, retain_num_items)
-    return {
-        "loss": forget_weight * forget_loss + retain_weight * retain_loss,
-        "forget_loss": forget_loss,
-        "retain_loss": retain_loss,
-    }
+    w = weighting
+    forget_loss = -nll_loss(forget_logits, forget_labels, w.averaging, w.forget_num_items)
+    retain_loss = kl_loss(
+        retain_logits, retain_reference_logits, retain_labels, w.averaging, w.retain_num_items
+    )
+    return w.combine(forget_loss, retain_loss)
 
 
 @dataclass
@@ -86,9 +81,5 @@ class KLMinTrainer(UnlearningTrainer):
             retain_logits,
             self.reference_outputs(model, "retain", retain),
             retain["labels"],
-            self.args.forget_weight,
-            self.args.retain_weight,
-            self.args.loss_averaging,
-            self.token_reduction("forget")["num_items"],
-            self.token_reduction("retain")["num_items"],
+            self.two_term_weighting(),
         )

@@ -22,6 +22,7 @@ Every term that averages token-level values ℓ_{b,t} over the answer tokens tak
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Literal
 
 import torch
@@ -35,6 +36,27 @@ IGNORE_INDEX = -100
 
 LossAveraging = Literal["sequence", "token"]
 """How a loss averages token-level values (see the module docstring)."""
+
+
+@dataclass(frozen=True)
+class TwoTermWeighting:
+    """How a forget term and a retain term make one loss: γ · forget + α · retain, each term averaging its
+    tokens by ``averaging`` over ``forget_num_items`` / ``retain_num_items`` tokens (``None``: the batch's own
+    count; see ``UnlearningTrainer.token_reduction``)."""
+
+    forget_weight: float = 1.0
+    retain_weight: float = 1.0
+    averaging: LossAveraging = "sequence"
+    forget_num_items: torch.Tensor | float | None = None
+    retain_num_items: torch.Tensor | float | None = None
+
+    def combine(self, forget_loss: torch.Tensor, retain_loss: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The loss and its two terms, as every two-term method logs them."""
+        return {
+            "loss": self.forget_weight * forget_loss + self.retain_weight * retain_loss,
+            "forget_loss": forget_loss,
+            "retain_loss": retain_loss,
+        }
 
 
 def shift_for_next_token(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -35,7 +35,13 @@ import torch
 
 from medunlearn.unlearn.config import UnlearningConfig
 from medunlearn.unlearn.errors import UnlearningInputError
-from medunlearn.unlearn.ops import LossAveraging, answer_positions, average_tokens, select_parameters
+from medunlearn.unlearn.ops import (
+    LossAveraging,
+    TwoTermWeighting,
+    answer_positions,
+    average_tokens,
+    select_parameters,
+)
 from medunlearn.unlearn.trainer import UnlearningTrainer
 
 logger = logging.getLogger(__name__)
@@ -65,21 +71,16 @@ def rmu_loss(
     retain_activations: torch.Tensor,
     reference_retain_activations: torch.Tensor,
     retain_mask: torch.Tensor,
-    forget_weight: float = 1.0,
-    retain_weight: float = 1.0,
-    averaging: LossAveraging = "sequence",
-    forget_num_items: torch.Tensor | float | None = None,
-    retain_num_items: torch.Tensor | float | None = None,
+    weighting: TwoTermWeighting = TwoTermWeighting(),
 ) -> dict[str, torch.Tensor]:
-    forget_loss = activation_mse(forget_activations, control_vector, forget_mask, averaging, forget_num_items)
-    retain_loss = activation_mse(
-        retain_activations, reference_retain_activations, retain_mask, averaging, retain_num_items
+    w = weighting
+    forget_loss = activation_mse(
+        forget_activations, control_vector, forget_mask, w.averaging, w.forget_num_items
     )
-    return {
-        "loss": forget_weight * forget_loss + retain_weight * retain_loss,
-        "forget_loss": forget_loss,
-        "retain_loss": retain_loss,
-    }
+    retain_loss = activation_mse(
+        retain_activations, reference_retain_activations, retain_mask, w.averaging, w.retain_num_items
+    )
+    return w.combine(forget_loss, retain_loss)
 
 
 def random_control_vector(hidden_size: int, steering_coeff: float, seed: int) -> torch.Tensor:
@@ -268,11 +269,7 @@ class RMUTrainer(UnlearningTrainer):
             retain_activations,
             reference_activations,
             retain["labels"] != -100,
-            self.args.forget_weight,
-            self.args.retain_weight,
-            self.args.loss_averaging,
-            self.token_reduction("forget")["num_items"],
-            self.token_reduction("retain")["num_items"],
+            self.two_term_weighting(),
         )
 
     def count_loss_tokens(self, part, batch):

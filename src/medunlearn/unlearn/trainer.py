@@ -76,7 +76,7 @@ import torch
 from transformers import Trainer, TrainerCallback
 
 from medunlearn.chat import require_chat_template, resolve_conventions
-from medunlearn.unlearn.config import UnlearningConfig
+from medunlearn.unlearn.config import UnlearningConfig, set_warmup_steps
 from medunlearn.unlearn.data import (
     EpochPairingCallback,
     ForgetRetainCollator,
@@ -93,6 +93,7 @@ from medunlearn.unlearn.frozen import (
 )
 from medunlearn.unlearn.ops import (
     IGNORE_INDEX,
+    TwoTermWeighting,
     concatenate_batches,
     nll_loss,
     padded_token_ratio,
@@ -107,16 +108,6 @@ ReferenceUsage = Literal["none", "sequence_logps", "model"]
 
 UnlearningLoss = dict[str, torch.Tensor]
 """``{"loss": total, "forget_loss": ..., "retain_loss": ..., ...}``; each entry is logged (step mean)."""
-
-
-def set_warmup_steps(args: UnlearningConfig, forget_rows: int) -> None:
-    """With ``args.warmup_epochs`` set, ``args.warmup_steps = int(warmup_epochs · rows // (batch ·
-    accumulation · processes))``, the reference's formula (OpenUnlearning d3d7cf9
-    ``src/trainer/__init__.py:33-42``, which counts the visible GPUs where we count the processes)."""
-    if args.warmup_epochs is None:
-        return
-    examples_per_step = args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
-    args.warmup_steps = int(args.warmup_epochs * forget_rows // examples_per_step)
 
 
 def has_dropout(model: torch.nn.Module) -> bool:
@@ -194,26 +185,10 @@ class UnlearningTrainer(Trainer):
     ):
         args = args or self.config_class(output_dir="unlearned")
         self.conventions = resolve_conventions(conventions)
-        if args.data_format == "text" and not self.supports_text:
-            raise TextCorpusUnsupportedError(
-                f"{type(self).__name__} needs question/answer rows (data_format 'qa'); "
-                "it cannot unlearn a text corpus (docs/methods/index.md, 'Unlearning on raw text')"
-            )
         self._num_items: dict[str, torch.Tensor] | None = None
         if self.retain_only_when_weighted and args.retain_weight == 0:
             self.uses_retain = False
-        if processing_class is None:
-            raise UnlearningInputError("processing_class (the tokenizer) is required")
-        if args.data_format == "qa":
-            require_chat_template(processing_class, self.conventions)
-        if forget_dataset is None or len(forget_dataset) == 0:
-            raise EmptyForgetSetError(
-                "the forget set has no rows: nothing to unlearn (check the forget config name)"
-            )
-        if self.uses_retain and (retain_dataset is None or len(retain_dataset) == 0):
-            raise UnlearningInputError(f"{type(self).__name__} needs a non-empty retain set")
-        if processing_class.pad_token_id is None:
-            processing_class.pad_token = processing_class.eos_token
+        self._check_inputs(args, forget_dataset, retain_dataset, processing_class)
 
         self.reference_source = self._resolve_reference_source(args, model, peft_config, reference_model)
         self.ref_model = None
@@ -270,6 +245,26 @@ class UnlearningTrainer(Trainer):
 
             self.probe_callback = make_probe_callback(self, forget_dataset, retain_dataset)
             self.add_callback(self.probe_callback)
+
+    def _check_inputs(self, args: UnlearningConfig, forget_dataset, retain_dataset, processing_class) -> None:
+        """Refuse, before any work, what this method cannot train on; give the tokenizer a pad token."""
+        if args.data_format == "text" and not self.supports_text:
+            raise TextCorpusUnsupportedError(
+                f"{type(self).__name__} needs question/answer rows (data_format 'qa'); "
+                "it cannot unlearn a text corpus (docs/methods/index.md, 'Unlearning on raw text')"
+            )
+        if processing_class is None:
+            raise UnlearningInputError("processing_class (the tokenizer) is required")
+        if args.data_format == "qa":
+            require_chat_template(processing_class, self.conventions)
+        if forget_dataset is None or len(forget_dataset) == 0:
+            raise EmptyForgetSetError(
+                "the forget set has no rows: nothing to unlearn (check the forget config name)"
+            )
+        if self.uses_retain and (retain_dataset is None or len(retain_dataset) == 0):
+            raise UnlearningInputError(f"{type(self).__name__} needs a non-empty retain set")
+        if processing_class.pad_token_id is None:
+            processing_class.pad_token = processing_class.eos_token
 
     def _tokenize(self, dataset, tokenizer, args: UnlearningConfig, name: str):
         """Training rows of a forget or retain set: QA rows (completion-only labels) or chunks of text."""
@@ -370,6 +365,16 @@ class UnlearningTrainer(Trainer):
         """
         num_items = self._num_items.get(part) if self._num_items else None
         return {"averaging": self.args.loss_averaging, "num_items": num_items}
+
+    def two_term_weighting(self) -> TwoTermWeighting:
+        """The config's γ and α with this step's token averaging, for a loss of a forget and a retain term."""
+        return TwoTermWeighting(
+            self.args.forget_weight,
+            self.args.retain_weight,
+            self.args.loss_averaging,
+            self.token_reduction("forget")["num_items"],
+            self.token_reduction("retain")["num_items"],
+        )
 
     def count_loss_tokens(self, part: str, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """How many tokens of ``batch`` (of ``part``) the method's token-averaged losses average: by default

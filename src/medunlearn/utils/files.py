@@ -172,6 +172,24 @@ def _location_problem(out: Path) -> str | None:
     return None
 
 
+def check_not_an_input(
+    out_dir: str | os.PathLike, inputs: Mapping[str, Any] | None = None, flag: str = "--out"
+) -> Path:
+    """The checks of :func:`check_output_folder` that hold even where an existing output is expected (a
+    resumable evaluation's folder): `out_dir` is not, does not contain and does not lie inside one of
+    ``inputs``; it is not the current folder or above it, a file, or below a file. Returns it resolved."""
+    out = Path(out_dir).expanduser().resolve()
+    for name, value in (inputs or {}).items():
+        for one in value if isinstance(value, (list, tuple)) else [value]:  # e.g. several --abstracts
+            conflict = _input_conflict(out, name, one)
+            if conflict:
+                raise InputError(f"{flag} {out_dir} {conflict}: a command never writes into its input")
+    problem = _location_problem(out)
+    if problem:
+        raise InputError(f"{flag} {out_dir} {problem}")
+    return out
+
+
 def check_output_folder(
     out_dir: str | os.PathLike,
     *,
@@ -188,14 +206,7 @@ def check_output_folder(
     (an empty one is simply replaced).
     """
     out_dir = Path(out_dir)
-    out = out_dir.expanduser().resolve()
-    for name, value in (inputs or {}).items():
-        conflict = _input_conflict(out, name, value)
-        if conflict:
-            raise InputError(f"{flag} {out_dir} {conflict}: a command never writes into its input")
-    problem = _location_problem(out)
-    if problem:
-        raise InputError(f"{flag} {out_dir} {problem}")
+    out = check_not_an_input(out_dir, inputs, flag)
     if not overwrite and _is_non_empty(out):
         raise OutputExistsError(f"{out_dir} already exists (pass --overwrite to replace it)")
     return out_dir
