@@ -268,7 +268,8 @@ WRITES_INTO_INPUT = [
         ),
         "model",
     ),
-    (lambda i, out: ["report", str(i["eval"]), "--out", str(out(i["eval"]))], "eval"),
+    # --out is EVAL_DIR in both variants: a report/ folder inside an evaluation folder is allowed
+    (lambda i, out: ["report", str(i["eval"]), "--out", str(i["eval"])], "eval"),
     (
         lambda i, out: (
             ["attack", "--model", str(i["model"]), "--before", str(i["model"]), "--data", str(i["data"])]
