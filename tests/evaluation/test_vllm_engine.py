@@ -506,6 +506,9 @@ class KilledAfterFirstBatch:
     def __init__(self, engine: VLLMEngine):
         self.engine = engine
 
+    def identity(self) -> dict:
+        return self.engine.identity()  # the outputs are fingerprinted as the wrapped engine's
+
     def generate(self, batches, settings):
         stream = self.engine.generate(batches, settings)
         yield next(stream)
