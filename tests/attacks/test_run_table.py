@@ -16,21 +16,6 @@ from medunlearn.attacks.table import ATTACK_TABLE, AttackName, AttackOutcome, se
 from medunlearn.evaluation.runner import RunnerConfig
 
 
-@pytest.fixture(scope="module")
-def amnesia_folder(tmp_path_factory):
-    from medunlearn.amnesia import build_amnesia_folder
-
-    return build_amnesia_folder(tmp_path_factory.mktemp("amnesia") / "amnesia", patients=20, seed=0)
-
-
-@pytest.fixture()
-def saved_model(tiny_model, tiny_tokenizer, tmp_path):
-    folder = tmp_path / "tiny"
-    tiny_model.save_pretrained(folder)
-    tiny_tokenizer.save_pretrained(folder)
-    return folder
-
-
 def test_the_table_names_every_attack_once_with_its_description():
     assert ATTACKS == get_args(AttackName) == tuple(ATTACK_TABLE)
     assert ATTACKS == ("relearn", "quantize", "paraphrase", "holdout", "probe", "membership")
