@@ -37,9 +37,7 @@ is printed with the table. Nothing is asserted.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import re
 import statistics
 import subprocess
 import time
@@ -186,15 +184,9 @@ def training_step(model, ids):
 
 def pubmedqa_sentences(limit: int | None = None) -> list[tuple[str, str]]:
     """(pmid, sentence) of the shared PubMedQA abstracts, contexts and conclusions, distinct, ≥ 30 chars."""
-    records = json.loads(ABSTRACTS.read_text())
-    seen, sentences = set(), []
-    for pmid, record in records.items():
-        for block in [*record["CONTEXTS"], record["LONG_ANSWER"]]:
-            for sentence in re.split(r"(?<=[.!?])\s+(?=[A-Z])", block):
-                if len(sentence) >= 30 and sentence not in seen:
-                    seen.add(sentence)
-                    sentences.append((pmid, sentence))
-    return sentences[:limit]
+    from bench_mining import real_sentences  # bench/ is the script's folder, first on sys.path
+
+    return real_sentences(ABSTRACTS, limit)
 
 
 def embedding_flops(encoder, texts, batch_size: int) -> tuple[float, int]:

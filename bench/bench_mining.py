@@ -39,7 +39,8 @@ DOMAINS = (
 )
 
 
-def real_sentences(path: Path, limit: int) -> list[tuple[str, str]]:
+def real_sentences(path: Path, limit: int | None = None) -> list[tuple[str, str]]:
+    """(pmid, sentence) of PubMedQA abstracts (contexts and conclusions), distinct, at least 30 characters."""
     records = json.loads(path.read_text())
     seen, sentences = set(), []
     for pmid, record in records.items():
