@@ -183,7 +183,8 @@ def test_a_bad_batch_size_exits_2_naming_the_option(bad, tmp_path, capsys):
 
 
 def test_max_new_tokens_below_one_is_still_named(tmp_path, capsys):
-    argv = _common("m", tmp_path, tmp_path / "attacks", "--forget-config", "forget_10", "--before", "b")
+    data = tmp_path / "data"
+    argv = _common("m", data, tmp_path / "attacks", "--forget-config", "forget_10", "--before", "b")
     assert _attack(*argv, "--max-new-tokens", "0") == 2
     assert "--max-new-tokens must be at least 1" in capsys.readouterr().err
 

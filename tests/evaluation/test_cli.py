@@ -106,7 +106,9 @@ def test_evaluate_writes_summary_and_rescore_reproduces_it(amnesia_folder, saved
 
 
 def test_unknown_forget_config_is_reported_without_traceback(saved_model, tmp_path, capsys):
-    code = _run("--model", saved_model, "--data", tmp_path, "--forget", "retain_90", "--out", tmp_path / "e")
+    data = tmp_path / "data"
+    data.mkdir()
+    code = _run("--model", saved_model, "--data", data, "--forget", "retain_90", "--out", tmp_path / "e")
     assert code == 2
     assert "retain_90" in capsys.readouterr().err
 
