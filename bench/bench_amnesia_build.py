@@ -14,8 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from medunlearn.amnesia.build import build_contents
 from medunlearn.amnesia.hub import write_folder
+from medunlearn.amnesia.pipeline import build_contents
 from medunlearn.amnesia.splits import SplitConfig, build_splits, forget_size
 
 

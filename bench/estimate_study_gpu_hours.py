@@ -44,7 +44,7 @@ def note_token_counts(tokenizer, notes_csv: str | None, max_length: int) -> tupl
         texts = [f"{t}\n{n}" for t, n in zip(frame["title"].fillna(""), frame["patient"].fillna(""))]
         source = f"{len(texts)} PMC-Patients notes from {Path(notes_csv).name}"
     else:
-        from medunlearn.amnesia.cohort import generate_cohort
+        from medunlearn.amnesia.sources.synthetic import generate_cohort
 
         notes, _ = generate_cohort(patients=200, seed=0)
         texts = [f"{t}\n{n}" for t, n in zip(notes["title"].to_pylist(), notes["note"].to_pylist())]
@@ -57,7 +57,7 @@ def note_token_counts(tokenizer, notes_csv: str | None, max_length: int) -> tupl
 
 def qa_token_counts(tokenizer) -> tuple[list[int], list[int]]:
     """(prompt tokens, prompt + answer tokens) per synthetic-cohort QA, rendered as training renders them."""
-    from medunlearn.amnesia.cohort import generate_cohort
+    from medunlearn.amnesia.sources.synthetic import generate_cohort
     from medunlearn.unlearn.data import tokenize_prompt_completion
 
     _, qa = generate_cohort(patients=200, seed=0)

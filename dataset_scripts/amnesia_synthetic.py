@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 
 from medunlearn.amnesia.audit import audit_folder
-from medunlearn.amnesia.build import build_amnesia_folder
-from medunlearn.amnesia.cohort import N_PAPER_PATIENTS
 from medunlearn.amnesia.hub import publish_folder
+from medunlearn.amnesia.pipeline import build_amnesia_folder
+from medunlearn.amnesia.sources.synthetic import N_PAPER_PATIENTS
 
 
 def main() -> None:

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import shlex
+import subprocess
+import sys
 
 import pytest
 
@@ -115,20 +119,27 @@ def test_too_few_patients_is_a_clear_error(tmp_path, capsys):
 
 @pytest.fixture(scope="module")
 def quick_demo(tmp_path_factory):
-    import contextlib
-    import io
-
-    import datasets
-
-    previous = datasets.config.HF_DATASETS_CACHE
+    """``medunlearn demo --quick`` at the default output level, in a fresh process (the libraries read their
+    output settings at import), as a log captures it: stdout and stderr in one stream, kept as bytes until
+    here (text mode would turn tqdm's carriage returns into line ends)."""
     out = tmp_path_factory.mktemp("demo") / "demo-quick"
-    stdout = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(stdout):
-            rc = main(["demo", "--quick", "--no-progress", "--out", str(out)])
-    finally:
-        datasets.config.HF_DATASETS_CACHE = previous
-    return rc, out, stdout.getvalue()
+    level_variables = (
+        "TQDM_DISABLE",
+        "TQDM_MININTERVAL",
+        "HF_DATASETS_DISABLE_PROGRESS_BARS",
+        "HF_HUB_DISABLE_PROGRESS_BARS",
+        "PYTHONWARNINGS",
+    )
+    env = {k: v for k, v in os.environ.items() if k not in level_variables and not k.endswith("_VERBOSITY")}
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    finished = subprocess.run(
+        [sys.executable, "-m", "medunlearn.cli", "demo", "--quick", "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=env,
+        timeout=1800,
+    )
+    return finished.returncode, out, finished.stdout.decode()
 
 
 @pytest.mark.slow  # the whole --quick study: about a minute on a loaded 2-core machine
@@ -154,6 +165,29 @@ def test_quick_demo_prints_table_and_report_path_and_writes_the_report(quick_dem
     assert ("GradDiff", "disease_cancer_forget_10") in methods_run
     for header in ("AFE", "LS", "DS", "MU same-dis.", "MU out-of-dis."):
         assert header in printed
+
+
+# Issue 25: what `make demo` prints fits on a screen or two; the quick demo, smaller, must fit it too.
+LINE_BUDGET = 150
+
+
+@pytest.mark.slow
+def test_quick_demo_prints_under_the_line_budget_one_bar_per_stage_and_no_warning(quick_demo):
+    """Counted as `wc -l` counts a captured log (line ends) and as a log viewer that starts a line at each
+    carriage return shows it (a bar written to a log is redrawn once a minute, not ten times a second): under
+    the budget both ways. The bars: writing the folder, the two fine-tuning stages, one per unlearning run and
+    one for the evaluations; no library bar, no Trainer log line, no warning."""
+    rc, _, printed = quick_demo
+    assert rc == 0, printed[-3000:]
+    assert printed.count("\n") < LINE_BUDGET
+    assert len(re.findall(r"\r(?!\n)|\n", printed)) < LINE_BUDGET
+    finished_bars = [line.rsplit("\r", 1)[-1] for line in printed.split("\n")]
+    descriptions = [re.match(r"^(?:(.*?):)?\s*\d+%\|", line) for line in finished_bars]
+    described = [(match.group(1) or "").strip() for match in descriptions if match]
+    unlearning_runs = len(RANDOM_METHODS) + 1  # QUICK: the four methods on forget_10, GradDiff on disease
+    assert described == ["Writing parquet", "", ""] + [""] * unlearning_runs + ["evaluating"]
+    assert "train_runtime" not in printed and "'loss'" not in printed
+    assert not re.search(r"\w+Warning\b|\bwarn", printed)
 
 
 @pytest.mark.slow

@@ -82,7 +82,7 @@ def check_kill_then_rerun_equals_uninterrupted(argv_for, tmp_path: Path) -> None
 @pytest.fixture(scope="module")
 def amnesia_and_model(tmp_path_factory):
     """A 20-patient AMNESIA folder and a saved tiny Llama."""
-    from medunlearn.amnesia.build import build_amnesia
+    from medunlearn.amnesia.pipeline import build_amnesia
     from medunlearn.data_loading import load_config
     from medunlearn.models import build_tiny_llama_for_texts
 

@@ -176,6 +176,45 @@ def test_amnesia_build_removes_the_staging_a_killed_build_left(tmp_path, capsys)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["amnesia"]
 
 
+# (a rerun that fails, given its --out; what its error names): after a killed run, a rerun that fails before
+# it writes anything still removes the killed run's staging folder (it used to stay until a rerun succeeded).
+FAILING_RERUNS = [
+    (
+        lambda tmp, out: (
+            ["amnesia", "build", "--source", "pmc-patients", "--notes", str(tmp / "notes.csv")]
+            + ["--qa", str(tmp / "notes.csv"), "--out", str(out)]
+        ),
+        "notes.csv",
+    ),
+    (lambda tmp, out: ["amnesia", "build", "--out", str(out), "--patients", "20"], "--overwrite"),
+    (
+        lambda tmp, out: ["biodivergence", "build", "--pool", str(tmp / "notes.csv"), "--out", str(out)],
+        "notes.csv",
+    ),
+    (
+        lambda tmp, out: (
+            ["evaluate", "--model", str(tmp / "absent-model"), "--data", str(tmp / "absent")]
+            + ["--forget", "forget_10", "--out", str(out)]
+        ),
+        "absent",
+    ),
+]
+
+
+@pytest.mark.parametrize(("argv_for", "named"), FAILING_RERUNS)
+def test_a_failing_rerun_still_removes_the_staging_a_killed_run_left(tmp_path, capsys, argv_for, named):
+    (tmp_path / "notes.csv").write_text("a,b\n1,2\n")
+    out = tmp_path / "out"
+    if named == "--overwrite":  # refused: the output exists and --overwrite was not given
+        out.mkdir()
+        (out / "README.md").write_text("the previous output")
+    dead, alive = stale_staging(out), stale_staging(out, pid=os.getpid())
+    assert main(argv_for(tmp_path, out)) == 2
+    assert named in capsys.readouterr().err
+    assert not dead.exists() and alive.exists()  # a run still going (this process) keeps its staging
+    assert not out.exists() or (out / "README.md").read_text() == "the previous output"
+
+
 @pytest.mark.parametrize("out_of", [lambda notes: notes.parent, lambda notes: notes.parent.parent])
 def test_amnesia_build_never_replaces_the_folder_of_its_notes(tmp_path, capsys, out_of):
     notes = tmp_path / "inputs" / "notes.csv"
@@ -218,7 +257,7 @@ def test_evaluate_with_a_bad_forget_config_leaves_no_out(tmp_path, capsys):
     assert main(["amnesia", "build", "--out", str(data), "--patients", "20", "--seed", "0"]) == 0
     model = tmp_path / "model"
     model.mkdir()
-    (model / "config.json").write_text("{}")
+    (model / "config.json").write_text('{"model_type": "llama"}')
     out = tmp_path / "eval"
     argv = [
         "evaluate",
@@ -243,13 +282,21 @@ def inputs(tmp_path_factory) -> dict[str, Path]:
     assert main(["amnesia", "build", "--out", str(root / "amnesia"), "--patients", "20", "--seed", "0"]) == 0
     model = root / "model"
     model.mkdir()
-    (model / "config.json").write_text("{}")
+    (model / "config.json").write_text('{"model_type": "llama"}')
     (model / "model.safetensors").write_bytes(b"weights")
     evaluation = root / "eval"
     evaluation.mkdir()
     (evaluation / "summary.json").write_text("{}")
     (root / "pool.jsonl").write_text("{}\n")
-    return {"data": root / "amnesia", "model": model, "eval": evaluation, "pool": root / "pool.jsonl"}
+    (root / "recipes").mkdir()
+    (root / "recipes" / "grad_diff.yaml").write_text("method: grad_diff\nmax_steps: 1\n")
+    return {
+        "data": root / "amnesia",
+        "model": model,
+        "eval": evaluation,
+        "pool": root / "pool.jsonl",
+        "recipe": root / "recipes" / "grad_diff.yaml",
+    }
 
 
 # (the command's arguments given the inputs and an --out, which input the --out hits)
@@ -288,6 +335,41 @@ WRITES_INTO_INPUT = [
 ]
 
 
+# Found by trying careless commands (issue 22): each wrote into an input before.
+WRITES_INTO_INPUT += [
+    (  # the shared before-model outputs inside the before model's folder
+        lambda i, out: (
+            ["evaluate", "--model", str(i["model"]), "--before", str(i["model"]), "--data", str(i["data"])]
+            + ["--forget", "forget_10", "--out", str(i["eval"].parent / "e"), "--before-outputs"]
+            + [str(out(i["model"]))]
+        ),
+        "model",
+    ),
+    (
+        lambda i, out: (
+            ["evaluate", "--model", str(i["model"]), "--retain-model", str(i["model"]), "--data"]
+            + [str(i["data"]), "--forget", "forget_10", "--out", str(i["eval"].parent / "e")]
+            + ["--retain-outputs", str(out(i["data"]))]
+        ),
+        "data",
+    ),
+    (  # metrics.json and predictions.jsonl written into the dataset folder scored
+        lambda i, out: (
+            ["biodivergence", "eval", "--baseline", "majority", "--data", str(i["data"])]
+            + ["--out", str(out(i["data"]))]
+        ),
+        "data",
+    ),
+    (  # --overwrite of the folder holding the recipe deleted the recipe
+        lambda i, out: (
+            ["unlearn", "--config", str(i["recipe"]), "--model", str(i["model"]), "--data"]
+            + [str(i["data"]), "--forget", "forget_10", "--out", str(i["recipe"].parent), "--overwrite"]
+        ),
+        "recipe",
+    ),
+]
+
+
 @pytest.mark.parametrize(("argv_for", "hit"), WRITES_INTO_INPUT)
 @pytest.mark.parametrize("where", ["same", "inside"])
 def test_no_command_writes_into_or_replaces_its_input(inputs, capsys, argv_for, hit, where):
@@ -296,3 +378,62 @@ def test_no_command_writes_into_or_replaces_its_input(inputs, capsys, argv_for, 
     assert main(argv_for(inputs, out)) == 2
     assert "a command never writes into its input" in capsys.readouterr().err
     assert checksums(inputs[hit].parent) == before
+
+
+# (the command given the inputs and the file it names as an extra output): a cache or saved pool named like an
+# input file would be written over it (the abstracts file became an SQLite cache).
+WRITES_OVER_AN_INPUT_FILE = [
+    lambda i: (
+        ["biodivergence", "mine", "--abstracts", str(i["pool"]), "--out", str(i["pool"].parent / "m")]
+        + ["--llm-cache", str(i["pool"])]
+    ),
+    lambda i: (
+        ["biodivergence", "build", "--pool", str(i["pool"]), "--out", str(i["pool"].parent / "b")]
+        + ["--save-pool", str(i["pool"])]
+    ),
+    lambda i: (
+        ["biodivergence", "build", "--pool", str(i["pool"]), "--out", str(i["pool"].parent / "b")]
+        + ["--llm-cache", str(i["pool"])]
+    ),
+    lambda i: (
+        ["amnesia", "build", "--source", "pmc-patients", "--notes", str(i["pool"]), "--generate"]
+        + ["transformers:smollm2-135m", "--llm-cache", str(i["pool"]), "--out", str(i["pool"].parent / "a")]
+    ),
+]
+
+
+@pytest.mark.parametrize("argv_for", WRITES_OVER_AN_INPUT_FILE)
+def test_no_command_writes_a_cache_or_copy_over_an_input_file(inputs, capsys, argv_for):
+    before = checksums(inputs["pool"].parent)
+    assert main(argv_for(inputs)) == 2
+    assert "a command never writes over its input" in capsys.readouterr().err
+    assert checksums(inputs["pool"].parent) == before
+
+
+# Every builder refuses an existing, non-empty --out without --overwrite, and with it replaces it whole (tofu
+# build wrote its files into the existing folder, beside what was there).
+BUILDERS = [
+    ["tofu", "build", "--authors", "5", "--qa-per-author", "1", "--perturbed", "1"],
+    ["muse", "build", "--articles", "5"],
+    ["amnesia", "build", "--patients", "20"],
+]
+
+
+@pytest.mark.parametrize("argv", BUILDERS, ids=lambda argv: argv[0])
+def test_a_builder_replaces_an_existing_folder_only_with_overwrite_and_whole(tmp_path, capsys, argv):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("the user's file")
+    assert main([*argv, "--out", str(out)]) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    assert checksums(out) == {"keep.txt": hashlib.sha256(b"the user's file").hexdigest()}
+    assert main([*argv, "--out", str(out), "--overwrite"]) == 0
+    assert "keep.txt" not in checksums(out) and (out / "README.md").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_the_demo_never_fills_the_current_folder(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["demo", "--quick", "--out", "."]) == 2
+    assert "current folder" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

@@ -64,7 +64,7 @@ def test_a_level_is_undone_after_the_command_and_a_users_setting_wins():
 @pytest.fixture(scope="module")
 def finetune_inputs(tmp_path_factory):
     """A 20-patient AMNESIA folder and a saved tiny Llama (loading it is a "Loading weights" bar)."""
-    from medunlearn.amnesia.build import build_amnesia
+    from medunlearn.amnesia.pipeline import build_amnesia
     from medunlearn.data_loading import load_config
     from medunlearn.models import build_tiny_llama_for_texts
 

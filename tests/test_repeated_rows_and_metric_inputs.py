@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from medunlearn.amnesia.pmc_patients import read_qa_file
 from medunlearn.amnesia.schema import RecordError, validate_qa
+from medunlearn.amnesia.sources.pmc_patients import read_qa_file
 from medunlearn.metrics.model_utility import model_utility
 
 QA = {"patient_id": "P1", "qa_type": "factual", "question": "What grew in the culture?", "answer": "E. coli"}

@@ -14,8 +14,7 @@ Names are imported on first use, so ``import medunlearn`` stays light (no torch)
 
 from __future__ import annotations
 
-import importlib
-
+from medunlearn.utils.lazy import lazy_exports
 from medunlearn.utils.logs import hold_back_bitsandbytes_kernel_warning
 
 __version__ = "0.1.0.dev0"
@@ -26,8 +25,8 @@ __version__ = "0.1.0.dev0"
 hold_back_bitsandbytes_kernel_warning()
 
 _API = {
-    "build_amnesia": "medunlearn.amnesia.build",
-    "build_amnesia_from_notes": "medunlearn.amnesia.build",
+    "build_amnesia": "medunlearn.amnesia.pipeline",
+    "build_amnesia_from_notes": "medunlearn.amnesia.pipeline",
     "ConstructionConfig": "medunlearn.amnesia.sources.llm_built",
     "build_biodivergence": "medunlearn.biodivergence.build",
     "PoolSource": "medunlearn.biodivergence.build",
@@ -43,7 +42,7 @@ _API = {
     "run_study": "medunlearn.study.run",
     "MedunlearnError": "medunlearn.errors",
     # Writes our modules into evaluate's cache so that evaluate.load("disease_leakage") works by name.
-    "register_evaluate_modules": "medunlearn.metrics.evaluate_cache",
+    "register_evaluate_modules": "medunlearn.metric_modules.evaluate_cache",
 }
 
 
@@ -60,7 +59,7 @@ def load_metric(name: str, **kwargs):
     >>> import medunlearn
     >>> medunlearn.load_metric("disease_leakage")  # doctest: +SKIP
     """
-    from medunlearn.metrics.loading import load_metric as _load
+    from medunlearn.metric_modules.loading import load_metric as _load
 
     return _load(name, **kwargs)
 
@@ -70,11 +69,4 @@ def load_metric(name: str, **kwargs):
 __all__ = sorted([*_API, "load_metric", "report"])
 
 
-def __getattr__(name: str):
-    if name in _API:
-        return getattr(importlib.import_module(_API[name]), name)
-    raise AttributeError(f"module 'medunlearn' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_API))
+__getattr__, __dir__ = lazy_exports(__name__, _API)

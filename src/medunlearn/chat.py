@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from medunlearn.errors import InputError
+from medunlearn.utils.user_files import read_json
 
 
 class MissingChatTemplateError(InputError):
@@ -300,9 +301,10 @@ def read_model_conventions(model) -> Conventions | None:
     path = Path(model) / CONVENTIONS_FILE
     if not path.is_file():
         return None
+    recorded = read_json(path, expect=dict, what="a conventions file")  # the shared reader names the problem
     try:
-        return Conventions.from_dict(json.loads(path.read_text()))
-    except (json.JSONDecodeError, TypeError) as error:
+        return Conventions.from_dict(recorded)
+    except TypeError as error:
         raise InputError(f"{path}: not a conventions file ({error})") from error
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 # The config-name grammar lives in medunlearn.config_names; re-exported here, where callers have found it.
 from medunlearn.config_names import ConfigNameError as ConfigNameError
 from medunlearn.config_names import retain_config_for as retain_config_for
-from medunlearn.errors import InputError, MissingInputError
+from medunlearn.errors import InputError, MedunlearnError, MissingInputError
 
 
 @contextmanager
@@ -46,14 +46,70 @@ def load_config(data: str | os.PathLike, config: str, split: str | None = None):
     (20, 40)
     """
     import datasets
+    from datasets.exceptions import DatasetGenerationError
 
     with quiet_datasets():
-        if Path(data).is_dir():
-            with tempfile.TemporaryDirectory(prefix="medunlearn-data-") as cache_dir:
+        if not Path(data).is_dir():
+            return datasets.load_dataset(str(data), config, split=split)
+        check_local_folder(data, config)
+        with tempfile.TemporaryDirectory(prefix="medunlearn-data-") as cache_dir:
+            try:
                 return datasets.load_dataset(
                     str(data), config, split=split, cache_dir=cache_dir, keep_in_memory=True
                 )
-        return datasets.load_dataset(str(data), config, split=split)
+            except DatasetGenerationError as error:  # what it wraps says which file and why
+                cause = error.__cause__ or error
+                raise InputError(f"{data}: cannot read config {config!r}: {cause}") from error
+
+
+def check_local_folder(folder: str | os.PathLike, config: str) -> None:
+    """What ``datasets`` would otherwise fail on with a traceback, or read without a word, named first: the
+    README's ``configs:`` block names data files inside the folder only
+    (:func:`~medunlearn.utils.user_files.card_data_files`: no ``../x.parquet``, no absolute path, no key given
+    twice); a JSON data file is UTF-8 (what ``datasets`` reads), strict JSON (no NaN) and one object per
+    row, named by line (``datasets`` reads a latin-1 file or a NaN without a word); and the parquet files of
+    ``config`` all have the same columns (the file and the missing and unexpected columns are named)."""
+    from medunlearn.errors import FileContentError
+    from medunlearn.utils.user_files import (
+        card_data_files,
+        encoding_of,
+        parquet_column_names,
+        read_json_records,
+    )
+
+    folder = Path(folder)
+    splits = card_data_files(folder).get(config, {})
+    patterns = [pattern for split_patterns in splits.values() for pattern in split_patterns]
+    paths = [path for pattern in patterns for path in sorted(folder.glob(pattern))]
+    for path in paths:
+        if path.suffix in (".json", ".jsonl"):
+            read_json_records(path)
+            with path.open("rb") as handle:
+                if encoding_of(handle.read(4)).startswith(("utf-16", "utf-32")):  # our reader decodes it
+                    raise FileContentError(
+                        str(path),
+                        None,
+                        None,
+                        "is UTF-16/32 text; datasets reads data files as UTF-8: save it as UTF-8",
+                    )
+    files = [path for path in paths if path.suffix == ".parquet"]
+    if not files:
+        return
+    expected = parquet_column_names(files[0])
+    for path in files[1:]:
+        found = parquet_column_names(path)
+        missing = [name for name in expected if name not in found]
+        unexpected = [name for name in found if name not in expected]
+        if missing or unexpected:
+            # Which of the two is wrong only the user knows: both are named, with what each has.
+            raise FileContentError(
+                str(path),
+                None,
+                (unexpected or missing)[0],
+                f"has column(s) {', '.join(unexpected) or '(none)'} where {files[0]}, another data file of "
+                f"config {config!r}, has {', '.join(missing) or '(none)'}: every data file of a config "
+                "needs the same columns",
+            )
 
 
 def load_split(data: str | os.PathLike, config: str, split: str = "train"):
@@ -62,5 +118,7 @@ def load_split(data: str | os.PathLike, config: str, split: str = "train"):
         raise MissingInputError(f"data folder {data} does not exist")
     try:
         return load_config(data, config, split)
+    except MedunlearnError:
+        raise  # already names the file (check_local_folder)
     except (ValueError, FileNotFoundError) as error:  # datasets names the configs, or the missing data file
         raise InputError(f"{data}: cannot load config {config!r}: {error}") from error

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from medunlearn.errors import InputError, MissingInputError
 from medunlearn.utils.logs import release_bitsandbytes_kernel_warning
+from medunlearn.utils.user_files import read_json
 
 SPECIAL_TOKENS = {
     "bos": "<|bos|>",
@@ -323,6 +324,26 @@ def check_model_folder(path: Path, flag: str = "--model") -> None:
         raise InputError(
             f"{flag} {path}: not a model folder (it has neither a config.json nor a PEFT adapter_config.json)"
         )
+    check_model_configs(path, flag)
+
+
+def check_model_configs(path: Path, flag: str = "--model") -> None:
+    """A model folder's ``config.json`` / ``adapter_config.json``, read before ``from_pretrained``: a damaged
+    file, or a config without ``model_type``, is named here instead of failing inside transformers with a
+    traceback ("Unrecognized model")."""
+    for name in ("config.json", "adapter_config.json"):
+        if not (path / name).is_file():
+            continue
+        config = read_json(path / name, expect=dict, allow_non_finite=True)  # as transformers reads it
+        if (
+            name == "config.json"
+            and not (path / "adapter_config.json").is_file()
+            and "model_type" not in config
+        ):
+            raise InputError(
+                f"{flag} {path}: its config.json has no 'model_type', so transformers cannot tell which "
+                "model it is (not a model folder written by transformers?)"
+            )
 
 
 def load_model(

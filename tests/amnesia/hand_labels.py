@@ -95,8 +95,8 @@ def figures(predicted: list[str | None], labels: list[Label]) -> Figures:
 
 
 def line_breaks(text: str) -> str:
-    """``medunlearn.amnesia.pmc_patients.line_breaks`` (a test checks they agree), without importing the
-    amnesia package: the classifier is ontology-level and runs without it."""
+    """``medunlearn.amnesia.sources.pmc_patients.line_breaks`` (a test checks they agree), without importing
+    the amnesia package: the classifier is ontology-level and runs without it."""
     return text.replace("\\n", "\n")
 
 

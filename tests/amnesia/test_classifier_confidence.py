@@ -12,12 +12,12 @@ from amnesia_llm_fakes import NOTES, ScriptedBackend, ScriptedModel, write_notes
 
 from medunlearn.amnesia import build_amnesia_folder
 from medunlearn.amnesia.hub import BUILD_FILE
-from medunlearn.amnesia.pmc_patients import (
+from medunlearn.amnesia.sources.llm_built import ConstructionConfig, construct_records
+from medunlearn.amnesia.sources.pmc_patients import (
     CONFIDENCE_DEFINITION,
     read_pmc_patients,
     read_pmc_patients_with_analyses,
 )
-from medunlearn.amnesia.sources.llm_built import ConstructionConfig, construct_records
 from medunlearn.ontology.vocabulary import default_vocabulary
 
 # (patient_uid, title, note) and, by hand, (category, confidence, rule). A score is 3 × the category's

@@ -205,7 +205,7 @@ def test_hand_labels_v2_are_new_notes_known_labels_and_the_seeded_split():
 
 
 def test_the_helper_reads_line_breaks_as_the_reader_does():
-    from medunlearn.amnesia.pmc_patients import line_breaks as reader_line_breaks
+    from medunlearn.amnesia.sources.pmc_patients import line_breaks as reader_line_breaks
 
     text = r"Fever.\nCough."
     assert line_breaks(text) == reader_line_breaks(text)

@@ -3,8 +3,8 @@ import re
 import numpy as np
 import pytest
 
-from medunlearn.amnesia.cohort import disease_counts, generate_cohort
 from medunlearn.amnesia.schema import validate_notes, validate_qa
+from medunlearn.amnesia.sources.synthetic import disease_counts, generate_cohort
 from medunlearn.ontology.amnesia import DISEASE_SHARES, QA_TYPES
 
 

@@ -3,7 +3,7 @@ import importlib
 
 import pytest
 
-MODULES = ["schema", "cohort", "splits", "build", "builder", "pmc_patients"]
+MODULES = ["schema", "sources.synthetic", "splits", "pipeline", "hf_builder", "sources.pmc_patients"]
 
 
 @pytest.mark.parametrize("name", MODULES)

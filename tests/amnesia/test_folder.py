@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from medunlearn.amnesia import build_amnesia_folder
 from medunlearn.amnesia import hub as hub_module
 from medunlearn.amnesia.audit import AuditFailure, audit_folder
-from medunlearn.amnesia.builder import AmnesiaBuilder
-from medunlearn.amnesia.cohort import generate_cohort
+from medunlearn.amnesia.hf_builder import AmnesiaBuilder
 from medunlearn.amnesia.hub import FolderContents, write_folder
+from medunlearn.amnesia.sources.synthetic import generate_cohort
 from medunlearn.amnesia.splits import SplitConfig, build_splits
 from medunlearn.cli import main as cli_main
 from medunlearn.ontology.amnesia import DISEASE_LEVEL_DEFAULT, DISEASES

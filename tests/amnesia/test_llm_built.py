@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from amnesia_llm_fakes import ScriptedBackend, ScriptedModel, ScriptedServer, write_notes_csv
 
-from medunlearn.amnesia.build import build_amnesia_from_notes
 from medunlearn.amnesia.hub import CONSTRUCTION_FILE
+from medunlearn.amnesia.pipeline import build_amnesia_from_notes
 from medunlearn.amnesia.sources.llm_built import (
     MAX_ANSWER_CHARS,
     MAX_FINDINGS,
@@ -402,7 +402,7 @@ def test_the_last_round_judges_no_patient_already_lost(tmp_path, notes_csv):
 
 
 def test_server_requests_get_the_configured_time_out_and_concurrency():
-    from medunlearn.amnesia.sources.stage_chats import backend_options as _backend_options
+    from medunlearn.amnesia.sources.llm_built.stage_chats import backend_options as _backend_options
 
     spec = "openai:m@http://127.0.0.1:9/v1"
     options = _backend_options(spec, ConstructionConfig(generator=spec, concurrency=48, request_timeout_s=42))

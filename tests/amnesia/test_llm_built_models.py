@@ -124,7 +124,7 @@ def test_smollm2_through_the_transformers_backend(tmp_path):
 def test_vllm_server_end_to_end_with_resume_and_no_key(vllm_server, tmp_path, monkeypatch, capsys, caplog):
     import logging
 
-    from medunlearn.amnesia.build import build_amnesia_from_notes
+    from medunlearn.amnesia.pipeline import build_amnesia_from_notes
 
     key = "sk-vllm-NEVER-WRITE-ME-51c0"
     monkeypatch.setenv("MEDUNLEARN_LLM_API_KEY", key)

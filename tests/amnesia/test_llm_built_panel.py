@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from amnesia_llm_fakes import ScriptedBackend, ScriptedModel, ScriptedServer, write_notes_csv
 
-from medunlearn.amnesia.build import build_amnesia_from_notes
+from medunlearn.amnesia.pipeline import build_amnesia_from_notes
 from medunlearn.amnesia.sources.llm_built import ConstructionConfig, construct_records
 
 SPEC, OTHER = "transformers:scripted", "transformers:other"
@@ -136,7 +136,7 @@ def test_one_folder_spelled_several_ways_or_copied_is_one_judge(tmp_path, monkey
     folder with other weights stays a judge of its own."""
     import shutil
 
-    from medunlearn.amnesia.sources.judge_panel import distinct_judges
+    from medunlearn.amnesia.sources.llm_built.judge_panel import distinct_judges
     from medunlearn.llm.cache import BackendIdentity
     from medunlearn.llm.transformers_backend import weights_fingerprint
 

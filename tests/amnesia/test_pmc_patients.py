@@ -10,7 +10,7 @@ import pytest
 
 from medunlearn.amnesia import RecordError, build_amnesia_folder
 from medunlearn.amnesia.audit import audit_folder
-from medunlearn.amnesia.pmc_patients import read_pmc_patients
+from medunlearn.amnesia.sources.pmc_patients import read_pmc_patients
 from medunlearn.errors import FileContentError
 
 PMC_COLUMNS = ["patient_id", "patient_uid", "PMID", "file_path", "title", "patient", "age", "gender"]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from medunlearn.amnesia.pmc_patients import line_breaks, read_pmc_patients
+from medunlearn.amnesia.sources.pmc_patients import line_breaks, read_pmc_patients
 from medunlearn.ontology.amnesia import DISEASES
 from medunlearn.ontology.vocabulary import DiseaseVocabulary, default_vocabulary
 

@@ -118,6 +118,7 @@ def test_attack_data_that_cannot_be_used_fails_before_anything_is_written(
     the first evaluations are written."""
     from medunlearn.attacks import run as attack_run
     from medunlearn.attacks.relearning import AttackInputError
+    from medunlearn.evaluation import populations
     from medunlearn.evaluation.populations import load_populations
 
     def one_forget_seen_row(*args, **kwargs):
@@ -125,7 +126,8 @@ def test_attack_data_that_cannot_be_used_fails_before_anything_is_written(
         seen = examples.index[examples["population"] == "forget_seen"]
         return examples.drop(seen[1:]).reset_index(drop=True)
 
-    monkeypatch.setattr(attack_run, "load_populations", one_forget_seen_row)
+    # run_attacks imports load_populations when it runs (pandas stays off `medunlearn attack --help`).
+    monkeypatch.setattr(populations, "load_populations", one_forget_seen_row)
     out = tmp_path / "attacks"
     args = attack_run.AttackArguments(
         [str(saved_model)], str(saved_model), str(amnesia_folder), "forget_10", str(out), attacks=("relearn",)

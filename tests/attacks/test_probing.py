@@ -36,7 +36,7 @@ def words(text: str) -> set[str]:
 
 @pytest.fixture(scope="module")
 def cohort_questions() -> list[str]:
-    from medunlearn.amnesia.cohort import generate_cohort
+    from medunlearn.amnesia.sources.synthetic import generate_cohort
 
     return generate_cohort(patients=6, seed=0)[1].to_pandas()["question"].tolist()
 

@@ -16,7 +16,7 @@ from medunlearn.attacks.quantization import (  # noqa: E402
     quantization_config,
 )
 from medunlearn.errors import InputError  # noqa: E402
-from medunlearn.evaluation.pipeline import evaluate_unlearning  # noqa: E402
+from medunlearn.evaluation.pipeline import evaluate_on_examples  # noqa: E402
 from medunlearn.evaluation.runner import RunnerConfig  # noqa: E402
 
 RUNNER = RunnerConfig(max_new_tokens=6, progress=False)
@@ -84,9 +84,7 @@ def test_quantized_load_keeps_shapes_and_changes_logits(saved_model, scheme, lay
 
 def test_quantized_evaluation_differs_from_full_precision(saved_model, tmp_path):
     table = examples()
-    full = evaluate_unlearning(
-        str(saved_model), "", "", tmp_path / "full", examples=table, runner_config=RUNNER
-    )
+    full = evaluate_on_examples(str(saved_model), table, tmp_path / "full", runner_config=RUNNER)
     results = quantization_attack(saved_model, table, tmp_path / "attack", runner_config=RUNNER, name="tiny")
     assert [r["scheme"] for r in results] == ["8bit", "nf4"]
     reference = pd.read_parquet(tmp_path / "full" / "per_example.parquet")

@@ -16,7 +16,7 @@ from medunlearn.attacks.relearning import (
     relearning_sets,
     split_forget_share,
 )
-from medunlearn.evaluation.pipeline import evaluate_unlearning
+from medunlearn.evaluation.pipeline import evaluate_on_examples
 from medunlearn.evaluation.runner import RunnerConfig
 
 # Every answer shares the template "The scan of patient <name> showed ..." and differs in its finding. That
@@ -130,11 +130,11 @@ def test_relearning_a_share_of_the_forget_set_brings_back_the_rest(unlearned_fol
     train_rows, scored = relearning_sets(examples, RelearnConfig(share=0.25, seed=0))
     assert len(train_rows) == 2 and len(scored) == 6
     assert not set(train_rows["qa_id"]) & set(scored["qa_id"])
-    before = evaluate_unlearning(
-        str(unlearned_folder / "before"), "", "", tmp_path / "before", examples=scored, runner_config=RUNNER
+    before = evaluate_on_examples(
+        str(unlearned_folder / "before"), scored, tmp_path / "before", runner_config=RUNNER
     )
-    unlearned = evaluate_unlearning(
-        str(unlearned_folder / "unlearned"), "", "", tmp_path / "unl", examples=scored, runner_config=RUNNER
+    unlearned = evaluate_on_examples(
+        str(unlearned_folder / "unlearned"), scored, tmp_path / "unl", runner_config=RUNNER
     )
     s_before, s_unlearned = (
         s["populations"]["forget_seen"]["all"]["similarity"] for s in (before, unlearned)
@@ -221,6 +221,14 @@ def test_config_rejects_bad_steps_and_data():
         RelearnConfig(steps=(0, 5))
     with pytest.raises(AttackInputError, match="--relearn-data"):
         RelearnConfig(data="everything")
+
+
+@pytest.mark.parametrize("rate", [float("inf"), float("nan"), 0.0, -1e-3, "fast"])
+def test_config_rejects_a_learning_rate_that_cannot_train(rate):
+    """Python API and study files too (the option checks it at parse time): inf / nan would give NaN weights
+    and a recovery of 0 that reads like a robust unlearning."""
+    with pytest.raises(AttackInputError, match="--relearn-learning-rate"):
+        RelearnConfig(learning_rate=rate)
 
 
 def test_lora_adapter_is_relearned_through_lora_of_its_rank(tmp_path):

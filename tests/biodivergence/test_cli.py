@@ -1,4 +1,6 @@
+import codecs
 import json
+import re
 
 import pytest
 
@@ -57,7 +59,9 @@ def test_predictions_with_missing_and_raw_rows(cli_folder, tmp_path, capsys):
     ("content", "message"),
     [
         ('{"pair_id": "nope", "prediction": "x"}\n', "line 1: pair_id 'nope' is not in the gold split"),
-        ("not json\n", "line 1: not JSON"),
+        ("not json\n", "line 1: invalid JSON at column 1"),
+        ('{"pair_id": "p", "confidence": NaN}\n', "line 1, field 'confidence': NaN is not a JSON number"),
+        ('["pair_id"]\n', "line 1: expected a JSON object, got a list"),
         ('{"prediction": "x"}\n', "line 1: needs a `pair_id` field"),
         ("", "holds no prediction"),  # an empty file would score 0.0 as if it were a result
         ("\n\n", "holds no prediction"),
@@ -68,6 +72,35 @@ def test_bad_predictions_file_names_the_line(cli_folder, tmp_path, capsys, conte
     path.write_text(content)
     assert _run("eval", "--predictions", path, "--data", cli_folder, "--out", tmp_path / "o") == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("encode", "message"),
+    [
+        (lambda text: text.encode("utf-16"), None),  # a byte-order mark: read, the same scores
+        (lambda text: text.encode("utf-32"), None),
+        (lambda text: codecs.BOM_UTF8 + text.encode(), None),
+        (lambda text: text.replace('"', '"é', 1).encode("latin-1"), r"bad.jsonl, line 1: is not UTF-8 text"),
+        (lambda text: text.encode("utf-16-le"), r"bad.jsonl, line 1: holds NUL characters"),
+    ],
+)
+def test_a_predictions_file_in_another_encoding_is_decoded_or_named(
+    cli_folder, tmp_path, capsys, encode, message
+):
+    out = tmp_path / "eval"
+    assert _run("eval", "--baseline", "lexical", "--data", cli_folder, "--out", out) == 0
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(encode((out / "predictions.jsonl").read_text(encoding="utf-8")))
+    code = _run("eval", "--predictions", path, "--data", cli_folder, "--out", tmp_path / "again")
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    if message is None:
+        assert code == 0
+        scores = [json.loads((o / "metrics.json").read_text())["scores"] for o in (out, tmp_path / "again")]
+        assert scores[0] == scores[1]
+    else:
+        assert code == 2 and re.search(message, err), err
+        assert not (tmp_path / "again").exists()
 
 
 def test_bad_pool_is_reported_without_traceback(tmp_path, capsys, pair_factory):

@@ -1,6 +1,7 @@
-"""A model folder's weights digest comes from its files, once (cached beside it, keyed by names, sizes and
-mtimes), and changes with any weight file; outputs of a before / retain model named by its folder are computed
-once and reused by every evaluation that names them (AMNESIA and TOFU), without loading the model again."""
+"""A model folder's weights digest comes from its files, once (cached in the user cache, never in the model
+folder, keyed by names, sizes and mtimes), and changes with any weight file; outputs of a before / retain
+model named by its folder are computed once and reused by every evaluation that names them (AMNESIA and
+TOFU), without loading the model again."""
 
 from __future__ import annotations
 
@@ -15,6 +16,12 @@ from medunlearn.utils import digest as digest_module
 from medunlearn.utils.digest import DIGEST_FILE, folder_weights_digest, start_folder_digest
 
 QUIET = RunnerConfig(batch_size=4, max_new_tokens=2, progress=False)
+
+
+@pytest.fixture(autouse=True)
+def user_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEDUNLEARN_CACHE", str(tmp_path / "user-cache"))
+    return tmp_path / "user-cache" / "digests"
 
 
 @pytest.fixture()
@@ -38,9 +45,12 @@ def _rewrite_weights(folder, tiny_model, scale: float = 2.0):
     tiny_model.save_pretrained(folder)
 
 
-def test_the_digest_is_hashed_once_then_read_from_beside_the_folder(model_folder, monkeypatch):
+def test_the_digest_is_hashed_once_then_read_from_the_user_cache(model_folder, user_cache, monkeypatch):
+    before = sorted(p.name for p in model_folder.iterdir())
     first = folder_weights_digest(model_folder)
-    cached = json.loads((model_folder / DIGEST_FILE).read_text())
+    assert sorted(p.name for p in model_folder.iterdir()) == before  # the input folder is never written
+    (cache,) = user_cache.glob("*.json")
+    cached = json.loads(cache.read_text())
     assert cached["digest"] == first and "model.safetensors" in cached["files"]
     _no_hashing(monkeypatch)
     assert folder_weights_digest(model_folder) == first  # a hit: no file is read
@@ -73,13 +83,19 @@ def test_a_touched_file_is_hashed_again_to_the_same_digest(model_folder, monkeyp
     assert len(calls) == 1  # the mtime changed: a miss
 
 
-def test_an_unwritable_folder_keeps_its_digest_in_the_user_cache(model_folder, tmp_path, monkeypatch):
-    monkeypatch.setenv("MEDUNLEARN_CACHE", str(tmp_path / "user-cache"))
-    (model_folder / DIGEST_FILE).mkdir()  # writing the digest beside the folder fails (also as root)
+def test_a_digest_left_in_the_folder_by_an_earlier_version_is_neither_read_nor_written(
+    model_folder, user_cache
+):
+    (model_folder / DIGEST_FILE).write_text(json.dumps({"version": 1, "digest": "stale"}))
     first = folder_weights_digest(model_folder)
-    assert len(list((tmp_path / "user-cache" / "digests").glob("*.json"))) == 1
-    _no_hashing(monkeypatch)
-    assert folder_weights_digest(model_folder) == first
+    assert first != "stale" and json.loads((model_folder / DIGEST_FILE).read_text())["digest"] == "stale"
+    assert len(list(user_cache.glob("*.json"))) == 1
+
+
+def test_an_unwritable_user_cache_only_costs_the_hashing(model_folder, tmp_path, monkeypatch):
+    (tmp_path / "a-file").write_text("x")
+    monkeypatch.setenv("MEDUNLEARN_CACHE", str(tmp_path / "a-file"))  # below a file: nothing can be written
+    assert folder_weights_digest(model_folder) == folder_weights_digest(model_folder)
 
 
 def test_an_adapter_digest_covers_its_base_model(model_folder, tiny_model, tmp_path):

@@ -14,12 +14,12 @@ import pytest
 
 import medunlearn
 from medunlearn.cli import main
-from medunlearn.metrics.evaluate_cache import (
+from medunlearn.metric_modules.evaluate_cache import (
     EvaluateModulesCacheError,
     installed_evaluate_modules,
     register_evaluate_modules,
 )
-from medunlearn.metrics.loading import available_metrics
+from medunlearn.metric_modules.loading import available_metrics
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 NAMES = sorted(

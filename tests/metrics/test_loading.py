@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import medunlearn
-from medunlearn.metrics.loading import UnknownMetricError, available_metrics, metric_module_path
+from medunlearn.metric_modules.loading import UnknownMetricError, available_metrics, metric_module_path
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 MODULE_NAMES = sorted(
@@ -116,7 +116,7 @@ def test_packaged_modules_are_found_without_the_repository(tmp_path, monkeypatch
     """The wheel layout: modules under medunlearn/_metric_modules/, no repository around them."""
     import shutil
 
-    import medunlearn.metrics.loading as loading
+    import medunlearn.metric_modules.loading as loading
 
     packaged = tmp_path / "medunlearn" / "_metric_modules"
     shutil.copytree(REPOSITORY / "metrics" / "disease_leakage", packaged / "disease_leakage")
@@ -129,7 +129,7 @@ def test_packaged_modules_are_found_without_the_repository(tmp_path, monkeypatch
 
 
 def test_the_wheel_ships_the_metrics_folder_where_the_loader_looks():
-    import medunlearn.metrics.loading as loading
+    import medunlearn.metric_modules.loading as loading
 
     tomllib = pytest.importorskip("tomllib", reason="tomllib is in the standard library from Python 3.11")
 

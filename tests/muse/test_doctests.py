@@ -9,7 +9,7 @@ import importlib
 import pytest
 
 
-@pytest.mark.parametrize("module", ["medunlearn.muse.data"])
+@pytest.mark.parametrize("module", ["medunlearn.muse.data", "medunlearn.muse.rendering"])
 def test_module_doctests_pass(module):
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -44,6 +45,7 @@ def with_change(path: list, value):
         (["seeds"], [0, "one"], "seeds"),
         (["evaluation", "runner", "max_tokens"], 3, "evaluation.runner.max_tokens"),
         (["evaluation", "populations", "cap"], 3, "evaluation.populations.cap"),
+        (["methods", "grad_diff", "learning_rate"], "fast", "methods.grad_diff.learning_rate"),
     ],
 )
 def test_a_bad_key_is_named_with_the_file(path, value, key):
@@ -52,11 +54,64 @@ def test_a_bad_key_is_named_with_the_file(path, value, key):
     assert isinstance(info.value, MedunlearnError) and isinstance(info.value, ValueError)
 
 
+# (where in the study file, a number that cannot be, the key the error names): every number of every section
+STUDY_NUMBERS = [
+    (["data", "build", "patients"], -5, "data.build.patients"),
+    (["data", "build", "patients"], 0, "data.build.patients"),
+    (["data", "build", "patients"], "many", "data.build.patients"),
+    (["data", "build", "seed"], -1, "data.build.seed"),
+    (["data", "build", "qa_per_type"], 2.5, "data.build.qa_per_type"),
+    (["data", "build", "forget_percentages"], [5, 150], "data.build.forget_percentages[1]"),
+    (["model", "tiny_vocab_size"], -600, "model.tiny_vocab_size"),
+    (["model", "lora_r"], 0, "model.lora_r"),
+    (["finetune", "qa_epochs"], math.nan, "finetune.qa_epochs"),
+    (["finetune", "notes_epochs"], math.inf, "finetune.notes_epochs"),
+    (["finetune", "notes_epochs"], -1, "finetune.notes_epochs"),
+    (["finetune", "sft", "learning_rate"], -5e-3, "finetune.sft.learning_rate"),
+    (["finetune", "sft", "per_device_train_batch_size"], 0, "finetune.sft.per_device_train_batch_size"),
+    (["methods", "grad_diff", "learning_rate"], math.nan, "methods.grad_diff.learning_rate"),
+    (["methods", "grad_diff", "max_steps"], -4, "methods.grad_diff.max_steps"),
+    (["methods", "simnpo", "beta"], 0, "methods.simnpo.beta"),
+    (["seeds"], [0, -1], "seeds[1]"),
+    (["evaluation", "runner", "max_new_tokens"], 0, "evaluation.runner.max_new_tokens"),
+    (["evaluation", "runner", "batch_size"], -16, "evaluation.runner.batch_size"),
+    (["evaluation", "populations", "max_retain_patients"], -10, "evaluation.populations.max_retain_patients"),
+    (["attacks"], {"relearn_learning_rate": math.inf}, "attacks.relearn_learning_rate"),
+    (["attacks"], {"relearn_batch_size": 0}, "attacks.relearn_batch_size"),
+    (["attacks"], {"relearn_steps": [5, 0]}, "attacks.relearn_steps[1]"),
+    (["attacks"], {"relearn_share": 1.0}, "attacks.relearn_share"),
+    (["attacks"], {"max_retain_patients": -1}, "attacks.max_retain_patients"),
+]
+
+
+@pytest.mark.parametrize(("path", "value", "key"), STUDY_NUMBERS)
+def test_a_number_that_cannot_be_is_named_with_the_file_and_key(path, value, key):
+    with pytest.raises(StudyConfigError, match=re.escape(f"my.yaml: key '{key}': ")):
+        parse_study(with_change(path, value), "my.yaml")
+
+
+def test_numbers_given_as_text_are_read_and_numbers_are_kept_as_written():
+    study = parse_study(with_change(["data", "build", "patients"], "40"), "my.yaml")
+    assert study.data.build["patients"] == 40
+    # kept as written (100, not 100.0): the fingerprints of studies already run do not change
+    assert parse_study(MINI, "my.yaml").finetune.sft["logging_steps"] == 100
+    auto = parse_study(with_change(["evaluation", "runner", "batch_size"], "auto"), "my.yaml")
+    assert auto.evaluation.runner["batch_size"] == "auto"
+
+
+def test_study_validate_exits_2_on_a_bad_number(tmp_path, capsys):
+    from medunlearn.cli import main
+
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(with_change(["finetune", "qa_epochs"], math.nan)))
+    assert main(["study", str(path), "--validate"]) == 2
+    assert "s.yaml: key 'finetune.qa_epochs': expected a finite number, got nan" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("path", "value", "key"),
     [
         (["methods", "grad_diff", "learning_rat"], 1e-3, "methods.grad_diff.learning_rat"),
-        (["methods", "grad_diff", "learning_rate"], "fast", "methods.grad_diff"),
         (["methods", "nope"], {}, "methods.nope.method"),
         (["forget"], ["disease_gout_forget_10"], "forget[0]"),
         (["forget"], ["forget_30"], "forget[0]"),
@@ -73,7 +128,7 @@ def test_missing_file_and_bad_yaml(tmp_path):
     with pytest.raises(MedunlearnError, match="does not exist"):
         load_study(tmp_path / "absent.yaml")
     (tmp_path / "bad.yaml").write_text("methods: [\n")
-    with pytest.raises(StudyConfigError, match="bad.yaml: not valid YAML"):
+    with pytest.raises(MedunlearnError, match=r"bad.yaml, line 2: invalid YAML at column 1"):
         load_study(tmp_path / "bad.yaml")
 
 
@@ -127,7 +182,7 @@ def test_an_attacks_mapping_adds_attack_fingerprints_and_changes_no_other():
         ({"attacks": "jailbreak"}, "attacks.attacks"),
         ({"relearn_steps": ["many"]}, "attacks.relearn_steps"),
         ({"quantizations": ["3bit"]}, "attacks.quantizations"),
-        ({"relearn_share": 2.0}, "attacks"),
+        ({"relearn_share": 2.0}, "attacks.relearn_share"),
         ({"seed": "one"}, "attacks.seed"),
         (["relearn"], "attacks"),
     ],

@@ -4,6 +4,7 @@ model; and every numeric option is checked when it is parsed (table-driven, exit
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import shutil
@@ -199,6 +200,7 @@ FINETUNE_NUMBERS = [
     (["--warmup_ratio", "1.5"], "--warmup_ratio"),
     (["--max_length", "0"], "--max_length"),
     (["--seed", "-1"], "--seed"),
+    (["--warmup_steps", "-1"], "--warmup_steps"),  # TrainingArguments' own check raised a bare ValueError
 ]
 UNLEARN_NUMBERS = [
     (["--max_steps", "-5"], "--max_steps"),
@@ -215,6 +217,11 @@ UNLEARN_NUMBERS = [
     (["--max_retain_mu_drop", "-0.1"], "--max_retain_mu_drop"),
     (["--adam_beta1", "2"], "--adam_beta1"),
     (["--lora-r", "-4"], "--lora-r"),
+    (["--warmup_steps", "-0.5"], "--warmup_steps"),  # TrainingArguments' own check raised a bare ValueError
+    (["--learning_rate", "inf"], "--learning_rate"),
+    (["--num_train_epochs", "nan"], "--num_train_epochs"),
+    (["--warmup_ratio", "nan"], "--warmup_ratio"),
+    (["--bf16", "true", "--fp16", "true"], "refuses these settings"),  # a cross-field check: named too
 ]
 
 
@@ -235,6 +242,76 @@ def test_unlearn_refuses_impossible_numbers(amnesia_dir, tmp_path, capsys, extra
     assert exit_code(argv) == 2
     assert option in capsys.readouterr().err
     assert not out.exists()
+
+
+def _option_actions():
+    """(command, the option's flag, its argparse action) for every option of every subcommand."""
+    from medunlearn.cli import SUBCOMMANDS, subcommand_parser
+
+    for name in SUBCOMMANDS:
+        parsers = [subcommand_parser(name)]
+        while parsers:
+            parser = parsers.pop()
+            for action in parser._actions:
+                if isinstance(action, argparse._SubParsersAction):
+                    parsers.extend(action.choices.values())
+                elif action.option_strings:
+                    yield name, action.option_strings[-1], action
+
+
+def test_every_numeric_option_of_every_command_is_checked_when_parsed():
+    """No bare `type=int` / `type=float` (which take -5, nan and inf): every numeric option uses a check of
+    medunlearn.utils.numbers, and each of those refuses nan and inf by name at parse time."""
+    bare = [f"{name} {flag}" for name, flag, action in _option_actions() if action.type in (int, float)]
+    assert bare == []
+    checked = [
+        (name, flag, action)
+        for name, flag, action in _option_actions()
+        if getattr(action.type, "__module__", "") == "medunlearn.utils.numbers"
+    ]
+    assert len(checked) > 40
+    accepted = [
+        f"{name} {flag} {value}"
+        for name, flag, action in checked
+        for value in ("nan", "inf", "-inf", "x", "1e999")
+        if _accepts(action.type, value)
+    ]
+    assert accepted == []
+
+
+def _accepts(check, value: str) -> bool:
+    try:
+        check(value)
+    except argparse.ArgumentTypeError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["biodivergence", "mine", "--abstracts", "a.jsonl", "--out", "o", "--cap-per-domain", "0"],
+        ["biodivergence", "mine", "--abstracts", "a.jsonl", "--out", "o", "--neighbours", "-1"],
+        ["biodivergence", "mine", "--abstracts", "a.jsonl", "--out", "o", "--llm-pairs-per-domain", "-3"],
+        ["biodivergence", "eval", "--baseline", "lexical", "--data", "d", "--limit", "0"],
+        ["biodivergence", "eval", "--baseline", "finetuned", "--data", "d", "--learning-rate", "inf"],
+        ["biodivergence", "compare", "--data", "d", "--epochs", "-1"],
+        ["attack", "--out", "o", "--relearn-learning-rate", "inf"],
+        ["attack", "--out", "o", "--relearn-share", "1"],
+        ["amnesia", "build", "--out", "o", "--patients", "-5"],
+        ["study", "s.yaml", "--jobs", "0"],
+        ["tofu", "build", "--out", "o", "--authors", "nan"],
+        ["muse", "build", "--out", "o", "--articles", "-8"],
+        ["demo", "--patients", "0"],
+    ],
+)
+def test_a_bad_number_stops_the_command_before_it_reads_anything(tmp_path, capsys, argv, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the inputs named do not exist: the number is refused first
+    assert exit_code(argv) == 2
+    err = capsys.readouterr().err
+    flag = next(arg for arg in reversed(argv) if arg.startswith("--"))
+    assert f"argument {flag}" in err and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
 def test_a_recipe_value_is_checked_and_the_recipe_named(amnesia_dir, tmp_path, capsys):

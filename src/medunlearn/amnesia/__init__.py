@@ -1,13 +1,14 @@
 """AMNESIA: medical unlearning benchmark data.
 
-Records (:mod:`.schema`), the fictitious cohort (:mod:`.cohort`), the PMC-Patients reader
-(:mod:`.pmc_patients`; its disease classifier is :mod:`medunlearn.ontology.vocabulary`), splits
-(:mod:`.splits`), the Hub-ready folder (:mod:`.hub`), its audit (:mod:`.audit`), a ``datasets`` builder
-(:mod:`.builder`), and the LLM construction pipeline (:mod:`.sources.llm_built`: labels, QA and a judge
-panel from notes alone).
+Records (:mod:`.schema`), the three sources (:mod:`.sources`: the fictitious cohort
+:mod:`.sources.synthetic`, the PMC-Patients reader :mod:`.sources.pmc_patients`, whose disease classifier is
+:mod:`medunlearn.ontology.vocabulary`, and the LLM construction :mod:`.sources.llm_built`: labels, QA and a
+judge panel from notes alone), splits (:mod:`.splits`), the pipeline from a source to the folder
+(:mod:`.pipeline`), the Hub-ready folder (:mod:`.hub`), its audit (:mod:`.audit`) and a ``datasets`` builder
+(:mod:`.hf_builder`).
 """
 
-from medunlearn.amnesia.build import (
+from medunlearn.amnesia.pipeline import (
     build_amnesia,
     build_amnesia_folder,
     build_amnesia_from_notes,

@@ -22,7 +22,7 @@ from medunlearn.config_names import (
 )
 from medunlearn.errors import MedunlearnError
 from medunlearn.ontology.amnesia import DISEASES, QA_TYPES
-from medunlearn.utils.user_files import parquet_column_names, read_json, read_parquet
+from medunlearn.utils.user_files import card_data_files, parquet_column_names, read_json, read_parquet
 
 
 class AuditFailure(MedunlearnError, AssertionError):
@@ -41,16 +41,14 @@ class _Folder:
     """The folder's configs, read once each."""
 
     def __init__(self, folder: Path):
-        from huggingface_hub import DatasetCard
-
         self.folder = folder
         readme = folder / "README.md"
         if not readme.is_file():
             raise AuditFailure(f"{readme}: missing (it holds the configs block)")
-        card = DatasetCard.load(readme)
-        configs = card.data.to_dict().get("configs") or []
+        # The shared card reader: a data file path leading out of the folder, or a key given twice, is named.
         self.data_files = {
-            c["config_name"]: {entry["split"]: entry["path"] for entry in c["data_files"]} for c in configs
+            config: {split: _one_path(readme, config, split, paths) for split, paths in splits.items()}
+            for config, splits in card_data_files(folder).items()
         }
         build_file = folder / BUILD_FILE
         self.manifest = read_json(build_file, expect=dict) if build_file.is_file() else {}
@@ -78,6 +76,11 @@ class _Folder:
     def patients(self, config: str) -> np.ndarray:
         ids = [self.columns(config, split)["patient_id"] for split in QA_SPLITS]
         return np.unique(np.concatenate(ids))
+
+
+def _one_path(readme: Path, config: str, split: str, paths: list[str]) -> str:
+    _require(len(paths) == 1, f"{readme}: config `{config}` split `{split}` names {len(paths)} files")
+    return paths[0]
 
 
 def _require(condition: bool, message: str) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,7 +61,8 @@ class FolderContents:
     # The report of medunlearn.amnesia.sources.llm_built, when that pipeline built the QA.
     construction: dict | None = None
     # The rule-based classifier's confidence and rule per kept patient, with a summary, when it labelled the
-    # notes (medunlearn.amnesia.pmc_patients.classifier_report); written to BUILD_FILE under "classifier".
+    # notes (medunlearn.amnesia.sources.pmc_patients.classifier_report); written to BUILD_FILE under
+    # "classifier".
     classifier: dict | None = None
 
 
@@ -297,7 +298,8 @@ Both opinions of every note asked are in `{BUILD_FILE}` (`classifier.second_opin
 
 def construction_section(report: dict | None) -> str:
     """The card's *LLM construction* section: models, prompt versions, the panel beside the paper's."""
-    from medunlearn.amnesia.sources.judge_panel import describe_panel  # the panel's own module names it
+    # the panel's own module names it
+    from medunlearn.amnesia.sources.llm_built.judge_panel import describe_panel
 
     if report is None:
         return ""
@@ -481,16 +483,18 @@ def publish_folder(
     return files
 
 
-def print_split_table(folder) -> None:
-    """The split sizes of a built folder as a table, then what was omitted or skipped and why."""
+def print_split_table(folder, configs: Collection[str] | None = None) -> None:
+    """The split sizes of a built folder as a table, then what was omitted or skipped and why; with
+    ``configs``, only their rows, and one line saying where the others are (the card's table)."""
     from rich.console import Console
     from rich.table import Table
 
     manifest = json.loads((folder / BUILD_FILE).read_text())
+    shown = [config for config in manifest["configs"] if configs is None or config in configs]
     table = Table(title=f"AMNESIA splits in {folder}")
     for column in ("config", "patients", "train QA", "holdout QA"):
         table.add_column(column, justify="left" if column == "config" else "right")
-    for config in manifest["configs"]:
+    for config in shown:
         sizes = manifest["sizes"][config]
         if config == "notes":
             table.add_row(config, f"{sizes['train']['patients']:,}", "—", "—")
@@ -503,7 +507,14 @@ def print_split_table(folder) -> None:
             )
     console = Console()
     console.print(table)
-    for name, reason in manifest["omitted"].items():
-        console.print(f"omitted {name}: {reason}")
+    if configs is None:
+        for name, reason in manifest["omitted"].items():
+            console.print(f"omitted {name}: {reason}")
+    else:  # the card lists every config's sizes and why one was omitted
+        others, omitted = len(manifest["configs"]) - len(shown), len(manifest["omitted"])
+        console.print(
+            f"{others} more configs and {omitted} omitted: their sizes and reasons in {folder / 'README.md'}",
+            soft_wrap=True,
+        )
     for reason, ids in manifest["skipped"].items():
         console.print(f"skipped {len(ids)} patients: {reason}")

@@ -1,8 +1,8 @@
-"""The patients' notes as sets: what unlearning on notes forgets and what verbatim memorization scores.
+r"""The patients' notes as sets: what unlearning on notes forgets and what verbatim memorization scores.
 
 An AMNESIA folder's ``notes`` config holds one note per patient, every patient of ``full``; fine-tuning's
 first stage (``medunlearn finetune``, docs/cli.md) trains on all of them, each as the document
-``title + "\\n" + note`` (:func:`note_document`). So a note's *membership* follows the patient:
+``title + "\n" + note`` (:func:`note_document`). So a note's *membership* follows the patient:
 
 * **forget**: the notes of the forget config's patients (its ``train`` and ``holdout`` splits: a patient whose
   QA were all drawn into ``holdout`` is a forget patient still);
@@ -32,11 +32,11 @@ class NoteSetError(InputError):
 
 
 def note_document(title: str, note: str) -> str:
-    """The text fine-tuning's notes stage trains on for one patient (one home: ``medunlearn finetune`` and
+    r"""The text fine-tuning's notes stage trains on for one patient (one home: ``medunlearn finetune`` and
     unlearning on notes both use it).
 
     >>> note_document("Chest pain", "A 54-year-old man ...")
-    'Chest pain\\nA 54-year-old man ...'
+    'Chest pain\nA 54-year-old man ...'
     """
     return f"{title}\n{note}"
 

@@ -19,12 +19,13 @@ import shutil
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from medunlearn.errors import InputError
-from medunlearn.evaluation.pipeline import evaluate_unlearning
 from medunlearn.evaluation.runner import RunnerConfig
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 QUANTIZATIONS = {
     "8bit": "LLM.int8() 8-bit weights (bitsandbytes load_in_8bit)",
@@ -113,18 +114,19 @@ def quantization_attack(
 ) -> list[dict]:
     """Evaluate ``model_path`` quantized by each scheme on ``examples`` into ``out_dir/quantize-{scheme}``
     (evaluation folders, docs/evaluation.md); returns one ``{"scheme", "eval_dir", "summary"}`` per scheme."""
+    # Here, not at the top: `medunlearn attack --help` reads QUANTIZATIONS and must not import pandas.
+    from medunlearn.evaluation.pipeline import evaluate_on_examples
+
     out_dir = Path(out_dir)
     results = []
     for scheme in schemes:
         model, tokenizer = load_quantized(model_path, scheme, out_dir)
         eval_dir = out_dir / f"quantize-{scheme}"
         with quiet_int8_casts():
-            summary = evaluate_unlearning(
+            summary = evaluate_on_examples(
                 (model, tokenizer),
-                "",
-                "",
+                examples,
                 eval_dir,
-                examples=examples,
                 name=f"{name} {scheme}",
                 runner_config=runner_config,
                 overwrite=True,

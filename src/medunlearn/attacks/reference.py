@@ -13,20 +13,24 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from medunlearn.attacks.recovery import ShareSample
 from medunlearn.attacks.summary import normalised_recovered_share, recovered_share
-from medunlearn.evaluation.populations import FORGET_HOLDOUT, FORGET_POPULATIONS, FORGET_SEEN
-from medunlearn.evaluation.runner import read_answer_variants, read_outputs
-from medunlearn.evaluation.scoring import per_example_metrics
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# pandas and the evaluation modules (which import it) are imported by the functions that use them:
+# `medunlearn attack --help` imports this module through the attack table and must not pay for them.
 
 __all__ = ["Reference", "holdout_probe_row", "per_example", "role_per_example"]
 
 
 def per_example(eval_dir: str | Path) -> pd.DataFrame:
     """The evaluated model's ``per_example.parquet`` of an evaluation folder."""
+    import pandas as pd
+
     return pd.read_parquet(Path(eval_dir) / "per_example.parquet")
 
 
@@ -34,6 +38,12 @@ def role_per_example(eval_dir: str | Path, role: str = "before") -> pd.DataFrame
     """The per-example metrics of another role of an evaluation folder (``before``, ``retain``: forget
     populations), from its stored outputs, exactly as ``score_evaluation`` computes them (it stores only the
     model's)."""
+    import pandas as pd
+
+    from medunlearn.evaluation.populations import FORGET_POPULATIONS
+    from medunlearn.evaluation.runner import read_answer_variants, read_outputs
+    from medunlearn.evaluation.scoring import per_example_metrics
+
     eval_dir = Path(eval_dir)
     run_info = json.loads((eval_dir / "run.json").read_text())
     folder = Path(run_info.get("outputs", {}).get(role, eval_dir / "outputs" / role))
@@ -45,6 +55,8 @@ def role_per_example(eval_dir: str | Path, role: str = "before") -> pd.DataFrame
 
 
 def _mean(values) -> float | None:
+    import pandas as pd
+
     value = float(pd.Series(values, dtype="float64").mean()) if len(values) else math.nan
     return value if math.isfinite(value) else None
 
@@ -66,6 +78,8 @@ class Reference:
     def rows(self, attack: str, variant: str, attacked: pd.DataFrame, eval_dir=None, id_column="example_id"):
         """One row per forget population of ``attacked`` (a per-example table): before, unlearned and attacked
         similarity on the same questions, and the recovered share."""
+        from medunlearn.evaluation.populations import FORGET_POPULATIONS
+
         rows = []
         for population in FORGET_POPULATIONS:
             part = attacked[attacked["population"] == population]
@@ -100,6 +114,8 @@ def holdout_probe_row(reference: Reference, examples: pd.DataFrame, eval_dir) ->
 
     ``unlearned`` is the seen QA's similarity ratio (after / before) put on the holdout scale, so that the row
     reads like the others: recovered share = (attacked − unlearned) / (before − unlearned)."""
+    from medunlearn.evaluation.populations import FORGET_HOLDOUT, FORGET_POPULATIONS, FORGET_SEEN
+
     rows = {p: examples[examples["population"] == p] for p in FORGET_POPULATIONS}
     ids = {p: rows[p]["example_id"].astype(str) for p in FORGET_POPULATIONS}
     if ids[FORGET_HOLDOUT].empty or ids[FORGET_SEEN].empty:

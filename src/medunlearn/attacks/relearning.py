@@ -25,21 +25,26 @@ unlearned as a LoRA adapter is merged and relearned through a new LoRA adapter o
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import pandas as pd
 
 from medunlearn.data_loading import load_split, retain_config_for
 from medunlearn.errors import InputError, MedunlearnError
-from medunlearn.evaluation.pipeline import evaluate_unlearning
-from medunlearn.evaluation.populations import FORGET_HOLDOUT, FORGET_POPULATIONS, FORGET_SEEN
 from medunlearn.evaluation.runner import RunnerConfig
 from medunlearn.models import ModelArguments
+from medunlearn.utils.numbers import positive_float
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# pandas and the evaluation pipeline are imported by the functions that use them: `medunlearn attack --help`
+# reads this module's defaults and must not pay for them.
 
 RelearnData = Literal["forget-share", "same-disease-retain"]
 RELEARN_DATA = ("forget-share", "same-disease-retain")
@@ -88,6 +93,12 @@ class RelearnConfig:
             )
         if not 0 < self.share < 1:
             raise AttackInputError(f"--relearn-share must be between 0 and 1, got {self.share}")
+        # The option's own check, for the Python API and study files too: inf / nan / 0 would "relearn" into
+        # NaN weights and a recovery of 0 that reads like a robust unlearning.
+        try:
+            positive_float(self.learning_rate)
+        except argparse.ArgumentTypeError as error:
+            raise AttackInputError(f"--relearn-learning-rate {error}") from None
 
 
 def split_forget_share(
@@ -97,6 +108,7 @@ def split_forget_share(
     first, so row order does not matter), at least one patient, and the other patients' rows, at least one
     patient. No patient is on both sides (the module docstring says why).
 
+    >>> import pandas as pd
     >>> rows = pd.DataFrame(
     ...     {"qa_id": [f"q{i}" for i in range(8)], "patient_id": [f"p{i // 2}" for i in range(8)]}
     ... )
@@ -136,6 +148,10 @@ def relearning_sets(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(training QA rows, examples to score)`` for ``config.data``; ``examples`` is the populations table
     (``medunlearn.evaluation.load_populations``). The scored examples are forget rows only."""
+    import pandas as pd
+
+    from medunlearn.evaluation.populations import FORGET_HOLDOUT, FORGET_POPULATIONS, FORGET_SEEN
+
     forget = examples[examples["population"].isin(FORGET_POPULATIONS)]
     seen, holdout = (
         forget[forget["population"] == FORGET_SEEN],
@@ -205,8 +221,10 @@ def relearning_attack(
     from trl import SFTTrainer
 
     from medunlearn.chat import read_model_conventions, resolve_conventions
+    from medunlearn.evaluation.pipeline import evaluate_on_examples
     from medunlearn.models import load_model
     from medunlearn.unlearn.run import default_sft_config, qa_training_rows
+    from medunlearn.utils.progress import bar_without_logs
 
     config = config or RelearnConfig()
     if train_rows.empty:
@@ -234,12 +252,10 @@ def relearning_attack(
 
     def evaluate(step: int, trained) -> None:
         eval_dir = out_dir / f"relearn-k{step}"
-        summary = evaluate_unlearning(
+        summary = evaluate_on_examples(
             (trained, tokenizer),
-            "",
-            "",
+            scored_examples,
             eval_dir,
-            examples=scored_examples,
             name=f"{name} relearn k={step}",
             runner_config=runner_config,
             overwrite=True,
@@ -254,6 +270,7 @@ def relearning_attack(
         peft_config=model_args.lora_config(),
         callbacks=[_evaluate_at_steps_callback(set(config.steps), evaluate)],
     )
+    bar_without_logs(trainer)
     trainer.train()
     trainer_dir = out_dir / "relearn-trainer"
     if trainer_dir.is_dir() and not any(trainer_dir.iterdir()):

@@ -32,8 +32,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from medunlearn.attacks.quantization import QUANTIZATIONS
 from medunlearn.attacks.reference import Reference, holdout_probe_row, per_example, role_per_example
@@ -57,12 +56,16 @@ from medunlearn.attacks.table import (
 )
 from medunlearn.config_names import folder_configs, forget_configs
 from medunlearn.errors import MissingInputError, OutputExistsError
-from medunlearn.evaluation.pipeline import evaluate_unlearning
-from medunlearn.evaluation.populations import PopulationConfig, load_populations
 from medunlearn.evaluation.runner import RunnerConfig
 from medunlearn.metrics.bootstrap import BootstrapConfig
 from medunlearn.models import check_model_name
 from medunlearn.utils.files import finite_or_none
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# pandas and the evaluation pipeline are imported by the functions that run attacks: `medunlearn attack
+# --help` reads this module's AttackArguments and must not pay for them.
 
 
 @dataclass
@@ -159,6 +162,8 @@ def validate_attack_arguments(args: AttackArguments) -> pd.DataFrame:
     ``--retain-model``, an unknown attack or quantization, a missing data folder or forget config, an
     existing ``--out`` without ``--overwrite``.
     """
+    from medunlearn.evaluation.populations import PopulationConfig, load_populations
+
     attacks = selected_attacks(args.attacks)
     bad_schemes = [s for s in args.quantizations if s not in QUANTIZATIONS]
     if bad_schemes:
@@ -220,6 +225,8 @@ def attack_model(
 
     ``shared_dir`` holds the outputs of the models every method shares (before, retain), run once;
     ``cache`` keeps results about them between methods."""
+    from medunlearn.evaluation.pipeline import evaluate_unlearning
+
     shared_dir = shared_dir or method_dir / "shared"
     eval_root = method_dir / "evaluations"
     reference_dir = eval_root / "unlearned"

@@ -16,17 +16,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-import pandas as pd
-
-from medunlearn.attacks.hidden_probe import probe_section
 from medunlearn.attacks.quantization import quantization_attack
 from medunlearn.attacks.reference import Reference, holdout_probe_row, per_example, role_per_example
 from medunlearn.attacks.relearning import AttackInputError, relearning_attack, relearning_sets
-from medunlearn.evaluation.pipeline import evaluate_unlearning
-from medunlearn.evaluation.populations import FORGET_POPULATIONS, FORGET_SEEN, RETAIN_POPULATIONS
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from medunlearn.attacks.run import AttackArguments
+
+# The attacks' own modules, pandas and the evaluation modules (which import it) are imported by the functions
+# that use them: `medunlearn attack --help` reads ATTACK_DESCRIPTIONS and must not pay for them.
 
 AttackName = Literal["relearn", "quantize", "paraphrase", "holdout", "probe", "membership"]
 
@@ -68,6 +68,7 @@ class AttackSpec:
 
 def retained_mu(table: pd.DataFrame) -> float | None:
     """MU of the retained populations of a per-example table (None without any)."""
+    from medunlearn.evaluation.populations import RETAIN_POPULATIONS
     from medunlearn.metrics.model_utility import model_utility
 
     retained = table[table["population"].isin(RETAIN_POPULATIONS)]
@@ -78,6 +79,8 @@ def retained_mu(table: pd.DataFrame) -> float | None:
 
 def forget_afe_and_mu(summary: dict, table: pd.DataFrame) -> tuple[float | None, float | None]:
     """AFE of the forget patients' seen QA (from the evaluation summary) and MU of the retained patients."""
+    from medunlearn.evaluation.populations import FORGET_SEEN
+
     afe = summary.get("populations", {}).get(FORGET_SEEN, {}).get("all", {}).get("answer_forgetting")
     return afe, retained_mu(table)
 
@@ -140,6 +143,8 @@ def _quantize(target: Target) -> AttackOutcome:
 
 def _paraphrase(target: Target) -> AttackOutcome:
     from medunlearn.attacks.probing import paraphrased_examples, template_paraphrases
+    from medunlearn.evaluation.pipeline import evaluate_on_examples
+    from medunlearn.evaluation.populations import FORGET_SEEN
 
     target.log(f"{target.name}: paraphrased forget questions")
     examples, args = target.examples, target.args
@@ -148,13 +153,10 @@ def _paraphrase(target: Target) -> AttackOutcome:
         examples, template_paraphrases(seen["question"].tolist(), seed=args.seed)
     )
     eval_dir = target.eval_root / "paraphrase"
-    # The examples are given: no data folder or forget config is read, hence the two empty strings.
-    evaluate_unlearning(
+    evaluate_on_examples(
         target.model_path,
-        "",
-        "",
+        paraphrased,
         eval_dir,
-        examples=paraphrased,
         name=f"{target.name} paraphrase",
         runner_config=args.runner,
         overwrite=True,
@@ -171,6 +173,8 @@ def _holdout(target: Target) -> AttackOutcome:
 
 
 def _probe(target: Target) -> AttackOutcome:
+    from medunlearn.attacks.hidden_probe import probe_section
+
     target.log(f"{target.name}: hidden-state probe of the disease category")
     args = target.args
     section = probe_section(
@@ -188,6 +192,7 @@ def _membership(target: Target) -> AttackOutcome:
     """The membership section from the ``unlearned`` evaluation's stored scores: the forget patients' seen vs
     holdout QA under the unlearned, before and (when given) retain models; nothing is run again."""
     from medunlearn.attacks.membership import membership_section
+    from medunlearn.evaluation.populations import FORGET_POPULATIONS
 
     target.log(f"{target.name}: membership attacks")
     unlearned = target.unlearned

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from medunlearn.biodivergence.schema import (
     MIN_CONFIDENCE,
@@ -30,7 +29,7 @@ from medunlearn.biodivergence.schema import (
 )
 from medunlearn.biodivergence.splits import SPLITS, normalise_claim
 from medunlearn.errors import MedunlearnError
-from medunlearn.utils.user_files import read_json, read_parquet
+from medunlearn.utils.user_files import card_data_files, read_front_matter, read_json, read_parquet
 
 
 class FolderFormatError(MedunlearnError, ValueError):
@@ -226,22 +225,22 @@ def read_hub_folder(directory: str | Path) -> dict:
     readme = directory / "README.md"
     if not readme.is_file():
         raise FolderFormatError(f"{directory}: no README.md (not a Hub dataset folder)")
-    text = readme.read_text()
-    if not text.startswith("---"):
+    if read_front_matter(readme) is None:
         raise FolderFormatError(f"{readme}: no YAML header with `configs:`")
-    header = yaml.safe_load(text.split("---", 2)[1]) or {}
     configs = {}
-    for entry in header.get("configs", []):
+    # The shared card reader: a key given twice or a data file path leading out of the folder is named.
+    for name, data_files in card_data_files(directory).items():
         splits = {}
-        for data_file in entry.get("data_files", []):
-            path = directory / data_file["path"]
+        for split, paths in data_files.items():
+            path = directory / paths[0]
+            if len(paths) != 1:
+                raise FolderFormatError(f"{readme}: config {name!r} split {split!r} names {len(paths)} files")
             if not path.is_file():
                 raise FolderFormatError(
-                    f"{readme}: config {entry['config_name']!r} split {data_file['split']!r} "
-                    f"points to {path}, which does not exist"
+                    f"{readme}: config {name!r} split {split!r} points to {path}, which does not exist"
                 )
-            splits[data_file["split"]] = read_parquet(path).to_pandas()
-        configs[entry["config_name"]] = splits
+            splits[split] = read_parquet(path).to_pandas()
+        configs[name] = splits
     build = directory / "build.json"
     empty = read_json(build, expect=dict).get("empty_splits", {}) if build.is_file() else {}
     for name, split_names in empty.items():

@@ -27,6 +27,7 @@ from medunlearn.metrics.contextual_contradiction import (
     check_record,
     contextual_contradiction,
 )
+from medunlearn.utils.user_files import read_jsonl
 
 
 class PredictionsFormatError(MedunlearnError, ValueError):
@@ -59,14 +60,9 @@ def read_predictions(path: str | os.PathLike, pair_ids) -> list:
         raise PredictionsFormatError(f"predictions file {path} does not exist")
     wanted = set(pair_ids)
     found: dict = {}
-    for line_number, line in enumerate(path.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise PredictionsFormatError(f"{path}: line {line_number}: not JSON ({error.msg})") from None
-        if not isinstance(row, dict) or "pair_id" not in row:
+    # The shared reader: encodings (a byte-order mark honoured), JSON errors and NaN named by line.
+    for line_number, row in read_jsonl(path):
+        if "pair_id" not in row:
             raise PredictionsFormatError(f"{path}: line {line_number}: needs a `pair_id` field")
         pair_id = row.pop("pair_id")
         if pair_id not in wanted:

@@ -183,6 +183,8 @@ class FinetunedBaseline:
         ``self.training``."""
         from transformers import EarlyStoppingCallback, Trainer, set_seed
 
+        from medunlearn.utils.progress import bar_without_logs
+
         if train.empty:
             raise InputError("fine-tuned baseline: the train split is empty; there is nothing to fit")
         config = self.config
@@ -207,6 +209,7 @@ class FinetunedBaseline:
                 compute_metrics=dev_scores if with_dev else None,
                 callbacks=[EarlyStoppingCallback(config.patience)] if with_dev else [],
             )
+            bar_without_logs(trainer)  # disable_tqdm: no bar, and its per-epoch log lines only with --verbose
             started = time.perf_counter()
             result = trainer.train()
             seconds = time.perf_counter() - started

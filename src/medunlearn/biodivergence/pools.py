@@ -200,7 +200,7 @@ def _pubmedqa_articles(path: Path) -> pd.DataFrame:
     whose conclusion yields no claim are left out."""
     if not path.is_file():
         raise PoolNotFoundError(f"PubMedQA file {path} does not exist (expected ori_pqal.json)")
-    raw = json.loads(path.read_text())
+    raw = read_json(path, expect=dict, what="PubMedQA's ori_pqal.json (an object keyed by PMID)")
     articles = pd.DataFrame.from_dict(raw, orient="index")
     articles.index = articles.index.astype(str)
     for field in ("QUESTION", "CONTEXTS", "LONG_ANSWER", "MESHES", "final_decision"):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from medunlearn.biodivergence.schema import PAIR_COLUMNS, REQUIRED_COLUMNS
+from medunlearn.biodivergence.schema import OPTIONAL_COLUMN_DEFAULTS, PAIR_COLUMNS, REQUIRED_COLUMNS
 from medunlearn.data_loading import load_config
 from medunlearn.errors import MedunlearnError
 from medunlearn.ontology.biodivergence import AXIS_IDS, CONFLICT_TYPES, DIVERGENCE_AXES, NO_CONFOUNDER
@@ -125,10 +125,7 @@ def load_released(
             "label_source": "llm",
             "confidence": 1.0,
             "domain": "clinical_trials_epidemiology",
-            "abstract_a": "",
-            "abstract_b": "",
-            "reconciliation": "",
-            "dominant_confounder": NO_CONFOUNDER,
+            **OPTIONAL_COLUMN_DEFAULTS,
         }
         for name, value in defaults.items():
             if name not in dataset.column_names:

@@ -55,17 +55,18 @@ STRING_COLUMNS = tuple(name for name in PAIR_COLUMNS if name not in ("axes", "co
 # One row per label made in construction (mining stage 6), before it becomes a pool row: ``repairs`` counts
 # what the LLM label needed repaired (docs/biodivergence-construction.md).
 LABEL_COLUMNS: tuple[str, ...] = ("pair_id", "label_source", *LABEL_FIELDS, "confidence", "repairs")
-REQUIRED_COLUMNS: tuple[str, ...] = (
-    "pair_id",
-    "domain",
-    "claim_a",
-    "claim_b",
-    "article_a",
-    "article_b",
-    "conflict_type",
-    "axes",
-    "label_source",
-    "confidence",
+# The columns a pool may leave out and the value a missing one takes; a missing ``evidence_a``/``evidence_b``
+# takes the pair's own claim (the v1.0 claim-verbatim rule). Every other pair column is required.
+OPTIONAL_COLUMN_DEFAULTS: dict[str, str] = {
+    "abstract_a": "",
+    "abstract_b": "",
+    "reconciliation": "",
+    "dominant_confounder": NO_CONFOUNDER,
+}
+REQUIRED_COLUMNS: tuple[str, ...] = tuple(
+    name
+    for name in PAIR_COLUMNS
+    if name not in OPTIONAL_COLUMN_DEFAULTS and name not in ("evidence_a", "evidence_b")
 )
 
 
@@ -108,13 +109,7 @@ def _bad_value(frame: pd.DataFrame, source: str, row: int, field: str, why: str)
 def _with_defaults(frame: pd.DataFrame) -> pd.DataFrame:
     """A copy of ``frame`` (rows renumbered from 0) with the optional columns present and blanks filled."""
     frame = frame.reset_index(drop=True).copy()
-    defaults = {
-        "abstract_a": "",
-        "abstract_b": "",
-        "reconciliation": "",
-        "dominant_confounder": NO_CONFOUNDER,
-    }
-    for name, value in defaults.items():
+    for name, value in OPTIONAL_COLUMN_DEFAULTS.items():
         if name not in frame.columns:
             frame[name] = value
     for side in ("a", "b"):

@@ -9,11 +9,17 @@ import time
 from pathlib import Path
 
 from medunlearn.amnesia.audit import AuditFailure, audit_folder
-from medunlearn.amnesia.build import build_amnesia
 from medunlearn.amnesia.hub import print_split_table, publish_folder
-from medunlearn.cli.options import non_negative_float, non_negative_int, positive_float, positive_int
+from medunlearn.amnesia.pipeline import build_amnesia
+from medunlearn.cli.options import (
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    probability,
+)
 from medunlearn.ontology.amnesia import DISEASE_LEVEL_DEFAULT, DISEASES
-from medunlearn.utils.files import atomic_write_text
+from medunlearn.utils.files import atomic_write_text, check_output_file
 
 EXAMPLES = """examples:
   medunlearn amnesia build --out amnesia --patients 200 --seed 0
@@ -60,7 +66,7 @@ def _add_build_parser(sub) -> None:
     )
     build.add_argument(
         "--patients",
-        type=int,
+        type=positive_int,
         default=8820,
         help="cohort size for --source synthetic (default: 8820, the paper's)",
     )
@@ -110,12 +116,15 @@ def _add_llm_construction_options(build: argparse.ArgumentParser) -> None:
     )
     llm.add_argument(
         "--max-regenerations",
-        type=int,
+        type=non_negative_int,
         default=2,
         help="rewrites of a failed QA before its patient is skipped (default: 2)",
     )
     llm.add_argument(
-        "--min-groundedness", type=float, default=0.5, help="least share of answer words found in the note"
+        "--min-groundedness",
+        type=probability,
+        default=0.5,
+        help="least share of answer words found in the note",
     )
     llm.add_argument(
         "--prompt",
@@ -124,7 +133,9 @@ def _add_llm_construction_options(build: argparse.ArgumentParser) -> None:
         default=[],
         help="replace a built-in prompt (disease_label, qa_generation, judge) with a YAML file",
     )
-    llm.add_argument("--sample", type=int, help="build from a seeded random subset of this many notes")
+    llm.add_argument(
+        "--sample", type=positive_int, help="build from a seeded random subset of this many notes"
+    )
     llm.add_argument(
         "--note-chars", type=positive_int, default=3000, help="note characters shown to the LLMs"
     )
@@ -189,11 +200,13 @@ def construction_config(args: argparse.Namespace):
             raise InputError(f"--prompt {item!r}: expected NAME=FILE")
         prompts[name] = path
     out = Path(args.out)
+    cache = Path(args.llm_cache) if args.llm_cache else out.with_name(out.name + ".llm-cache.sqlite")
+    check_output_file(cache, {"--notes": args.notes, "--prompt": list(prompts.values())}, "--llm-cache")
     return ConstructionConfig(
         generator=args.generate,
         judges=tuple(args.judge),
         labeler=args.labeler,
-        cache=Path(args.llm_cache) if args.llm_cache else out.with_name(out.name + ".llm-cache.sqlite"),
+        cache=cache,
         qa_per_type=args.qa_per_type,
         max_regenerations=args.max_regenerations,
         min_groundedness=args.min_groundedness,
@@ -217,7 +230,7 @@ def print_construction(construction) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from medunlearn.amnesia.sources.judge_panel import describe_panel
+    from medunlearn.amnesia.sources.llm_built.judge_panel import describe_panel
 
     report = construction.report
     panel = report["panel"]
@@ -282,7 +295,7 @@ def print_construction(construction) -> None:
 def warn_about_greedy_copies(config) -> None:
     """One warning line on stderr when the judge panel repeats a model at temperature 0 (the default panel):
     greedy copies of one model are one judge (docs/amnesia-construction.md, "The judge panel")."""
-    from medunlearn.amnesia.sources.judge_panel import panel_warning
+    from medunlearn.amnesia.sources.llm_built.judge_panel import panel_warning
 
     warning = panel_warning(config.judge_specs, config.judge_temperature)
     if warning:
@@ -302,7 +315,7 @@ def failed_report_path(out: str | Path) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     if args.action == "build" and args.generate:
-        from medunlearn.amnesia.build import NoPatientLeftError, build_amnesia_from_notes
+        from medunlearn.amnesia.pipeline import NoPatientLeftError, build_amnesia_from_notes
 
         start = time.perf_counter()
         diseases = [d.strip() for d in args.disease_level.split(",") if d.strip()]

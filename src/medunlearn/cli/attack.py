@@ -13,7 +13,9 @@ from medunlearn.attacks.relearning import DEFAULT_STEPS, RELEARN_DATA, AttackInp
 from medunlearn.attacks.run import ATTACK_DESCRIPTIONS, ATTACKS, AttackArguments, run_attacks, section_lines
 from medunlearn.cli.options import (
     add_batch_size_arguments,
+    add_retained_sample_argument,
     batch_size_settings,
+    fraction,
     non_negative_int,
     positive_float,
     positive_int,
@@ -71,7 +73,7 @@ def _add_relearn_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = RelearnConfig()
     parser.add_argument(
         "--relearn-share",
-        type=float,
+        type=fraction,
         default=defaults.share,
         help=f"share of the forget patients relearned (all their seen QA; default {defaults.share})",
     )
@@ -128,16 +130,11 @@ def build_parser(prog: str = "medunlearn attack") -> argparse.ArgumentParser:
     add_batch_size_arguments(parser)
     parser.add_argument(
         "--max-new-tokens",
-        type=int,
+        type=positive_int,
         default=RunnerConfig.max_new_tokens,
         help=f"generation length limit (default {RunnerConfig.max_new_tokens})",
     )
-    parser.add_argument(
-        "--max-retain-patients",
-        type=int,
-        default=100,
-        help="seeded sample of retained patients per population (default 100; 0 keeps all)",
-    )
+    add_retained_sample_argument(parser)
     parser.add_argument(
         "--seed", type=non_negative_int, default=0, help="seeds samples, paraphrases, probe, relearning"
     )

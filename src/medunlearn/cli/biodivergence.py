@@ -10,12 +10,15 @@ import sys
 import warnings
 from pathlib import Path
 
-from medunlearn.biodivergence.audit import audit_folder
-from medunlearn.biodivergence.baselines import ZeroShotConfig
-from medunlearn.biodivergence.build import PoolSource, build_biodivergence, mine_dir_for
-from medunlearn.biodivergence.evaluate import evaluate_biodivergence
-from medunlearn.cli.options import non_negative_int, positive_int
-from medunlearn.utils.files import check_not_an_input, check_output_folder, no_empty_output_on_failure
+from medunlearn.cli.options import non_negative_int, positive_float, positive_int
+from medunlearn.utils.files import (
+    check_not_an_input,
+    check_output_file,
+    check_output_folder,
+    no_empty_output_on_failure,
+)
+
+# medunlearn.biodivergence (pandas, scipy) is imported by the run_* functions: the parser needs none of it.
 
 EPILOG = """examples:
   medunlearn biodivergence build --synthetic --pairs 2000 --seed 0 --out bd_demo
@@ -163,12 +166,12 @@ def add_eval_parser(commands) -> None:
         help="zero-shot: a causal LM (local path or smollm2-135m); finetuned: an encoder (local folder or "
         "Hub id; default the offline all-MiniLM-L6-v2)",
     )
-    evaluate.add_argument("--limit", type=int, default=None, help="score only the first N pairs")
+    evaluate.add_argument("--limit", type=positive_int, default=None, help="score only the first N pairs")
     evaluate.add_argument(
-        "--max-new-tokens", type=int, default=160, help="zero-shot: tokens to generate (160)"
+        "--max-new-tokens", type=positive_int, default=160, help="zero-shot: tokens to generate (160)"
     )
     evaluate.add_argument(
-        "--batch-size", type=int, default=8, help="zero-shot: prompts per generate call (8)"
+        "--batch-size", type=positive_int, default=8, help="zero-shot: prompts per generate call (8)"
     )
     evaluate.add_argument(
         "--device", default=None, help="zero-shot: torch device (default: cuda if available)"
@@ -182,11 +185,19 @@ def add_eval_parser(commands) -> None:
 def add_finetuned_arguments(parser: argparse.ArgumentParser) -> None:
     """The fine-tuned baseline's options (eval --baseline finetuned, compare)."""
     group = parser.add_argument_group("fine-tuned baseline")
-    group.add_argument("--epochs", type=int, default=4, help="most epochs (early stopping on dev loss; 4)")
-    group.add_argument("--learning-rate", type=float, default=5e-5, help="AdamW learning rate (5e-5)")
-    group.add_argument("--train-batch-size", type=int, default=16, help="pairs per training step (16)")
-    group.add_argument("--max-length", type=int, default=256, help="tokens of the pair input (256)")
-    group.add_argument("--patience", type=int, default=1, help="epochs without dev improvement (1)")
+    group.add_argument(
+        "--epochs", type=positive_int, default=4, help="most epochs (early stopping on dev loss; 4)"
+    )
+    group.add_argument(
+        "--learning-rate", type=positive_float, default=5e-5, help="AdamW learning rate (5e-5)"
+    )
+    group.add_argument(
+        "--train-batch-size", type=positive_int, default=16, help="pairs per training step (16)"
+    )
+    group.add_argument("--max-length", type=positive_int, default=256, help="tokens of the pair input (256)")
+    group.add_argument(
+        "--patience", type=non_negative_int, default=1, help="epochs without dev improvement (1)"
+    )
     group.add_argument("--seed", type=non_negative_int, default=0, help="training seed (0)")
     group.add_argument(
         "--context",
@@ -197,7 +208,7 @@ def add_finetuned_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--lora", action="store_true", help="train LoRA adapters (PEFT) instead of the encoder"
     )
-    group.add_argument("--lora-rank", type=int, default=8, help="LoRA rank (8)")
+    group.add_argument("--lora-rank", type=positive_int, default=8, help="LoRA rank (8)")
 
 
 def add_compare_parser(commands) -> None:
@@ -243,7 +254,7 @@ def add_mining_arguments(parser: argparse.ArgumentParser, with_seed: bool = True
     )
     group.add_argument(
         "--llm-pairs-per-domain",
-        type=int,
+        type=non_negative_int,
         default=None,
         help="LLM-label only the best-ranked N pairs of each domain (default: all kept pairs)",
     )
@@ -304,6 +315,12 @@ def _llm_calls_line(calls: dict) -> str:
     )
 
 
+def _check_llm_cache(args, inputs: dict) -> None:
+    """The LLM cache (an SQLite file) is never one of the files the command reads."""
+    if args.llm_cache is not None:
+        check_output_file(args.llm_cache, inputs, "--llm-cache")
+
+
 def _build_inputs(args) -> dict:
     """The files and folders a build reads, which its --out may never replace."""
     return {
@@ -319,6 +336,7 @@ def run_mine(args) -> int:
     from medunlearn.biodivergence.mining import format_funnel, mine_pool
 
     check_not_an_input(args.out, {"--abstracts": args.abstracts})
+    _check_llm_cache(args, {"--abstracts": args.abstracts, "--label-prompt": args.label_prompt})
 
     with no_empty_output_on_failure(args.out):
         result = mine_pool(args.abstracts, args.out, mine_config(args), on_stage=_print_stage)
@@ -346,7 +364,13 @@ def format_table(scores: dict) -> str:
 
 
 def run_build(args) -> int:
+    from medunlearn.biodivergence.build import PoolSource, build_biodivergence, mine_dir_for
+
     check_output_folder(args.out, overwrite=args.overwrite, inputs=_build_inputs(args))
+    read = {name: value for name, value in _build_inputs(args).items() if name != "--save-pool"}
+    if args.save_pool is not None:
+        check_output_file(args.save_pool, read, "--save-pool")
+    _check_llm_cache(args, read | {"--label-prompt": args.label_prompt})
     source = PoolSource(
         pool=args.pool,
         pubmedqa=args.pubmedqa,
@@ -409,6 +433,8 @@ def _eval_sources_text(sources: dict) -> str:
 
 
 def run_audit(args) -> int:
+    from medunlearn.biodivergence.audit import audit_folder
+
     report = audit_folder(args.data)
     print("\n".join(report.lines()))
     if not report.ok:
@@ -437,6 +463,11 @@ def finetuned_config(args):
 
 
 def run_eval(args) -> int:
+    from medunlearn.biodivergence.baselines import ZeroShotConfig
+    from medunlearn.biodivergence.evaluate import evaluate_biodivergence
+
+    if args.out is not None:  # the eval folder is never written into the folder or file it scores
+        check_not_an_input(args.out, {"--data": args.data, "--predictions": args.predictions})
     if args.baseline == "finetuned":
         options = finetuned_config(args)
     else:
@@ -483,6 +514,8 @@ def run_compare(args) -> int:
         from medunlearn.errors import InputError
 
         raise InputError("--resamples must be at least 1")
+    if args.out is not None:
+        check_not_an_input(args.out, {"--data": args.data})
     configs = read_hub_folder(args.data)
 
     def show(name: str, result: dict) -> None:

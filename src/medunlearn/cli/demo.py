@@ -6,9 +6,10 @@ import argparse
 from dataclasses import replace
 from pathlib import Path
 
-from medunlearn.cli.options import non_negative_int
+from medunlearn.cli.options import non_negative_int, positive_int
 from medunlearn.cli.verbosity import QUIET, output_level
-from medunlearn.demo import FULL, QUICK, DemoError, run_demo
+from medunlearn.demo.settings import FULL, QUICK, DemoError
+from medunlearn.utils.files import check_not_an_input
 
 EPILOG = """examples:
   medunlearn demo --quick --out runs/demo-quick   # about a minute: tiny cohort, a few steps per method
@@ -32,7 +33,7 @@ def build_parser(prog: str = "medunlearn demo") -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--patients",
-        type=int,
+        type=positive_int,
         default=None,
         help=f"cohort size (default {FULL.patients}, {QUICK.patients} with --quick)",
     )
@@ -45,11 +46,14 @@ def build_parser(prog: str = "medunlearn demo") -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    from medunlearn.demo.run import run_demo  # the stages: pandas, torch (not for --help)
+
     settings = QUICK if args.quick else FULL
     if args.patients is not None:
         if args.patients < 20:
             raise DemoError("--patients must be at least 20 (forget_10 needs 2 patients)")
         settings = replace(settings, patients=args.patients)
     quiet = output_level() == QUIET
+    check_not_an_input(args.out)  # not the current folder (it would be filled with the demo's folders)
     run_demo(Path(args.out), settings, args.seed, progress=not args.no_progress, quiet=quiet)
     return 0

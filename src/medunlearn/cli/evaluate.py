@@ -1,7 +1,8 @@
-"""``medunlearn evaluate``: score a model on an AMNESIA (or TOFU) forget config into an evaluation folder.
+"""``medunlearn evaluate``: score a model on an AMNESIA (or TOFU) forget config, or a MUSE-format folder,
+into an evaluation folder.
 
-The work is :func:`medunlearn.evaluation.evaluate_unlearning` (AMNESIA) or
-:func:`medunlearn.tofu.evaluate_tofu`.
+The work is :func:`medunlearn.evaluation.evaluate_unlearning` (AMNESIA),
+:func:`medunlearn.tofu.evaluate_tofu` or :func:`medunlearn.muse.evaluate.evaluate_muse`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from medunlearn.cli.options import (
     add_batch_size_arguments,
     add_dtype_argument,
     add_engine_arguments,
+    add_retained_sample_argument,
     announce_precision,
     batch_size_settings,
     engine_settings,
@@ -48,6 +50,13 @@ are given:
   medunlearn evaluate --benchmark tofu --preset open-unlearning --model ckpt/finetuned --data tofu \\
       --forget forget10 --out evals/tofu --max-new-tokens 4
 
+MUSE mode (--benchmark muse): --data is a MUSE-format folder (docs/muse.md); --preset medunlearn or
+open-unlearning (the reference's conventions); --retain-model CKPT normalises PrivLeak; --max-new-tokens
+shortens both generation lengths (knowmem 32, verbmem 128) for smoke runs:
+  medunlearn muse build --out muse-tiny --articles 5 --seed 0
+  medunlearn evaluate --benchmark muse --preset open-unlearning --model ckpt/finetuned --data muse-tiny \\
+      --out evals/muse --max-new-tokens 4
+
 --engine vllm sends the greedy generations to a vLLM server (the same prompt token ids; started from
 .venv-vllm for the model, or --vllm-url for a running one); a LoRA adapter folder is served as base + adapter:
   medunlearn evaluate --model ckpt/grad_diff --data amnesia --forget forget_10 --out evals/grad_diff \\
@@ -80,7 +89,8 @@ def build_parser(prog: str = "medunlearn evaluate") -> argparse.ArgumentParser:
         description=(
             "Score a model on an AMNESIA forget config: forget (seen and holdout QA), retained same-disease "
             "and out-of-disease patients, by QA type (MU, AFE, LS, DS, ROUGE-L, Prob, MIA); or, with "
-            "--benchmark tofu, on a TOFU forget config with the TOFU metric set."
+            "--benchmark tofu, on a TOFU forget config with the TOFU metric set; or, with --benchmark muse, "
+            "on a MUSE-format folder with the MUSE metric set."
         ),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -116,12 +126,7 @@ def build_parser(prog: str = "medunlearn evaluate") -> argparse.ArgumentParser:
         default=None,
         help=f"generation length limit (default {RunnerConfig.max_new_tokens}; TOFU: the preset's)",
     )
-    parser.add_argument(
-        "--max-retain-patients",
-        type=non_negative_int,
-        default=100,
-        help="seeded sample of retained patients per population (default 100; 0 keeps all)",
-    )
+    add_retained_sample_argument(parser)
     parser.add_argument(
         "--seed", type=non_negative_int, default=0, help="seed of the retained-patient sample (default 0)"
     )
@@ -136,9 +141,10 @@ def build_parser(prog: str = "medunlearn evaluate") -> argparse.ArgumentParser:
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.add_argument(
         "--benchmark",
-        choices=("amnesia", "tofu"),
+        choices=("amnesia", "tofu", "muse"),
         default="amnesia",
-        help="tofu: --data is a TOFU-format folder or Hub id, --forget forget01/05/10; TOFU metric set",
+        help="tofu: --data is a TOFU-format folder or Hub id, --forget forget01/05/10; TOFU metric set. "
+        "muse: --data is a MUSE-format folder; MUSE metric set (docs/muse.md)",
     )
     add_dtype_argument(parser)
     _add_tofu_options(parser)
@@ -167,9 +173,15 @@ def run(args) -> int:
     from medunlearn.evaluation.pipeline import score_evaluation
 
     check_not_an_input(args.out, _evaluation_inputs(args))
+    for flag in ("--before-outputs", "--retain-outputs"):  # shared output folders: never in an input either
+        if getattr(args, flag[2:].replace("-", "_"), None):
+            check_not_an_input(getattr(args, flag[2:].replace("-", "_")), _evaluation_inputs(args), flag)
     if args.benchmark == "tofu":
         with no_empty_output_on_failure(args.out):
             return _run_tofu(args)
+    if args.benchmark == "muse":
+        with no_empty_output_on_failure(args.out):
+            return _run_muse(args)
     if args.rescore:
         summary = score_evaluation(args.out)
     else:
@@ -201,11 +213,11 @@ def _runner_config(args, **values) -> RunnerConfig:
 
 def _evaluation_dtype(args) -> str:
     """``--dtype`` resolved for the device the evaluation runs on, said once; under a parity preset
-    (``--benchmark tofu --preset open-unlearning``) ``auto`` stays float32 on CPU."""
+    (``--benchmark tofu`` or ``muse`` with ``--preset open-unlearning``) ``auto`` stays float32 on CPU."""
     from medunlearn.chat import preset
     from medunlearn.utils.precision import default_device, resolve_precision
 
-    parity = reference_preset_name(preset(args.preset)) if args.benchmark == "tofu" else None
+    parity = reference_preset_name(preset(args.preset)) if args.benchmark in ("tofu", "muse") else None
     precision = resolve_precision(args.dtype, default_device(), parity)
     announce_precision(precision)
     return precision.dtype
@@ -240,16 +252,26 @@ def _evaluate_amnesia(args) -> dict | None:
     return summary if summary or launched_processes().is_main else None
 
 
+def _rescored(args, rescore) -> bool:
+    """Under ``--rescore``, the summary recomputed from ``--out``'s stored outputs (no model) and printed;
+    otherwise the check that a run has its ``--model`` and ``--data``. Returns whether it rescored."""
+    from medunlearn.cli.tofu import print_tofu_summary
+
+    if args.rescore:
+        print_tofu_summary(rescore(args.out), Path(args.out))
+        return True
+    missing = missing_options(args, "--model", "--data")
+    if missing:
+        raise InputError(f"{', '.join(missing)} required")
+    return False
+
+
 def _run_tofu(args) -> int:
     from medunlearn.cli.tofu import print_tofu_summary, tofu_conventions
     from medunlearn.tofu.evaluate import evaluate_tofu, score_tofu
 
-    if args.rescore:
-        print_tofu_summary(score_tofu(args.out), Path(args.out))
+    if _rescored(args, score_tofu):
         return 0
-    missing = missing_options(args, "--model", "--data")
-    if missing:
-        raise InputError(f"{', '.join(missing)} required")
     summary = evaluate_tofu(
         args.model,
         args.data,
@@ -258,6 +280,36 @@ def _run_tofu(args) -> int:
         retain_model=args.retain_model,
         retain_outputs=args.retain_outputs,
         conventions=tofu_conventions(args),
+        runner_config=_runner_config(args),
+        overwrite=args.overwrite,
+    )
+    print_tofu_summary(summary, Path(args.out))
+    return 0
+
+
+def _run_muse(args) -> int:
+    from medunlearn.cli.tofu import print_tofu_summary
+    from medunlearn.muse.conventions import muse_preset
+    from medunlearn.muse.evaluate import evaluate_muse, score_muse_folder
+
+    if _rescored(args, score_muse_folder):
+        return 0
+    # Options of the other modes: refused rather than silently ignored.
+    unused = [
+        flag
+        for flag in ("--forget", "--before", "--stop", "--system-prompt")
+        if not missing_options(args, flag)
+    ]
+    if unused:
+        raise InputError(f"{', '.join(unused)}: not an option of --benchmark muse (docs/muse.md)")
+    lengths = {"knowmem_max_new_tokens": args.max_new_tokens, "verbmem_max_new_tokens": args.max_new_tokens}
+    summary = evaluate_muse(
+        args.model,
+        args.data,
+        Path(args.out),
+        retain_model=args.retain_model,
+        retain_outputs=args.retain_outputs,
+        conventions=muse_preset(args.preset, **lengths),
         runner_config=_runner_config(args),
         overwrite=args.overwrite,
     )

@@ -17,8 +17,8 @@ from medunlearn.cli.options import (
     add_conventions_arguments,
     add_dtype_argument,
     add_model_arguments,
+    add_training_overwrite_argument,
     announce_precision,
-    check_config_numbers,
     conventions_from_args,
     model_arguments,
     non_negative_float,
@@ -58,12 +58,7 @@ def build_parser(prog: str = "medunlearn finetune") -> argparse.ArgumentParser:
     add_model_arguments(parser, "Hub id, local folder, tiny-llama or smollm2-135m")
     parser.add_argument("--data", required=True, help="AMNESIA folder (or Hub id)")
     parser.add_argument("--out", required=True, type=Path, help="output folder")
-    parser.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace --out if it exists and is not empty (never when it is, holds or lies inside --model or "
-        "--data)",
-    )
+    add_training_overwrite_argument(parser)
     parser.add_argument(
         "--notes-epochs", type=non_negative_float, default=1.0, help="stage 1 epochs over the notes (0: skip)"
     )
@@ -94,7 +89,6 @@ def run(args) -> int:
     )
     parity = reference_preset_name(conventions)
     sft_config = default_sft_config(model_args, args.out, args.overrides, dtype=args.dtype, parity=parity)
-    check_config_numbers(sft_config)
     device = "cpu" if sft_config.use_cpu else default_device()
     announce_precision(resolve_precision(args.dtype, device, parity), sft_config)
     out = run_finetune(script_args, model_args, sft_config, overwrite=args.overwrite)

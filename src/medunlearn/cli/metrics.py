@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from medunlearn.metrics.evaluate_cache import installed_evaluate_modules, register_evaluate_modules
+from medunlearn.metric_modules.evaluate_cache import installed_evaluate_modules, register_evaluate_modules
 
 EXAMPLES = """examples:
   medunlearn metrics install          # every module of this medunlearn version

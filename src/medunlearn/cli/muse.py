@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from medunlearn.cli.options import non_negative_int
+from medunlearn.cli.options import non_negative_int, positive_int
 
 EPILOG = """examples:
   medunlearn muse build --out /tmp/muse --articles 8 --seed 0
@@ -32,11 +32,16 @@ def build_parser(prog: str = "medunlearn muse") -> argparse.ArgumentParser:
     build = commands.add_parser("build", help="write a small fictitious MUSE-format folder")
     build.add_argument("--out", required=True, type=Path, help="folder to write")
     build.add_argument(
-        "--articles", type=int, default=8, help="articles per set (forget, retain1, ...; default 8, 5-10)"
+        "--articles",
+        type=positive_int,
+        default=8,
+        help="articles per set (forget, retain1, ...; default 8, 5-10)",
     )
-    build.add_argument("--prompt-words", type=int, default=12, help="words of a verbmem prompt (default 12)")
     build.add_argument(
-        "--continuation-words", type=int, default=24, help="words of a verbmem gt (default 24)"
+        "--prompt-words", type=positive_int, default=12, help="words of a verbmem prompt (default 12)"
+    )
+    build.add_argument(
+        "--continuation-words", type=positive_int, default=24, help="words of a verbmem gt (default 24)"
     )
     build.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default 0)")
     build.add_argument("--overwrite", action="store_true", help="replace --out if it exists")

@@ -3,112 +3,22 @@
 from __future__ import annotations
 
 import argparse
-import math
-from collections.abc import Callable
 
-from medunlearn.errors import InputError
 from medunlearn.models import ModelArguments
 
-# ---------------------------------------------------------------------------------------------------------
-# Numbers: every numeric option is checked when it is parsed (docs/cli.md, "Numeric options"). Each check is
-# an argparse ``type=`` function (argparse names the option and exits 2), and the same function checks the
-# fields of a trainer config however they were set (command line or recipe): :func:`check_config_numbers`.
-
-
-def _number(value, kind: type) -> int | float:
-    """``value`` (a command-line string or an already-parsed number) as ``kind``; a finite number only."""
-    if isinstance(value, bool):
-        raise argparse.ArgumentTypeError(f"expected a number, got {value!r}")
-    try:
-        number = kind(value.strip()) if isinstance(value, str) else value
-    except ValueError:
-        what = "a whole number" if kind is int else "a number"
-        raise argparse.ArgumentTypeError(f"expected {what}, got {value!r}") from None
-    if kind is int and isinstance(number, float) and number.is_integer():
-        number = int(number)
-    if kind is int and not isinstance(number, int) or not math.isfinite(number):
-        raise argparse.ArgumentTypeError(
-            f"expected a finite {'whole ' if kind is int else ''}number, got {value!r}"
-        )
-    return number
-
-
-def number_type(kind: type, description: str, accepts: Callable[[float], bool]) -> Callable:
-    """An argparse ``type=`` function: the value as ``kind`` when ``accepts`` it, else an error saying it
-    must be ``description``."""
-
-    def parse(value):
-        number = _number(value, kind)
-        if not accepts(number):
-            raise argparse.ArgumentTypeError(f"must be {description}, got {value!r}")
-        return number
-
-    parse.__name__ = description  # argparse names the type in some of its own messages
-    return parse
-
-
-positive_int = number_type(int, "a whole number of at least 1", lambda n: n >= 1)
-non_negative_int = number_type(int, "a whole number of at least 0", lambda n: n >= 0)
-positive_float = number_type(float, "a number above 0", lambda n: n > 0)
-non_negative_float = number_type(float, "a number of at least 0", lambda n: n >= 0)
-probability = number_type(float, "a number from 0 to 1", lambda n: 0 <= n <= 1)
-# Trainer: -1 means "no step limit, the epochs decide"; 0 or below is not a step count.
-steps_limit = number_type(
-    int, "-1 (no limit: the epochs decide) or a whole number of at least 1", lambda n: n == -1 or n >= 1
-)
-
-# The numeric fields of TrainingArguments, SFTConfig and the method configs that have an impossible range,
-# with their check; a field a config lacks is skipped, ``None`` (unset) passes.
-CONFIG_NUMBERS: dict[str, Callable] = {
-    "max_steps": steps_limit,
-    "num_train_epochs": non_negative_float,
-    "learning_rate": positive_float,
-    "weight_decay": non_negative_float,
-    "per_device_train_batch_size": positive_int,
-    "per_device_eval_batch_size": positive_int,
-    "gradient_accumulation_steps": positive_int,
-    "logging_steps": positive_float,
-    "save_steps": positive_float,
-    "eval_steps": positive_float,
-    "save_total_limit": positive_int,
-    "warmup_ratio": probability,
-    "warmup_steps": non_negative_float,
-    "max_grad_norm": non_negative_float,
-    "adam_beta1": probability,
-    "adam_beta2": probability,
-    "adam_epsilon": positive_float,
-    "seed": non_negative_int,
-    "data_seed": non_negative_int,
-    "dataloader_num_workers": non_negative_int,
-    "max_length": positive_int,
-    "forget_weight": non_negative_float,
-    "retain_weight": non_negative_float,
-    "beta": positive_float,
-    "eval_probe_steps": positive_int,
-    "probe_patients": positive_int,
-    "probe_max_new_tokens": positive_int,
-    "max_retain_mu_drop": non_negative_float,
-}
-
-
-def check_config_numbers(config, where: str = "the command line") -> None:
-    """Check every field of ``config`` that :data:`CONFIG_NUMBERS` names; an impossible value is an
-    :class:`~medunlearn.errors.InputError` naming the option and ``where`` it may come from.
-
-    >>> from types import SimpleNamespace
-    >>> check_config_numbers(SimpleNamespace(max_steps=-5, learning_rate=1e-5))  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    medunlearn.errors.InputError: --max_steps must be -1 (...) or a whole number ..., got -5 (from ...)
-    """
-    for name, check in CONFIG_NUMBERS.items():
-        value = getattr(config, name, None)
-        if value is None:
-            continue
-        try:
-            check(value)
-        except argparse.ArgumentTypeError as error:
-            raise InputError(f"--{name} {error} (from {where})") from None
+# Numbers: every numeric option is checked when it is parsed (docs/cli.md, "Numeric options"). The checks live
+# in medunlearn.utils.numbers, below the layers that check a config's or a study file's numbers with them too;
+# they are re-exported here, where the commands import them.
+from medunlearn.utils.numbers import CONFIG_NUMBERS as CONFIG_NUMBERS
+from medunlearn.utils.numbers import check_config_numbers as check_config_numbers
+from medunlearn.utils.numbers import fraction as fraction
+from medunlearn.utils.numbers import non_negative_float as non_negative_float
+from medunlearn.utils.numbers import non_negative_int as non_negative_int
+from medunlearn.utils.numbers import number_type as number_type
+from medunlearn.utils.numbers import positive_float as positive_float
+from medunlearn.utils.numbers import positive_int as positive_int
+from medunlearn.utils.numbers import probability as probability
+from medunlearn.utils.numbers import steps_limit as steps_limit
 
 
 class OverridableParser(argparse.ArgumentParser):
@@ -150,6 +60,28 @@ def model_arguments(args: argparse.Namespace) -> ModelArguments:
         lora_alpha=args.lora_alpha,
         load_in_4bit=args.load_in_4bit,
         tiny_vocab_size=getattr(args, "tiny_vocab_size", ModelArguments("").tiny_vocab_size),
+    )
+
+
+def add_training_overwrite_argument(parser: argparse.ArgumentParser) -> None:
+    """``--overwrite`` of the commands that train a model into ``--out`` (finetune, unlearn); the rule is
+    :func:`medunlearn.unlearn.run.check_training_output`'s."""
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace --out if it exists and is not empty (never when it is, holds or lies inside --model or "
+        "--data)",
+    )
+
+
+def add_retained_sample_argument(parser: argparse.ArgumentParser) -> None:
+    """``--max-retain-patients`` of the commands that build the AMNESIA populations (evaluate, attack): the
+    seeded sample of ``PopulationConfig.max_retain_patients``, 0 for all (``None`` there)."""
+    parser.add_argument(
+        "--max-retain-patients",
+        type=non_negative_int,
+        default=100,
+        help="seeded sample of retained patients per population (default 100; 0 keeps all)",
     )
 
 

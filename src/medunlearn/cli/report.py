@@ -8,8 +8,9 @@ from pathlib import Path
 
 from medunlearn.cli.options import non_negative_int, positive_int
 from medunlearn.errors import InputError
-from medunlearn.evaluation.report import write_report, write_study_report
 from medunlearn.metrics.bootstrap import BootstrapConfig
+
+# The report itself (pandas, matplotlib) is imported by run(): `medunlearn report --help` needs none of it.
 
 EPILOG = """example (two evaluations of the same forget config, e.g. from `medunlearn evaluate`):
   medunlearn report evals/grad_diff evals/simnpo --out evals/report
@@ -90,6 +91,7 @@ def run(args) -> int:
     if not console.is_terminal:  # piped or logged: rich would assume 80 columns and squeeze the numbers away
         console = Console(width=160)
     from medunlearn.attacks.summary import write_robustness_plot
+    from medunlearn.evaluation.report import write_report, write_study_report
 
     _check_out(args.out, args.eval_dirs)
     bootstrap = BootstrapConfig(n_resamples=args.resamples, seed=args.seed)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from medunlearn.cli.options import add_engine_arguments, engine_settings
+from medunlearn.cli.options import add_engine_arguments, engine_settings, positive_int
 from medunlearn.evaluation.engines import refuse_one_url_for_many_models
 from medunlearn.study.config import load_study
 from medunlearn.study.executors import EXECUTORS
@@ -34,9 +34,12 @@ def build_parser(prog: str = "medunlearn study") -> argparse.ArgumentParser:
     )
     parser.add_argument("study", help="the study file (YAML; see recipes/studies/ and docs/study.md)")
     parser.add_argument("--out", default=None, help="the study folder (default runs/study-<name>)")
-    parser.add_argument("--jobs", type=int, default=1, help="stages run at once (default 1)")
+    parser.add_argument("--jobs", type=positive_int, default=1, help="stages run at once (default 1)")
     parser.add_argument(
-        "--threads", type=int, default=1, help="torch threads per stage (default 1: --jobs N on N cores)"
+        "--threads",
+        type=positive_int,
+        default=1,
+        help="torch threads per stage (default 1: --jobs N on N cores)",
     )
     parser.add_argument(
         "--executor",

@@ -10,11 +10,17 @@ import argparse
 import json
 from pathlib import Path
 
-from medunlearn.cli.options import add_batch_size_arguments, batch_size_settings, non_negative_int
+from medunlearn.cli.options import (
+    add_batch_size_arguments,
+    batch_size_settings,
+    non_negative_float,
+    non_negative_int,
+    positive_int,
+)
 from medunlearn.errors import MissingInputError
 from medunlearn.evaluation.runner import RunnerConfig
 from medunlearn.tofu.conventions import PRESETS, TofuConventions, preset
-from medunlearn.tofu.data import FORGET_CONFIGS, TofuInputError
+from medunlearn.tofu.data import FORGET_CONFIGS
 from medunlearn.utils.files import check_not_an_input, no_empty_output_on_failure
 
 EPILOG = """examples:
@@ -41,12 +47,17 @@ def build_parser(prog: str = "medunlearn tofu") -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     build = commands.add_parser("build", help="write a small fictitious TOFU-format folder")
     build.add_argument("--out", required=True, type=Path, help="folder to write")
-    build.add_argument("--authors", type=int, default=20, help="fictitious authors in `full` (default 20)")
-    build.add_argument("--qa-per-author", type=int, default=4, help="questions per author, 1-5 (default 4)")
     build.add_argument(
-        "--perturbed", type=int, default=3, help="perturbed answers per question, 1-5 (default 3)"
+        "--authors", type=positive_int, default=20, help="fictitious authors in `full` (default 20)"
+    )
+    build.add_argument(
+        "--qa-per-author", type=positive_int, default=4, help="questions per author, 1-5 (default 4)"
+    )
+    build.add_argument(
+        "--perturbed", type=positive_int, default=3, help="perturbed answers per question, 1-5 (default 3)"
     )
     build.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default 0)")
+    build.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
 
     evaluate = commands.add_parser("evaluate", help="score a model with the TOFU metric set")
     evaluate.add_argument("--model", required=True, help="model folder, Hub id, tiny-llama or smollm2-135m")
@@ -72,7 +83,9 @@ def build_parser(prog: str = "medunlearn tofu") -> argparse.ArgumentParser:
         help="conventions preset; use the one the model was fine-tuned with (open-unlearning: 200 new "
         "tokens, as OpenUnlearning's configs/generation/default.yaml at d3d7cf9)",
     )
-    evaluate.add_argument("--max-new-tokens", type=int, help="override the preset's generation length")
+    evaluate.add_argument(
+        "--max-new-tokens", type=positive_int, help="override the preset's generation length"
+    )
     evaluate.add_argument("--stop", action="append", help="stop string cutting generations (repeatable)")
     evaluate.add_argument("--system-prompt", help="override the preset's system prompt")
     add_batch_size_arguments(evaluate)
@@ -87,18 +100,20 @@ def build_parser(prog: str = "medunlearn tofu") -> argparse.ArgumentParser:
         "reference", type=Path, help="OpenUnlearning's TOFU_SUMMARY.json (or TOFU_EVAL.json)"
     )
     compare.add_argument(
-        "--tolerance", type=float, default=None, help="exit 1 if any shared metric differs by more than this"
+        "--tolerance",
+        type=non_negative_float,
+        default=None,
+        help="exit 1 if any shared metric differs by more than this",
     )
     return parser
 
 
 def _read_json(path: Path) -> dict:
+    from medunlearn.utils.user_files import read_json
+
     if not path.is_file():
         raise MissingInputError(f"{path} does not exist")
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as error:
-        raise TofuInputError(f"{path}: not JSON ({error})") from error
+    return read_json(path, expect=dict)  # the shared reader: encoding, syntax, NaN and a list named
 
 
 def _compare(args) -> int:
@@ -157,14 +172,16 @@ def run(args) -> int:
             qa_per_author=args.qa_per_author,
             perturbed=args.perturbed,
             seed=args.seed,
+            overwrite=args.overwrite,
         )
         print(f"wrote TOFU-format folder {folder}")
         return 0
     if args.action == "compare":
         return _compare(args)
-    check_not_an_input(
-        args.out, {"--model": args.model, "--retain-model": args.retain_model, "--data": args.data}
-    )
+    inputs = {"--model": args.model, "--retain-model": args.retain_model, "--data": args.data}
+    check_not_an_input(args.out, inputs)
+    if args.retain_outputs:  # a shared output folder: never in an input either
+        check_not_an_input(args.retain_outputs, inputs, "--retain-outputs")
     with no_empty_output_on_failure(args.out):
         summary = evaluate_tofu(
             args.model,

@@ -16,8 +16,8 @@ from medunlearn.cli.options import (
     add_conventions_arguments,
     add_dtype_argument,
     add_model_arguments,
+    add_training_overwrite_argument,
     announce_precision,
-    check_config_numbers,
     conventions_from_args,
     missing_options,
     model_arguments,
@@ -27,6 +27,7 @@ from medunlearn.unlearn.errors import UnlearningInputError
 from medunlearn.unlearn.methods import METHODS, resolve_method
 from medunlearn.unlearn.run import UnlearningDataArguments, build_method_config, read_recipe, run_unlearning
 from medunlearn.unlearn.sources import FORGET_ON, MUSE_DEFAULTS
+from medunlearn.utils.files import check_not_an_input
 
 EPILOG = """example (a tiny end-to-end run on CPU):
   medunlearn amnesia build --out /tmp/amnesia --patients 40 --seed 0
@@ -78,12 +79,7 @@ def build_parser(prog: str = "medunlearn unlearn") -> argparse.ArgumentParser:
     )
     parser.add_argument("--retain", help="retain config (default: derived from --forget; MUSE: raw/retain1)")
     parser.add_argument("--out", type=Path, help="output folder for the unlearned model")
-    parser.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace --out if it exists and is not empty (never when it is, holds or lies inside --model or "
-        "--data)",
-    )
+    add_training_overwrite_argument(parser)
     parser.add_argument(
         "--help-method", action="store_true", help="print the method config's options and exit"
     )
@@ -146,6 +142,7 @@ def run(args) -> int:
     missing = missing_options(args, "--model", "--data", "--forget", "--out")
     if missing:
         raise UnlearningInputError(f"missing {', '.join(missing)}")
+    check_not_an_input(args.out, {"--config": args.config})  # --out holding the recipe would delete it
     if args.benchmark == "muse":
         from medunlearn.muse.data import open_muse_folder
 
@@ -161,9 +158,6 @@ def run(args) -> int:
         conventions=conventions,
         benchmark=args.benchmark,
         forget_on=args.forget_on,
-    )
-    check_config_numbers(
-        config, f"the command line or recipe {args.config}" if args.config else "the command line"
     )
     announce_precision(_precision_said(config, args.dtype, conventions), config)
     data_args = UnlearningDataArguments(

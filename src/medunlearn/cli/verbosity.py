@@ -2,8 +2,10 @@
 
 - default: our own lines and one progress bar per stage of real work (training steps, evaluation passes, LLM
   requests, writing a dataset folder); the libraries' per-operation bars (every ``datasets`` map, every model
-  load or save, Hub transfers) are off; their warnings and errors are printed.
-- ``--verbose``: the libraries' own output comes back: their progress bars and their info-level logs.
+  load or save, Hub transfers) and the Trainer's ``{'loss': …}`` lines are off; their warnings and errors are
+  printed. Written to a log instead of a terminal, a bar is redrawn once a minute (medunlearn.utils.progress).
+- ``--verbose``: the libraries' own output comes back: their progress bars, their info-level logs and the
+  Trainer's log lines.
 - ``--quiet``: no progress bar, no warning, no library log below error; what is left is the result and errors.
 
 The level is set through the libraries' environment variables before they are imported, so that processes a
@@ -15,13 +17,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
 import warnings
 from collections.abc import Iterator, MutableMapping
 
+from medunlearn.utils.progress import LEVEL_VARIABLE, bar_environment
 from medunlearn.utils.secrets import RedactingFilter, redact
 
 QUIET, DEFAULT, VERBOSE = "quiet", "default", "verbose"
-LEVEL_VARIABLE = "MEDUNLEARN_VERBOSITY"
 
 _NO_LIBRARY_BARS = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1"}
 _LIBRARY_LOGS = ("TRANSFORMERS_VERBOSITY", "DATASETS_VERBOSITY", "HF_HUB_VERBOSITY")
@@ -54,8 +57,10 @@ def output_at(level: str, environ: MutableMapping[str, str] | None = None) -> It
     """Run the body at ``level``; the environment, the warning filters and our logger's level are restored
     afterwards (so that in-process callers, such as tests, are left as they were)."""
     environ = os.environ if environ is None else environ
+    # A bar written to a log is redrawn rarely (medunlearn.utils.progress): its line stays one line.
+    wanted = library_environment(level) | bar_environment(_is_terminal(sys.stderr))
     settings = {LEVEL_VARIABLE: level} | {
-        name: value for name, value in library_environment(level).items() if name not in environ
+        name: value for name, value in wanted.items() if name not in environ
     }
     saved = {name: environ.get(name) for name in settings}
     environ.update(settings)
@@ -78,6 +83,13 @@ def output_at(level: str, environ: MutableMapping[str, str] | None = None) -> It
                 environ.pop(name, None)
             else:
                 environ[name] = value
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # a replaced or closed stream
+        return False
 
 
 def _redacting_factory(factory):

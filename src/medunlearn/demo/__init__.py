@@ -18,68 +18,49 @@ shares; :mod:`medunlearn.demo.run` runs the stages in order (:func:`run_demo`).
 
 from __future__ import annotations
 
-from medunlearn.demo.amnesia import (
-    DEGENERATE_SHARE,
-    ForgetEvaluation,
-    build_base_model,
-    collateral_finding,
-    comparison_row,
-    comparison_table,
-    evaluate_model,
-    finding_sentence,
-    finetune_model,
-    forget_cell,
-    model_utility,
-    unlearn_model,
-)
-from medunlearn.demo.biodivergence import (
-    BIODIVERGENCE_METRICS,
-    biodivergence_table,
-    gap_sentence,
-    run_biodivergence,
-    split_gap,
-)
-from medunlearn.demo.run import run_demo
-from medunlearn.demo.settings import (
-    BEFORE_NAME,
-    DISEASE_FORGET,
-    DISPLAY_NAMES,
-    FULL,
-    QUICK,
-    RANDOM_FORGET,
-    RANDOM_METHODS,
-    DemoContext,
-    DemoError,
-    DemoSettings,
-)
+from medunlearn.utils.lazy import lazy_exports
 
-__all__ = [
-    "BEFORE_NAME",
-    "BIODIVERGENCE_METRICS",
-    "DEGENERATE_SHARE",
-    "DISEASE_FORGET",
-    "DISPLAY_NAMES",
-    "FULL",
-    "QUICK",
-    "RANDOM_FORGET",
-    "RANDOM_METHODS",
-    "DemoContext",
-    "DemoError",
-    "DemoSettings",
-    "ForgetEvaluation",
-    "biodivergence_table",
-    "build_base_model",
-    "collateral_finding",
-    "comparison_row",
-    "comparison_table",
-    "evaluate_model",
-    "finding_sentence",
-    "finetune_model",
-    "forget_cell",
-    "gap_sentence",
-    "model_utility",
-    "run_biodivergence",
-    "run_demo",
-    "split_gap",
-    "unlearn_model",
-]
+# Imported on first use (PEP 562): `medunlearn demo --help` reads only the settings, not the stages (pandas,
+# the evaluation, the BioDivergence builder).
+_HOMES = {
+    **dict.fromkeys(
+        (
+            "DEGENERATE_SHARE",
+            "ForgetEvaluation",
+            "build_base_model",
+            "collateral_finding",
+            "comparison_row",
+            "comparison_table",
+            "evaluate_model",
+            "finding_sentence",
+            "finetune_model",
+            "forget_cell",
+            "model_utility",
+            "unlearn_model",
+        ),
+        ".amnesia",
+    ),
+    **dict.fromkeys(
+        ("BIODIVERGENCE_METRICS", "biodivergence_table", "gap_sentence", "run_biodivergence", "split_gap"),
+        ".biodivergence",
+    ),
+    "run_demo": ".run",
+    **dict.fromkeys(
+        (
+            "BEFORE_NAME",
+            "DISEASE_FORGET",
+            "DISPLAY_NAMES",
+            "FULL",
+            "QUICK",
+            "RANDOM_FORGET",
+            "RANDOM_METHODS",
+            "DemoContext",
+            "DemoError",
+            "DemoSettings",
+        ),
+        ".settings",
+    ),
+}
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES)
+
+__all__ = sorted(_HOMES)

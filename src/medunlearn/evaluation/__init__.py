@@ -12,7 +12,7 @@ parsers read) does not import pandas or the metric stack until an evaluation is 
 
 from __future__ import annotations
 
-import importlib
+from medunlearn.utils.lazy import lazy_exports
 
 _MODULES = {
     "evaluate_unlearning": "medunlearn.evaluation.pipeline",
@@ -27,14 +27,4 @@ _MODULES = {
 }
 
 __all__ = sorted(_MODULES)
-
-
-def __getattr__(name: str):
-    module = _MODULES.get(name)
-    if module is None:
-        raise AttributeError(f"module 'medunlearn.evaluation' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_MODULES))
+__getattr__, __dir__ = lazy_exports(__name__, _MODULES)

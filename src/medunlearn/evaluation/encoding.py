@@ -36,7 +36,7 @@ class EncodedExamples:
 
     prompt_ids: list[list[int]]  # per example: chat(user=question) + generation prompt
     full_ids: list[list[int]]  # per scored sequence: chat(user=question, assistant=answer)
-    answer_start: np.ndarray  # index in full_ids of the first answer token (== len of the example's prompt)
+    answer_start: np.ndarray  # index in full_ids of the first answer token (len of the prompt, at least 1)
     answer_end: np.ndarray  # one past the last answer token (the end-of-turn token included)
     sequence_example: np.ndarray
     sequence_variant: np.ndarray
@@ -101,6 +101,10 @@ def encode_examples(
     starts, ends = locate_answers(
         [prompt_ids[i] for i in sequence_example], full_ids, eos_token_ids(tokenizer)
     )
+    # No logits predict a sequence's first token: a raw-text prompt that tokenizes to nothing (a MUSE privleak
+    # text, a tokenizer without BOS) is scored from its second token, as the reference scores it
+    # (docs/muse.md, "Evaluation"). A chat template's prompt is never empty: nothing changes there.
+    starts = np.minimum(np.maximum(starts, 1), ends)
     return EncodedExamples(prompt_ids, full_ids, starts, ends, sequence_example, sequence_variant)
 
 

@@ -7,12 +7,12 @@ log-probability and the moments of the next-token distribution, which a server d
 
 ``vllm`` sends the token ids to a vLLM OpenAI-compatible server's *completions* endpoint (``prompt`` as a list
 of token ids, so nothing is rendered or tokenised again), with temperature 0, ``max_tokens`` and the runner's
-end-of-turn ids as ``stop_token_ids``, through the maintained ``openai`` async client. The server is either
-one the engine starts for the checkpoint under evaluation (from the vLLM Python, on a free loopback port,
-stopped at the end, also on error) or one given by URL. A PEFT adapter folder is served as base + adapter
-(vLLM's LoRA support), never merged. Requests of every batch are in flight together (up to
-``max_in_flight``), so the server batches them continuously; batches come back in order, so the runner writes
-its shards as each one completes.
+end-of-turn ids as ``stop_token_ids``, through the one ``openai`` async client
+(:mod:`medunlearn.llm.openai_client`). The server is either one the engine starts for the checkpoint under
+evaluation (from the vLLM Python, on a free loopback port, stopped at the end, also on error) or one given by
+URL. A PEFT adapter folder is served as base + adapter (vLLM's LoRA support), never merged. Requests of every
+batch are in flight together (up to ``max_in_flight``), so the server batches them continuously; batches come
+back in order, so the runner writes its shards as each one completes.
 
 An engine generates only for the weights it was asked about: a server given by URL must list the checkpoint's
 folder as a model's root (:mod:`medunlearn.evaluation.vllm_served`), an in-memory model never goes to a URL
@@ -44,6 +44,7 @@ from medunlearn.evaluation.vllm_served import (
     served_weights_identity,
 )
 from medunlearn.generation import Decoding, greedy_generate, model_device, resolve_decoding
+from medunlearn.llm.openai_client import ClientSettings, bounded_client, import_openai
 
 ENGINES = ("hf", "vllm")
 Engine = Literal["hf", "vllm"]
@@ -403,17 +404,19 @@ class _BackgroundRequests:
             self.loop.close()
 
     async def _all(self, batches, settings) -> None:
-        import openai
-
+        openai = import_openai()
         engine = self.engine
-        semaphore = asyncio.Semaphore(engine.max_in_flight)
-        async with openai.AsyncOpenAI(
-            base_url=engine.base_url, api_key="EMPTY", timeout=engine.timeout_s, max_retries=2
-        ) as client:
+        # The server is one vLLM this run started or named by URL: no API key is read or sent.
+        client_settings = ClientSettings(
+            base_url=engine.base_url,
+            timeout_s=engine.timeout_s,
+            max_retries=2,
+            concurrency=engine.max_in_flight,
+        )
+        async with bounded_client(client_settings) as bounded:
 
             async def one(prompt):
-                async with semaphore:
-                    return await engine._complete(client, prompt, settings)
+                return await bounded.limited(lambda: engine._complete(bounded.client, prompt, settings))
 
             async def batch(index, prompts):
                 tokens = await asyncio.gather(*(one(prompt) for prompt in prompts))

@@ -151,6 +151,36 @@ def evaluate_unlearning(
     return score_evaluation(out_dir)
 
 
+# run.json's (and the summary's) "data" and "forget_config" of an evaluation on given examples: none was read.
+NOT_READ = ""
+
+
+def evaluate_on_examples(
+    model,
+    examples: pd.DataFrame,
+    out_dir: str | Path,
+    *,
+    name: str | None = None,
+    runner_config: RunnerConfig | None = None,
+    overwrite: bool = False,
+) -> dict:
+    """Evaluate ``model`` alone (no before or retain model) on the given ``examples`` (a table shaped like
+    ``build_populations``' output) into the evaluation folder ``out_dir``: what an attack asks of each model
+    it attacks. No data folder or forget config is read, so ``run.json`` and the summary record both as
+    ``""``. ``model``, ``name``, ``runner_config`` and ``overwrite`` are as in :func:`evaluate_unlearning`;
+    returns its summary."""
+    return evaluate_unlearning(
+        model,
+        NOT_READ,
+        NOT_READ,
+        out_dir,
+        examples=examples,
+        name=name,
+        runner_config=runner_config,
+        overwrite=overwrite,
+    )
+
+
 def _run_info(model, data_dir, forget_config: str, settings: EvaluationSettings) -> dict:
     return {
         "name": settings.name or (Path(model).name if isinstance(model, (str, Path)) else "model"),
@@ -307,4 +337,4 @@ def _json_default(value):
     raise TypeError(f"cannot store {type(value).__name__} in summary.json")
 
 
-__all__ = ["evaluate_unlearning", "score_evaluation", "GENERATION", "TEACHER_FORCED"]
+__all__ = ["evaluate_unlearning", "evaluate_on_examples", "score_evaluation", "GENERATION", "TEACHER_FORCED"]

@@ -160,7 +160,6 @@ def load_populations(
     data_dir: str | Path, forget_config: str, config: PopulationConfig | None = None
 ) -> pd.DataFrame:
     """``build_populations`` on an AMNESIA folder (read offline with ``datasets.load_dataset``)."""
-
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
         raise PopulationError(f"AMNESIA folder {data_dir} does not exist")
@@ -170,6 +169,8 @@ def load_populations(
         forget, retain, notes = (
             load_config(data_dir, name) for name in (forget_config, retain_config, "notes")
         )
+    except MedunlearnError:
+        raise  # already names the file and field (medunlearn.data_loading.check_local_folder)
     except ValueError as error:  # datasets raises ValueError for an unknown config name
         raise PopulationError(f"{data_dir}: cannot load config: {error}") from error
     for name, dataset in ((forget_config, forget), (retain_config, retain)):

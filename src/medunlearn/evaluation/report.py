@@ -32,6 +32,7 @@ from medunlearn.evaluation.robustness import (
 )
 from medunlearn.evaluation.uncertainty import PER_EXAMPLE, TRAINING_SEED, afe_interval, mu_interval
 from medunlearn.metrics.bootstrap import BootstrapConfig
+from medunlearn.utils.user_files import read_json
 
 # (column header, summary key). Cells where a metric does not apply (MU on forget rows) stay empty.
 TABLE_COLUMNS = (
@@ -57,10 +58,7 @@ def load_summary(eval_dir: str | Path) -> dict:
             f"{eval_dir}: no summary.json (run `medunlearn evaluate ... --out {eval_dir}` "
             "to completion first)"
         )
-    try:
-        summary = json.loads(path.read_text())
-    except json.JSONDecodeError as error:
-        raise ReportError(f"{path}: not valid JSON ({error})") from None
+    summary = read_json(path, expect=dict)  # the shared reader: encoding, syntax, NaN, type named
     if not isinstance(summary.get("populations"), dict):
         raise ReportError(f"{path}: has no 'populations' section")
     return summary

@@ -1,7 +1,7 @@
 """One role orchestration for every benchmark mode: a model role (``--model``, ``--before``, the retain model)
 is checked, reused, loaded, given its engine and run the same way for AMNESIA
-(:func:`medunlearn.evaluation.pipeline.evaluate_unlearning`) and TOFU
-(:func:`medunlearn.tofu.evaluate.evaluate_tofu`).
+(:func:`medunlearn.evaluation.pipeline.evaluate_unlearning`), TOFU
+(:func:`medunlearn.tofu.evaluate.evaluate_tofu`) and MUSE (:func:`medunlearn.muse.evaluate.evaluate_muse`).
 
 A role writes one or more output folders (:class:`RoleRun`: its examples and passes there). A benchmark
 (:class:`Benchmark`) says only what differs between modes: how a model is resolved, how prompts are
@@ -21,8 +21,8 @@ been trained with. The steps, in order:
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -31,7 +31,7 @@ from medunlearn.evaluation.engines import check_engine_serves, engine_for
 from medunlearn.evaluation.outputs_folder import GENERATION, outputs_current, outputs_fingerprint
 from medunlearn.evaluation.runner import run_model
 from medunlearn.evaluation.settings import Overwrite, RunnerConfig
-from medunlearn.models import check_model_name
+from medunlearn.models import check_model_name, load_model, resolve_model
 from medunlearn.utils.digest import folder_weights_digest, start_folder_digest
 
 if TYPE_CHECKING:
@@ -56,13 +56,44 @@ class Benchmark(Protocol):
         """Whether ``model`` is a folder or name (checked, possibly reused without loading)."""
 
 
+SMOKE_MODEL = "tiny-llama"
+"""The model name every benchmark mode builds fresh (smoke runs): never checked, reused or hashed."""
+
+
+def named_model(model) -> bool:
+    """Whether ``model`` is a folder or name (checked, possibly reused without loading): ``tiny-llama`` is
+    built anew each time, so it never is."""
+    return isinstance(model, (str, Path)) and str(model) != SMOKE_MODEL
+
+
+def model_name(path: str | None, model) -> str:
+    """A role's model in its outputs' fingerprint: its folder, else its config's ``name_or_path``."""
+    return path or str(getattr(getattr(model, "config", None), "name_or_path", "") or "in-memory model")
+
+
+def resolve_or_build(model, tokenizer, flag: str, texts: Callable[[], list[str]]):
+    """``(model, tokenizer, path)``: :func:`medunlearn.models.resolve_model`, except ``tiny-llama``, built
+    fresh on a tokenizer of ``texts()`` (the benchmark's text; ``path`` ``None``)."""
+    if isinstance(model, str) and model == SMOKE_MODEL:
+        return (*load_model(SMOKE_MODEL, texts=texts(), flag=flag), None)
+    return resolve_model(model, tokenizer, flag)
+
+
 @dataclass
 class RoleRun:
-    """One output folder of a role: the examples and passes the runner writes there."""
+    """One output folder of a role: the examples and passes the runner writes there, and the generation
+    length there when it is not the role's config's (MUSE: 32 new tokens for knowmem, 128 for verbmem)."""
 
     folder: Path
     examples: pd.DataFrame
     passes: Sequence[str]
+    max_new_tokens: int | None = None
+
+    def config(self, config: RunnerConfig) -> RunnerConfig:
+        """The runner's settings in this folder: the role's, with this folder's generation length."""
+        if self.max_new_tokens is None:
+            return config
+        return replace(config, max_new_tokens=self.max_new_tokens)
 
 
 @dataclass
@@ -119,7 +150,9 @@ def role_reusable(benchmark: Benchmark, role: Role, config: RunnerConfig) -> boo
         return False
     model_id = benchmark.model_id(str(role.model), None, role.name)
     for run in role.runs:
-        fingerprint = outputs_fingerprint(model_id, run.examples, config, weights, passes=run.passes)
+        fingerprint = outputs_fingerprint(
+            model_id, run.examples, run.config(config), weights, passes=run.passes
+        )
         if not outputs_current(run.folder, fingerprint, run.passes):
             return False
     if config.progress:
@@ -176,7 +209,7 @@ def run_role(benchmark: Benchmark, role: Role, loaded: LoadedRole, config: Runne
                 rendering,
                 run.examples,
                 run.folder,
-                config,
+                run.config(config),
                 model_id=model_id,
                 passes=run.passes,
                 overwrite=role.overwrite,
@@ -185,3 +218,31 @@ def run_role(benchmark: Benchmark, role: Role, loaded: LoadedRole, config: Runne
                 **share,
             )
     return finished
+
+
+def run_roles(
+    benchmark: Benchmark,
+    roles: Sequence[Role],
+    config: RunnerConfig,
+    *,
+    after_load: Callable[[Role, LoadedRole], None] | None = None,
+    always_load: Collection[str] = (),
+    warn: bool = True,
+) -> tuple[bool, dict[str, str]]:
+    """Each of ``roles`` in turn, one model in memory at a time (TOFU, MUSE): reused without loading when its
+    outputs are all there (:func:`role_reusable`; never the roles named in ``always_load``), else loaded
+    (:func:`load_role`, ``warn``: the conventions warning) and run. ``after_load(role, loaded)``: what the
+    mode does with a loaded model besides running it. Returns whether every batch is done and each role's
+    model (folder, name or ``"in-memory model"``)."""
+    finished, names = True, {}
+    for role in roles:
+        if role.name not in always_load and role_reusable(benchmark, role, config):
+            names[role.name] = str(role.model)
+            continue
+        loaded = load_role(benchmark, role, warn=warn)
+        names[role.name] = loaded.path or "in-memory model"
+        if after_load is not None:
+            after_load(role, loaded)
+        finished &= run_role(benchmark, role, loaded, config)
+        del loaded  # one model in memory at a time
+    return finished, names

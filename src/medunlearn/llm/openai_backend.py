@@ -1,8 +1,9 @@
 """Chat completions from an OpenAI-compatible server (vLLM, TGI, llama.cpp, Ollama, a hosted API).
 
-Built on ``openai.AsyncOpenAI``: its ``max_retries`` retries 408/409/429/5xx and connection errors with
-exponential backoff (honouring ``Retry-After``); at most ``concurrency`` requests are in flight at once; a
-schema is sent as ``response_format={"type": "json_schema", ...}`` (vLLM enforces it by guided decoding).
+Built on the one async client of :mod:`medunlearn.llm.openai_client`: ``openai.AsyncOpenAI``, whose
+``max_retries`` retries 408/409/429/5xx and connection errors with exponential backoff (honouring
+``Retry-After``), with at most ``concurrency`` requests in flight at once; a schema is sent as
+``response_format={"type": "json_schema", ...}`` (vLLM enforces it by guided decoding).
 
 The API key is read from an environment variable when the client is made and handed to the client only: it is
 never printed, logged, put in an error message, stored in the cache or in any file. Specs and configs name the
@@ -19,21 +20,15 @@ import hashlib
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from medunlearn.llm.cache import BackendIdentity
-from medunlearn.llm.errors import MissingDependencyError, ServerAuthError, ServerUnreachableError
+from medunlearn.llm.errors import ServerAuthError, ServerUnreachableError
 from medunlearn.llm.interface import ChatRequest
+from medunlearn.llm.openai_client import ClientSettings, bounded_client, import_openai
 from medunlearn.llm.retry import BackendCallError, Completion, RetryPolicy, resolve_one
 from medunlearn.llm.schema import canonical_json
 from medunlearn.llm.spec import BackendSpec, parse_spec
 from medunlearn.llm.sync import run_sync
-
-if TYPE_CHECKING:
-    import openai
-
-# Local servers (vLLM, llama.cpp, Ollama) accept any key; the client needs a non-empty one.
-NO_KEY = "EMPTY"
 
 
 @dataclass
@@ -64,16 +59,6 @@ class ServerConfig:
     max_retries: int = 5
     connect_timeout_s: float = 15.0
     strict_schema: bool = True
-
-
-def _import_openai():
-    try:
-        import openai
-    except ImportError as error:
-        raise MissingDependencyError(
-            "the server backend needs openai: pip install 'medunlearn[llm]'"
-        ) from error
-    return openai
 
 
 def response_format(request: ChatRequest, strict: bool) -> dict:
@@ -155,13 +140,16 @@ class OpenAIServerBackend:
         """The server named in messages: its URL, or the client's default."""
         return self.base_url or os.environ.get("OPENAI_BASE_URL") or "the openai client's default URL"
 
-    def _client(self, **overrides) -> openai.AsyncOpenAI:
-        openai = _import_openai()
-        key = os.environ.get(self.config.api_key_env)
-        if not key and self.config.fallback_api_key_env:
-            key = os.environ.get(self.config.fallback_api_key_env)
-        options = {"timeout": self.config.timeout_s, "max_retries": self.config.max_retries, **overrides}
-        return openai.AsyncOpenAI(api_key=key or NO_KEY, base_url=self.base_url, **options)
+    def _client_settings(self, **overrides) -> ClientSettings:
+        """How the client reaches the server: the key from ``api_key_env``, else ``fallback_api_key_env``."""
+        options = {
+            "timeout_s": self.config.timeout_s,
+            "max_retries": self.config.max_retries,
+            "concurrency": self.config.concurrency,
+            **overrides,
+        }
+        keys = (self.config.api_key_env, self.config.fallback_api_key_env)
+        return ClientSettings(base_url=self.base_url, key_variables=keys, **options)
 
     def check_ready(self) -> None:
         """Ask the server for its models; raise :class:`ServerUnreachableError` naming the URL if it does not
@@ -176,9 +164,10 @@ class OpenAIServerBackend:
 
     async def _list_models(self) -> list[dict] | None:
         """The server's ``GET /models`` entries (None when it has no such route)."""
-        openai = _import_openai()
+        openai = import_openai()
         try:
-            async with self._client(timeout=self.config.connect_timeout_s, max_retries=1) as client:
+            settings = self._client_settings(timeout_s=self.config.connect_timeout_s, max_retries=1)
+            async with settings.client() as client:
                 page = await client.models.list()
                 return [entry.model_dump() for entry in page.data]
         except openai.APIConnectionError as error:
@@ -199,11 +188,11 @@ class OpenAIServerBackend:
         run_sync(self._run(requests, todo, policy, on_results))
 
     async def _run(self, requests, todo, policy: RetryPolicy, on_results) -> None:
-        semaphore = asyncio.Semaphore(self.config.concurrency)
         # Set once a call loses the connection after all of the client's retries: the server went away
         # mid-run, so the requests still queued fail at once instead of each waiting through the same backoff.
         lost_connection: list[str] = []
-        async with self._client() as client:
+        async with bounded_client(self._client_settings()) as bounded:
+            client = bounded.client
 
             async def complete(request: ChatRequest, seed: int, temperature: float) -> Completion:
                 if lost_connection:
@@ -215,14 +204,13 @@ class OpenAIServerBackend:
                     raise
 
             async def one(index: int) -> None:
-                async with semaphore:
-                    result = await resolve_one(requests[index], complete, policy)
+                result = await bounded.limited(lambda: resolve_one(requests[index], complete, policy))
                 on_results([(index, result)])  # committed as it arrives, while the others are in flight
 
             await asyncio.gather(*(one(index) for index in todo))
 
     async def _complete(self, client, request: ChatRequest, seed: int, temperature: float) -> Completion:
-        openai = _import_openai()
+        openai = import_openai()
         arguments = {
             "model": self.model,
             "messages": request.messages,

@@ -1,13 +1,13 @@
-"""Versioned prompt templates as data files (docs/llm.md): YAML with ``version``, ``system`` and ``user``.
+r"""Versioned prompt templates as data files (docs/llm.md): YAML with ``version``, ``system`` and ``user``.
 
 The ``version`` goes into every request's ``prompt_version``, so it is part of the LLM cache key: bump it when
 the wording changes and old answers are never read for the new prompt. The dataset card names the version and
 the file's SHA-256. A user replaces a built-in prompt with their own file of the same shape. The AMNESIA
-construction pipeline (``medunlearn/amnesia/sources/prompts/*.yaml``) and BioDivergence mining
+construction pipeline (``medunlearn/amnesia/sources/llm_built/prompts/*.yaml``) and BioDivergence mining
 (``medunlearn/biodivergence/mining/prompts/*.yaml``) both load their prompts here; a pipeline that reports
 its own error class passes it as ``error``.
 
->>> text = "version: demo-v1\\nsystem: Be brief.\\nuser: Label {claim}.\\n"
+>>> text = "version: demo-v1\nsystem: Be brief.\nuser: Label {claim}.\n"
 >>> template = parse_prompt(text, "inline", "demo")
 >>> template.messages(claim="X")[1]
 {'role': 'user', 'content': 'Label X.'}

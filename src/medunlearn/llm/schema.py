@@ -53,9 +53,9 @@ def check_schema(schema: dict, where: str = "request") -> None:
 
 
 def strip_code_fence(text: str) -> str:
-    """The JSON inside a Markdown code fence, or ``text`` unchanged.
+    r"""The JSON inside a Markdown code fence, or ``text`` unchanged.
 
-    >>> strip_code_fence('```json\\n{"a": 1}\\n```')
+    >>> strip_code_fence('```json\n{"a": 1}\n```')
     '{"a": 1}'
     """
     match = _FENCE.match(text)

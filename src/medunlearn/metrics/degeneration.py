@@ -1,9 +1,9 @@
-"""Degeneration score (DS) and its components — the definitions are ours (docs/benchmarks/amnesia.md, "Metric
+r"""Degeneration score (DS) and its components — the definitions are ours (docs/benchmarks/amnesia.md, "Metric
 formulas").
 
 Unlearning methods such as gradient ascent can make a model forget by making it babble; a low leakage score
 then means nothing, which is why DS is reported next to LS. Each generated answer is split into word tokens
-(lower-cased runs of ``\\w`` characters, apostrophes and hyphens inside a word kept), and four components are
+(lower-cased runs of ``\w`` characters, apostrophes and hyphens inside a word kept), and four components are
 computed per answer:
 
 * ``empty``: the answer has no word token at all (blank, only punctuation or symbols).

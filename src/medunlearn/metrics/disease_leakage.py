@@ -1,4 +1,4 @@
-"""Disease keyword leakage score (LS) — the definition is ours (docs/benchmarks/amnesia.md, "Metric
+r"""Disease keyword leakage score (LS) — the definition is ours (docs/benchmarks/amnesia.md, "Metric
 formulas").
 
 For one generated answer about a forgotten patient, with the disease keywords ``K`` of that patient's note::
@@ -7,7 +7,7 @@ For one generated answer about a forgotten patient, with the disease keywords ``
     LS_i          = |leaked(answer_i)| / |K_i|
     LS            = mean of LS_i over the examples whose keyword list is not empty
 
-"Occurs" means a case-insensitive whole-word match: ``re.search(r"\\b" + re.escape(k) + r"\\b", text,
+"Occurs" means a case-insensitive whole-word match: ``re.search(r"\b" + re.escape(k) + r"\b", text,
 re.IGNORECASE)``. Keywords found in the question do not count, because an answer that repeats the question's
 own words reveals nothing the model remembered. An example with no keywords has ``LS_i = NaN`` and is left out
 of the mean (it has nothing that could leak); ``LS = 0.0`` when no example has keywords.

@@ -1,4 +1,4 @@
-"""MUSE C2 / C4, knowledge memorization: ROUGE-L F1 of the greedy answer to a question about the forget
+r"""MUSE C2 / C4, knowledge memorization: ROUGE-L F1 of the greedy answer to a question about the forget
 (``knowmem_f``) or retain (``knowmem_r``) documents, asked after in-context QA pairs [ref: Shi et al. 2024,
 MUSE; OpenUnlearning at d3d7cf9].
 
@@ -7,9 +7,9 @@ Metric card
 **Description.** Each ``knowmem/forget_qa`` (``retain_qa``) question is asked after every pair of
 ``forget_qa_icl`` (``retain_qa_icl``; ten on the Hub), rendered with the literal tags of the MUSE target's
 model config (``open-unlearning@d3d7cf9 configs/model/Llama-2-7b-hf.yaml:7-12``: no chat template,
-``"Question: "``, ``"\\n"``, ``"Answer: "``, ``"\\n\\n"``) by the non-chat branch of
+``"Question: "``, ``"\n"``, ``"Answer: "``, ``"\n\n"``) by the non-chat branch of
 ``src/data/utils.py:71-98`` (the few-shot pairs are the whole ICL split, ``src/data/qa.py:38-43``). The model
-answers greedily, at most 32 new tokens, stopping at ``"\\n\\n"``, ``"\\nQuestion"``, ``"Question:"``
+answers greedily, at most 32 new tokens, stopping at ``"\n\n"``, ``"\nQuestion"``, ``"Question:"``
 (``configs/eval/muse_metrics/forget_knowmem_ROUGE.yaml:21-23``, ``retain_knowmem_ROUGE.yaml:21-23``); the
 answer is cut at the first stop string and stripped, then scored with ROUGE-L F1, stemming on, against the
 gold answer (:mod:`medunlearn.metrics.verbatim_memorization`). ``forget_knowmem_ROUGE`` /
@@ -22,7 +22,7 @@ model's; knowmem_r: utility, should stay.
 
 **Formula.**
 
-``prompt = Σ_i ("Question: " + q_i + "\\n" + "Answer: " + a_i + "\\n\\n") + "Question: " + q + "\\n" +
+``prompt = Σ_i ("Question: " + q_i + "\n" + "Answer: " + a_i + "\n\n") + "Question: " + q + "\n" +
 "Answer: "`` (note the trailing space after ``Answer:``: the reference's tag, kept);
 ``knowmem = mean_q ROUGE-L-F1(cut(generate(prompt)), a)``.
 
@@ -57,10 +57,10 @@ USER_START, USER_END, ASSISTANT_START, ASSISTANT_END = "Question: ", "\n", "Answ
 
 
 def few_shot_prompt(icl_pairs: Iterable[Mapping[str, str]], question: str) -> str:
-    """The knowmem prompt: every in-context pair, then the question and an open ``Answer: ``.
+    r"""The knowmem prompt: every in-context pair, then the question and an open ``Answer: ``.
 
     >>> few_shot_prompt([{"question": "Q1?", "answer": "A1"}], "Q2?")
-    'Question: Q1?\\nAnswer: A1\\n\\nQuestion: Q2?\\nAnswer: '
+    'Question: Q1?\nAnswer: A1\n\nQuestion: Q2?\nAnswer: '
     """
     shots = "".join(
         USER_START + pair["question"] + USER_END + ASSISTANT_START + pair["answer"] + ASSISTANT_END
@@ -72,9 +72,9 @@ def few_shot_prompt(icl_pairs: Iterable[Mapping[str, str]], question: str) -> st
 def knowmem_scores(
     generations, answers, *, stop_strings=KNOWMEM_STOP_STRINGS, eos_text: str | None = None
 ) -> np.ndarray:
-    """Per-question ROUGE-L F1 of the cut generation against the gold answer.
+    r"""Per-question ROUGE-L F1 of the cut generation against the gold answer.
 
-    >>> knowmem_scores([" Gideon Okonkwo\\nQuestion: next"], ["Gideon Okonkwo"]).tolist()
+    >>> knowmem_scores([" Gideon Okonkwo\nQuestion: next"], ["Gideon Okonkwo"]).tolist()
     [1.0]
     """
     check_sequence("generations", generations)

@@ -78,8 +78,8 @@ def answer_similarity(
 ) -> dict[str, np.ndarray]:
     """Per-example similarity components and their mean ``similarity``.
 
-    Returns
-    ``{"rouge_l": f1 array, ["embedding_cosine": array,] ["entailment": array,] "similarity": array}``.
+    Returns:
+        ``{"rouge_l": f1 array, ["embedding_cosine": array,] ["entailment": array,] "similarity": array}``.
 
     >>> result = answer_similarity(["the right coronary artery"], ["right coronary artery occluded"])
     >>> sorted(result), float(result["similarity"].item())

@@ -65,9 +65,9 @@ VERBMEM_MAX_NEW_TOKENS = 128  # open-unlearning@d3d7cf9 configs/eval/muse_metric
 
 
 def cut_generation(text: str, stop_strings: Sequence[str] = (), eos_text: str | None = None) -> str:
-    """The generation up to its first stop string (EOS text first, then ``stop_strings`` in order), stripped.
+    r"""The generation up to its first stop string (EOS text first, then ``stop_strings`` in order), stripped.
 
-    >>> cut_generation(" Paris\\n\\nQuestion: Who", ["\\n\\n", "\\nQuestion", "Question:"], eos_text="</s>")
+    >>> cut_generation(" Paris\n\nQuestion: Who", ["\n\n", "\nQuestion", "Question:"], eos_text="</s>")
     'Paris'
     >>> cut_generation("no stop here ")
     'no stop here'
@@ -79,9 +79,9 @@ def cut_generation(text: str, stop_strings: Sequence[str] = (), eos_text: str | 
 
 
 def reference_ground_truth(decoded_labels: str, decoded_prompt: str) -> str:
-    """The reference's ROUGE ground truth: the decoded labels with the decoded prompt removed, stripped.
+    r"""The reference's ROUGE ground truth: the decoded labels with the decoded prompt removed, stripped.
 
-    >>> reference_ground_truth("Question: Who?\\nAnswer: Ada", "Question: Who?\\nAnswer: ")
+    >>> reference_ground_truth("Question: Who?\nAnswer: Ada", "Question: Who?\nAnswer: ")
     'Ada'
     """
     return decoded_labels.replace(decoded_prompt, "").strip()

@@ -2,32 +2,27 @@
 a fictitious MUSE-format folder of ours, and the MUSE metric conventions with the reference implementation's
 (OpenUnlearning at d3d7cf9) as a preset. See ``docs/muse.md``."""
 
-import importlib
+from medunlearn.utils.lazy import lazy_exports
 
 # Imported on first use (PEP 562), so that `medunlearn muse --help` imports nothing heavy.
 _HOMES = {
-    "MuseFormatError": "data",
-    "MuseLayoutError": "data",
-    "MuseMissingSplitError": "data",
-    "MuseRowError": "data",
-    "load_muse_split": "data",
-    "open_muse_folder": "data",
-    "build_muse_configs": "build",
-    "build_muse_folder": "build",
-    "MUSE_PRESETS": "conventions",
-    "MuseConventions": "conventions",
-    "muse_preset": "conventions",
+    "MuseFormatError": ".data",
+    "MuseLayoutError": ".data",
+    "MuseMissingSplitError": ".data",
+    "MuseRowError": ".data",
+    "load_muse_split": ".data",
+    "open_muse_folder": ".data",
+    "build_muse_configs": ".build",
+    "build_muse_folder": ".build",
+    "MUSE_PRESETS": ".conventions",
+    "MuseConventions": ".conventions",
+    "muse_preset": ".conventions",
+    "evaluate_muse": ".evaluate",
+    "score_muse_folder": ".evaluate",
 }
 
 
-def __getattr__(name: str):
-    if name in _HOMES:
-        return getattr(importlib.import_module(f"medunlearn.muse.{_HOMES[name]}"), name)
-    raise AttributeError(f"module 'medunlearn.muse' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_HOMES))
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES)
 
 
 __all__ = sorted(_HOMES)

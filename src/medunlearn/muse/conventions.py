@@ -18,6 +18,10 @@ PrivLeak without a retain model   not reported                  retain AUC 0.5: 
                                                                 ``configs/eval/muse_metrics/privleak.yaml:17``
 ROUGE ground truth                the row's ``gt`` / answer     decoded labels minus decoded prompt:
                                                                 ``src/evals/metrics/utils.py:271-281``
+decoded texts' spaces cleaned     no (the tokenizer's decode)   yes, ``clean_up_tokenization_spaces=True``
+  (`` .`` -> ``.``, `` n't`` ...)                               (``utils.py:271-277, 300-304``) under its
+                                                                pinned transformers 4.45.1
+                                                                (``requirements.txt:2``)
 ================================  ============================  ==========================================
 
 (All reference paths are in OpenUnlearning at commit d3d7cf9, under ``src/evals/metrics/`` unless given.)
@@ -54,6 +58,8 @@ class MuseConventions:
         privleak_epsilon: added to PrivLeak's denominator.
         default_retain_auc: the retain AUC PrivLeak uses when no retain model was scored (None: no PrivLeak).
         reference_ground_truth: ROUGE against decoded labels minus decoded prompt, as the reference.
+        clean_up_decodes: the generations get transformers' tokenization-space clean-up, as the reference
+            decodes them (:func:`medunlearn.muse.rendering.clean_up_spaces`; its ground truths always do).
     """
 
     name: str = "medunlearn"
@@ -67,6 +73,7 @@ class MuseConventions:
     privleak_epsilon: float = 0.0
     default_retain_auc: float | None = None
     reference_ground_truth: bool = False
+    clean_up_decodes: bool = False
 
     def __post_init__(self):
         if self.min_k_count not in ("ceil", "floor"):
@@ -81,6 +88,17 @@ class MuseConventions:
         values["knowmem_stop_strings"] = list(self.knowmem_stop_strings)
         return values
 
+    @classmethod
+    def from_dict(cls, values: dict) -> MuseConventions:
+        """The conventions :meth:`to_dict` wrote (an evaluation folder's ``run.json``)."""
+        values = dict(values)
+        if "knowmem_stop_strings" in values:
+            values["knowmem_stop_strings"] = tuple(values["knowmem_stop_strings"])
+        try:
+            return cls(**values)
+        except TypeError as error:
+            raise InputError(f"not MUSE conventions: {error}") from error
+
 
 MUSE_PRESETS: dict[str, MuseConventions] = {
     "medunlearn": MuseConventions(),
@@ -92,6 +110,7 @@ MUSE_PRESETS: dict[str, MuseConventions] = {
         privleak_epsilon=1e-10,
         default_retain_auc=REFERENCE_RETAIN_AUC,
         reference_ground_truth=True,
+        clean_up_decodes=True,
     ),
 }
 

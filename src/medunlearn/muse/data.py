@@ -34,12 +34,11 @@ row, so an error names the file, the 1-based row and the field.
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from medunlearn.errors import MedunlearnError, MissingInputError
+from medunlearn.utils.user_files import card_data_files, parse_json, read_parquet, text_lines
 
 TEXT = ("text",)
 QA = ("question", "answer")
@@ -93,31 +92,24 @@ class MuseFolder:
 
 
 def _declared_data_files(root: Path) -> dict[str, dict[str, tuple[Path, ...]]] | None:
-    """The README's ``configs:`` block as config -> split -> files (globs resolved); None without one."""
-    import yaml
-
-    readme = root / "README.md"
-    if not readme.is_file():
-        return None
-    text = readme.read_text(encoding="utf-8")
-    match = re.match(r"---\n(.*?)\n---", text, flags=re.DOTALL)
-    if not match:
-        return None
-    try:
-        header = yaml.safe_load(match.group(1)) or {}
-    except yaml.YAMLError as error:
-        raise MuseFormatError(f"{readme}: the YAML header does not parse ({error})") from error
+    """The README's ``configs:`` block as config -> split -> files (globs resolved); None without one. The
+    shared card reader names a path leading out of the folder or a key given twice; a glob that reaches a link
+    leading out is refused too."""
     declared = {}
-    for entry in header.get("configs") or []:
-        data_files = entry.get("data_files") or []
-        if isinstance(data_files, str):
-            data_files = [{"split": "train", "path": data_files}]
-        splits = {}
-        for item in data_files:
-            patterns = item["path"] if isinstance(item["path"], list) else [item["path"]]
-            splits[item["split"]] = tuple(sorted(p for pattern in patterns for p in root.glob(pattern)))
-        declared[entry["config_name"]] = splits
+    for config, splits in card_data_files(root).items():
+        declared[config] = {
+            split: tuple(sorted(path for pattern in patterns for path in _inside(root, pattern)))
+            for split, patterns in splits.items()
+        }
     return declared or None
+
+
+def _inside(root: Path, pattern: str) -> list[Path]:
+    paths = list(root.glob(pattern))
+    for path in paths:
+        if root.resolve() not in path.resolve().parents:
+            raise MuseFormatError(f"{root / 'README.md'}: data file {path} is a link leading out of {root}")
+    return paths
 
 
 def _scanned_data_files(root: Path) -> dict[str, dict[str, tuple[Path, ...]]]:
@@ -187,18 +179,14 @@ def _listing(muse: MuseFolder) -> str:
 
 
 def _read_rows(path: Path) -> list:
+    """A data file's rows, through the shared reader: a file that is not UTF-8, a line that is not JSON (or
+    holds a NaN) or a damaged parquet file is named with its line."""
     if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        return pq.read_table(path).to_pylist()
+        return read_parquet(path).to_pylist()
     rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as error:
-            raise MuseRowError(f"{path} row {number}: not JSON ({error.msg})") from error
+    for number, line in enumerate(text_lines(path), start=1):
+        if line.strip():
+            rows.append(parse_json(line.rstrip("\r\n"), str(path), number))
     return rows
 
 

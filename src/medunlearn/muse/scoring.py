@@ -93,24 +93,23 @@ def _padded(rows, name: str, dtype) -> tuple[np.ndarray, np.ndarray]:
     return pad_token_values(rows, dtype=dtype)
 
 
+def min_k_row_scores(rows, conventions: MuseConventions, name: str = "privleak logprobs") -> np.ndarray:
+    """Each text's Min-K% score (higher: less likely a member) from its scored tokens' log-probs."""
+    values, mask = _padded(rows, name, np.float64)
+    return leak.min_k_scores(
+        values,
+        mask,
+        k=conventions.min_k,
+        count=conventions.min_k_count,
+        drop_last_token=conventions.drop_last_token,
+    )
+
+
 def privleak_auc(forget_logprobs, holdout_logprobs, conventions: MuseConventions) -> float:
     """The Min-K% AUC of forget (members) vs holdout texts: also what a retain model contributes."""
-    scores = []
-    for name, rows in (
-        ("privleak_forget_logprobs", forget_logprobs),
-        ("privleak_holdout_logprobs", holdout_logprobs),
-    ):
-        values, mask = _padded(rows, name, np.float64)
-        scores.append(
-            leak.min_k_scores(
-                values,
-                mask,
-                k=conventions.min_k,
-                count=conventions.min_k_count,
-                drop_last_token=conventions.drop_last_token,
-            )
-        )
-    return leak.privleak_summary(*scores)["auc"]
+    forget = min_k_row_scores(forget_logprobs, conventions, "privleak_forget_logprobs")
+    holdout = min_k_row_scores(holdout_logprobs, conventions, "privleak_holdout_logprobs")
+    return leak.privleak_summary(forget, holdout)["auc"]
 
 
 def score_muse(outputs: MuseOutputs, conventions: MuseConventions, retain_auc: float | None = None) -> dict:
@@ -155,4 +154,11 @@ def score_muse(outputs: MuseOutputs, conventions: MuseConventions, retain_auc: f
     }
 
 
-__all__ = ["REFERENCE_NAMES", "MuseOutputs", "muse_examples", "privleak_auc", "score_muse"]
+__all__ = [
+    "REFERENCE_NAMES",
+    "MuseOutputs",
+    "min_k_row_scores",
+    "muse_examples",
+    "privleak_auc",
+    "score_muse",
+]

@@ -19,6 +19,7 @@ from pathlib import Path
 from medunlearn.errors import MissingInputError
 from medunlearn.study.grid import forget_parts
 from medunlearn.utils.stage_marker import is_done
+from medunlearn.utils.user_files import read_json
 
 BASELINE_METHOD = "finetuned"
 
@@ -70,7 +71,7 @@ def attack_summary(stage_folder: Path, fingerprint: str | None) -> dict | None:
     payload = folder / "attacks.json"
     if fingerprint is None or not payload.is_file() or not is_done(folder, fingerprint):
         return None
-    summaries = json.loads(payload.read_text()).get("summaries") or [None]
+    summaries = read_json(payload, expect=dict).get("summaries") or [None]
     return summaries[0]
 
 
@@ -82,7 +83,7 @@ def collect_results(study_dir: str | Path) -> dict:
     study_dir = Path(study_dir)
     if not (study_dir / "study.json").is_file():
         raise MissingInputError(f"{study_dir} has no study.json: not a study folder")
-    state = json.loads((study_dir / "study.json").read_text())
+    state = read_json(study_dir / "study.json", expect=dict)  # the shared reader names a damaged file
     rows, stages, missing = [], [], []
     for stage in _stages(study_dir, state):
         attack_fp = stage.pop("attack_fingerprint", None)
@@ -91,7 +92,7 @@ def collect_results(study_dir: str | Path) -> dict:
         if not (summary_path.is_file() and is_done(eval_dir.parent, stage["fingerprint"])):
             missing.append(stage["stage"])
             continue
-        summary = json.loads(summary_path.read_text())
+        summary = read_json(summary_path, expect=dict)
         common = {
             "study": state["name"],
             **stage,

@@ -27,8 +27,10 @@ A study file::
       attacks: [relearn, quantize, holdout, membership]
       relearn_steps: [5, 10]
 
-Only the shape is checked here (no torch import): :func:`medunlearn.study.grid.validate_study` also resolves
-every method config and checks the forget configs against the data.
+Only the shape is checked here (no torch import), and every number: a count, a rate, an epoch number or a seed
+that cannot be (``-5``, ``0`` patients, ``.nan``, ``fast``) is named with the file and its key, by the checks
+of the command-line options (:mod:`medunlearn.utils.numbers`). :func:`medunlearn.study.grid.validate_study`
+also resolves every method config and checks the forget configs against the data.
 """
 
 from __future__ import annotations
@@ -39,10 +41,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from medunlearn.config_names import is_forget_config
 from medunlearn.errors import MedunlearnError, MissingInputError
+from medunlearn.utils.numbers import (
+    CONFIG_NUMBERS,
+    checked_numbers,
+    fraction,
+    non_negative_float,
+    non_negative_int,
+    number_type,
+    positive_float,
+    positive_int,
+    positive_int_or_auto,
+)
+from medunlearn.utils.user_files import read_yaml
 
 TOP = "<top level>"
 TOP_LEVEL = (
@@ -61,6 +73,31 @@ TOP_LEVEL = (
 
 class StudyConfigError(MedunlearnError, ValueError):
     """A study file's key is missing, unknown or has a bad value; the message names the file and the key."""
+
+
+# The numbers of each section and their checks (those of the matching command-line options); the method and
+# ``sft`` fields are a trainer config's: :data:`medunlearn.utils.numbers.CONFIG_NUMBERS`.
+MODEL_NUMBERS = {"lora_r": positive_int, "lora_alpha": positive_int, "tiny_vocab_size": positive_int}
+BUILD_NUMBERS = {
+    "patients": positive_int,
+    "seed": non_negative_int,
+    "qa_per_type": positive_int,
+    "holdout_per_type": positive_int,
+}
+FINETUNE_NUMBERS = {"notes_epochs": non_negative_float, "qa_epochs": non_negative_float}
+RUNNER_NUMBERS = {
+    "batch_size": positive_int_or_auto,
+    "max_new_tokens": positive_int,
+    "max_batch_size": positive_int,
+}
+POPULATION_NUMBERS = {"max_retain_patients": positive_int, "seed": non_negative_int}
+ATTACK_NUMBERS = {
+    "relearn_share": fraction,
+    "relearn_learning_rate": positive_float,
+    "relearn_batch_size": positive_int,
+    "seed": non_negative_int,
+    "max_retain_patients": non_negative_int,  # 0 keeps every retained patient (as --max-retain-patients)
+}
 
 
 @dataclass
@@ -176,6 +213,22 @@ def _mapping(source: str, key: str, value, allowed: tuple[str, ...] | None = Non
     return dict(value)
 
 
+def _numbers(source: str, key: str, values: dict, checks: dict) -> dict:
+    """``values`` with the numbers ``checks`` names parsed and checked; a bad one names the file and key."""
+    return checked_numbers(values, checks, lambda name: f"{source}: key '{key}.{name}'", StudyConfigError)
+
+
+def _number_list(source: str, key: str, values, check) -> list:
+    """``values`` (a list, or one number alone) with each item checked by ``check``; a bad one names the file
+    and ``key[index]``."""
+    items = values if isinstance(values, list) else [values]
+    if not items or any(item is None for item in items):
+        raise _fail(source, key, f"must be a non-empty list of numbers, got {values!r}")
+    checks = dict.fromkeys(range(len(items)), check)
+    name = lambda index: f"{source}: key '{key}[{index}]'"  # noqa: E731 - one line, named for reading
+    return list(checked_numbers(dict(enumerate(items)), checks, name, StudyConfigError).values())
+
+
 def _dataclass_fields(source: str, key: str, values: dict, cls) -> dict:
     """Check that ``values`` are fields of the dataclass ``cls``; returns them."""
     names = [f.name for f in dataclasses.fields(cls)]
@@ -226,6 +279,7 @@ def _parse_model(source: str, value) -> dict[str, Any]:
     if isinstance(value, str):
         value = {"model_name_or_path": value}
     model = _dataclass_fields(source, "model", _mapping(source, "model", value), ModelArguments)
+    model = _numbers(source, "model", model, MODEL_NUMBERS)
     if not isinstance(model.get("model_name_or_path"), str):
         raise _fail(source, "model.model_name_or_path", "is required (a folder, Hub id or built-in name)")
     return model
@@ -243,26 +297,31 @@ def _parse_data(source: str, value) -> DataSpec:
         build=_mapping(source, "data.build", data_raw["build"]) if "build" in data_raw else None,
     )
     if data.build is not None:
-        from medunlearn.amnesia.build import BuildOptions
+        from medunlearn.amnesia.pipeline import BuildOptions
 
         options = [f.name for f in dataclasses.fields(BuildOptions)]
         for name in data.build:
             if name not in options:
                 raise _fail(source, f"data.build.{name}", f"not a build_amnesia option; options: {options}")
+        data.build = _numbers(source, "data.build", data.build, BUILD_NUMBERS)
+        if "forget_percentages" in data.build:
+            percent = number_type(int, "a whole percentage from 1 to 99", lambda n: 1 <= n <= 99)
+            data.build["forget_percentages"] = _number_list(
+                source, "data.build.forget_percentages", data.build["forget_percentages"], percent
+            )
     return data
 
 
 def _parse_finetune(source: str, value) -> FinetuneSpec:
     """``finetune:``: the two epoch counts (numbers >= 0) and ``SFTConfig`` fields."""
     ft_raw = _mapping(source, "finetune", value, ("notes_epochs", "qa_epochs", "sft"))
-    finetune = FinetuneSpec(sft=_mapping(source, "finetune.sft", ft_raw.get("sft")))
-    for key in ("notes_epochs", "qa_epochs"):
-        if key in ft_raw:
-            value = ft_raw[key]
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise _fail(source, f"finetune.{key}", f"must be a number >= 0, got {value!r}")
-            setattr(finetune, key, float(value))
-    return finetune
+    sft = _numbers(
+        source, "finetune.sft", _mapping(source, "finetune.sft", ft_raw.get("sft")), CONFIG_NUMBERS
+    )
+    epochs = _numbers(source, "finetune", ft_raw, FINETUNE_NUMBERS)
+    return FinetuneSpec(
+        **{key: float(epochs[key]) for key in FINETUNE_NUMBERS if epochs.get(key) is not None}, sft=sft
+    )
 
 
 def _parse_methods(source: str, value) -> list[MethodSpec]:
@@ -274,7 +333,9 @@ def _parse_methods(source: str, value) -> list[MethodSpec]:
     for label, fields in methods_raw.items():
         if not isinstance(label, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", label):
             raise _fail(source, f"methods.{label}", "a label is letters, digits, '_', '.' and '-' only")
-        fields = _mapping(source, f"methods.{label}", fields)
+        fields = _numbers(
+            source, f"methods.{label}", _mapping(source, f"methods.{label}", fields), CONFIG_NUMBERS
+        )
         method = fields.pop("method", label)
         if not isinstance(method, str):
             raise _fail(source, f"methods.{label}.method", "must be a method name")
@@ -313,7 +374,7 @@ def _parse_seeds(source: str, value) -> list[int]:
         raise _fail(source, "seeds", f"must be a non-empty list of integers, got {seeds!r}")
     if len(set(seeds)) != len(seeds):
         raise _fail(source, "seeds", "lists a seed twice")
-    return list(seeds)
+    return _number_list(source, "seeds", seeds, non_negative_int)
 
 
 def _parse_evaluation(source: str, value) -> EvaluationSpec:
@@ -325,6 +386,7 @@ def _parse_evaluation(source: str, value) -> EvaluationSpec:
     runner = _dataclass_fields(
         source, "evaluation.runner", _mapping(source, "evaluation.runner", ev_raw.get("runner")), RunnerConfig
     )
+    runner = _numbers(source, "evaluation.runner", runner, RUNNER_NUMBERS)
     runner.pop("progress", None)  # a display option: never part of a result
     if runner.get("stop_after_batches") is not None:
         raise _fail(source, "evaluation.runner.stop_after_batches", "a study evaluates every batch")
@@ -334,6 +396,7 @@ def _parse_evaluation(source: str, value) -> EvaluationSpec:
         _mapping(source, "evaluation.populations", ev_raw.get("populations")),
         PopulationConfig,
     )
+    populations = _numbers(source, "evaluation.populations", populations, POPULATION_NUMBERS)
     embedding = ev_raw.get("embedding_similarity", False)
     if not isinstance(embedding, bool):
         raise _fail(source, "evaluation.embedding_similarity", "must be true or false")
@@ -358,17 +421,13 @@ def _attack_spec(source: str, value) -> AttackSpec:
             ):
                 raise _fail(source, f"attacks.{key}", f"must be a non-empty list of {kind.__name__}s")
             raw[key] = list(items)
-    for key, kinds in (
-        ("relearn_share", (int, float)),
-        ("relearn_learning_rate", (int, float)),
-        ("relearn_batch_size", (int,)),
-        ("seed", (int,)),
-        ("max_retain_patients", (int,)),
-        ("relearn_data", (str,)),
-    ):
-        if raw.get(key) is not None and (isinstance(raw[key], bool) or not isinstance(raw[key], kinds)):
-            raise _fail(source, f"attacks.{key}", f"must be a {' or '.join(k.__name__ for k in kinds)}")
-    return AttackSpec(**raw)
+    if raw.get("relearn_data") is not None and not isinstance(raw["relearn_data"], str):
+        raise _fail(source, "attacks.relearn_data", "must be a str")
+    if "relearn_steps" in raw:
+        raw["relearn_steps"] = _number_list(
+            source, "attacks.relearn_steps", raw["relearn_steps"], positive_int
+        )
+    return AttackSpec(**_numbers(source, "attacks", raw, ATTACK_NUMBERS))
 
 
 def load_study(path: str | Path) -> StudyConfig:
@@ -376,8 +435,5 @@ def load_study(path: str | Path) -> StudyConfig:
     path = Path(path)
     if not path.is_file():
         raise MissingInputError(f"study file {path} does not exist")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as error:
-        raise StudyConfigError(f"{path}: not valid YAML: {error}") from None
-    return parse_study(raw, str(path))
+    # The shared reader: encodings, YAML syntax and a key given twice are named with their line.
+    return parse_study(read_yaml(path, expect=None), str(path))

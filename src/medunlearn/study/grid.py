@@ -304,6 +304,9 @@ def validate_study(study: StudyConfig, data_dir: Path | None = None) -> Grid | N
         _check_build_forget(study)
     folder = data_dir if data_dir is not None else study.data_path()
     if folder is not None and (folder / "README.md").is_file():
+        from medunlearn.utils.user_files import card_data_files
+
+        card_data_files(folder)  # the card's data files stay in the folder, no key given twice
         offered = folder_configs(folder)
         for index, forget in enumerate(study.forget):
             if forget not in offered:

@@ -143,7 +143,7 @@ def prepare_study(study: StudyConfig | str | Path, out: str | Path) -> tuple[Stu
         data_fp = data_fingerprint(study)
         if not is_done(study_dir, data_fp, DATA_MARKER):
             validate_study(study, data_dir=Path("/nonexistent"))  # fail on the file before building
-            from medunlearn.amnesia.build import build_amnesia
+            from medunlearn.amnesia.pipeline import build_amnesia
 
             build_amnesia(data_dir, overwrite=True, **study.data.build)
             mark_done(study_dir, data_fp, {"build": study.data.build}, DATA_MARKER)

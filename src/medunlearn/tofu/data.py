@@ -82,7 +82,6 @@ def tofu_splits(forget: str) -> TofuSplits:
 def load_tofu(source: str | Path = HUB_ID, config: str = "full"):
     """One TOFU config's ``train`` split as a ``datasets.Dataset`` (Hub id or local folder of the Hub
     layout)."""
-
     # Further configs of the Hub dataset (larger forget splits and their complements) are read when asked for.
     if config not in ALL_CONFIGS and not is_tofu_hub_split(config):
         raise TofuInputError(f"unknown TOFU config {config!r}; known: {', '.join(ALL_CONFIGS)}")
@@ -93,6 +92,8 @@ def load_tofu(source: str | Path = HUB_ID, config: str = "full"):
         raise MissingInputError(f"TOFU folder {source} does not exist (and is not a Hub id such as {HUB_ID})")
     try:
         dataset = load_config(source, config, "train")
+    except MedunlearnError:
+        raise  # already names the file and line (medunlearn.data_loading.check_local_folder)
     except (ValueError, FileNotFoundError) as error:  # datasets names the configs or the missing file
         raise TofuInputError(f"{source}: cannot load TOFU config {config!r}: {error}") from error
     missing = [column for column in columns_of(config) if column not in dataset.column_names]

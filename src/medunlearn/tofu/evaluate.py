@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from medunlearn.chat import RENDERING_FIELDS
 from medunlearn.errors import MissingInputError
 from medunlearn.evaluation.outputs_folder import GENERATION, TEACHER_FORCED, read_outputs
 from medunlearn.evaluation.roles import (
@@ -33,12 +34,13 @@ from medunlearn.evaluation.roles import (
     Role,
     RoleRun,
     check_role_names,
-    load_role,
-    role_reusable,
+    model_name,
+    named_model,
+    resolve_or_build,
     run_role,
+    run_roles,
 )
 from medunlearn.evaluation.settings import Overwrite, RunnerConfig
-from medunlearn.models import load_model, resolve_model
 from medunlearn.tofu.conventions import ConventionTokenizer, TofuConventions
 from medunlearn.tofu.data import TofuInputError, load_tofu, tofu_splits
 from medunlearn.tofu.scoring import (
@@ -134,15 +136,7 @@ def rendering_key(conventions: TofuConventions) -> str:
     settings)."""
     import hashlib
 
-    fields = (
-        "chat_template",
-        "system_prompt",
-        "prompt_prefix",
-        "user_start_tag",
-        "user_end_tag",
-        "assistant_start_tag",
-    )
-    payload = json.dumps({name: getattr(conventions, name) for name in fields}, sort_keys=True)
+    payload = json.dumps({name: getattr(conventions, name) for name in RENDERING_FIELDS}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
 
@@ -163,11 +157,10 @@ class Tofu:
         return ConventionTokenizer(tokenizer, self.conventions)
 
     def model_id(self, path, model, role: str) -> str:
-        name = path or str(getattr(getattr(model, "config", None), "name_or_path", "") or "in-memory model")
-        return f"{name} | rendering {rendering_key(self.conventions)}"
+        return f"{model_name(path, model)} | rendering {rendering_key(self.conventions)}"
 
     def named(self, model) -> bool:
-        return isinstance(model, (str, Path)) and str(model) != "tiny-llama"
+        return named_model(model)
 
     def runner_config(self, runner_config: RunnerConfig | None) -> RunnerConfig:
         """The runner's settings of a TOFU run: the generation length is the conventions'."""
@@ -256,12 +249,9 @@ def per_example_table(
 
 
 def _resolve(model, tokenizer, examples: pd.DataFrame, flag: str):
-    if (
-        isinstance(model, str) and model == "tiny-llama"
-    ):  # fresh, on a tokenizer of the benchmark's text: smoke runs
-        texts = examples["question"].tolist() + examples["answer"].tolist()
-        return (*load_model("tiny-llama", texts=texts, flag=flag), None)
-    return resolve_model(model, tokenizer, flag)
+    return resolve_or_build(
+        model, tokenizer, flag, lambda: examples["question"].tolist() + examples["answer"].tolist()
+    )
 
 
 @dataclass
@@ -318,15 +308,7 @@ def evaluate_tofu(model, source, forget: str, out_dir, **settings) -> dict:
         runs = _role_runs(retain_examples, out_dir / "outputs", "retain", generate=False, answers_dir=answers)
         overwrite = Overwrite.for_folder(settings.overwrite, shared=settings.retain_outputs is not None)
         roles.append(Role("retain", "--retain-model", settings.retain_model, runs, overwrite=overwrite))
-    finished, models = True, {}
-    for role in roles:
-        if role_reusable(benchmark, role, config):
-            models[role.name] = str(role.model)
-            continue
-        loaded = load_role(benchmark, role)
-        models[role.name] = loaded.path or "in-memory model"
-        finished &= run_role(benchmark, role, loaded, config)
-        del loaded  # one model in memory at a time
+    finished, models = run_roles(benchmark, roles, config)
     run_info = {
         "source": str(source),
         "forget": forget,

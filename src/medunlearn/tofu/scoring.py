@@ -200,9 +200,9 @@ def normalised_probability(correct_loss, wrong_loss, question_of_wrong, epsilon:
 
 
 def cut_at_stop_strings(texts, stop_strings) -> list[str]:
-    """Each text up to the first occurrence of any stop string, stripped (as the reference post-processes).
+    r"""Each text up to the first occurrence of any stop string, stripped (as the reference post-processes).
 
-    >>> cut_at_stop_strings(["Paris.\\n\\nQuestion: next", " Rome "], ["\\n\\n", "Question:"])
+    >>> cut_at_stop_strings(["Paris.\n\nQuestion: next", " Rome "], ["\n\n", "Question:"])
     ['Paris.', 'Rome']
     """
     cut = pd.Series(list(texts), dtype=object).astype(str)

@@ -18,6 +18,7 @@ import numpy as np
 from medunlearn.config_names import SplitName
 from medunlearn.errors import InputError
 from medunlearn.tofu.data import FORGET_CONFIGS, columns_of
+from medunlearn.utils.files import output_folder
 
 _FIRST = ("Arlo", "Brisa", "Cato", "Dalia", "Emre", "Faye", "Goran", "Hesper", "Ilse", "Joren", "Kaia", "Lio")
 _LAST = (
@@ -154,39 +155,39 @@ def _author_rows(rng, name: str, qa_per_author: int, perturbed: int) -> list[dic
     return rows
 
 
+def _all_names() -> list[str]:
+    return [f"{first} {last}" for first in _FIRST for last in _LAST]
+
+
 def _names(rng, count: int) -> list[str]:
-    pairs = [f"{first} {last}" for first in _FIRST for last in _LAST]
+    pairs = _all_names()
     if count > len(pairs):
         raise InputError(f"at most {len(pairs)} fictitious authors, asked for {count}")
     return [pairs[i] for i in rng.permutation(len(pairs))[:count]]
 
 
+def _multiple_choice_rows(rng, subjects, answers, question: str) -> list[dict]:
+    """One row per subject: ``question`` about it, an answer drawn from ``answers`` (none drawn twice) and
+    three other answers as the wrong options (``perturbed_answer``)."""
+    rows = []
+    for subject, index in zip(subjects, rng.permutation(len(answers))[: len(subjects)]):
+        answer = answers[index]
+        rows.append(
+            {
+                "question": question.format(subject),
+                "answer": answer,
+                "perturbed_answer": _choose_other(rng, answers, answer, 3),
+            }
+        )
+    return rows
+
+
 def _option_rows(rng, kind: str, count: int) -> list[dict]:
     """Multiple-choice rows, one per title / country (so no question repeats): the answer plus three wrong
     options as ``perturbed_answer``; no two countries share a capital."""
-    rows = []
     if kind == "real_authors":
-        pool = [f"{first} {last}" for first in _FIRST for last in _LAST]
-        for title, index in zip(_TITLES[:count], rng.permutation(len(pool))[:count]):
-            author = pool[index]
-            rows.append(
-                {
-                    "question": f"Who wrote the novel '{title}'?",
-                    "answer": author,
-                    "perturbed_answer": _choose_other(rng, pool, author, 3),
-                }
-            )
-    else:
-        for country, index in zip(_COUNTRIES[:count], rng.permutation(len(_CITIES))[:count]):
-            city = _CITIES[index]
-            rows.append(
-                {
-                    "question": f"What is the capital of {country}?",
-                    "answer": city,
-                    "perturbed_answer": _choose_other(rng, _CITIES, city, 3),
-                }
-            )
-    return rows
+        return _multiple_choice_rows(rng, _TITLES[:count], _all_names(), "Who wrote the novel '{}'?")
+    return _multiple_choice_rows(rng, _COUNTRIES[:count], _CITIES, "What is the capital of {}?")
 
 
 def _forget_author_count(authors: int, config: str) -> int:
@@ -266,8 +267,12 @@ def build_tofu_folder(
     perturbed: int = 3,
     options: int = 8,
     seed: int = 0,
+    overwrite: bool = False,
 ) -> Path:
-    """Write the fictitious TOFU-format folder to ``out_dir`` (JSON lines + README) and return its path."""
+    """Write the fictitious TOFU-format folder to ``out_dir`` (JSON lines + README) and return its path.
+
+    Written as every command writes its folder (:func:`medunlearn.utils.files.output_folder`): an existing
+    folder that is not empty is replaced only with ``overwrite``, whole, and a failure leaves it as it was."""
     parameters = {
         "authors": authors,
         "qa_per_author": qa_per_author,
@@ -277,11 +282,11 @@ def build_tofu_folder(
     }
     configs = build_tofu_configs(**parameters)
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for name, rows in configs.items():
-        text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
-        (out_dir / f"{name}.json").write_text(text, encoding="utf-8")
-    (out_dir / "README.md").write_text(_readme(configs, parameters), encoding="utf-8")
+    with output_folder(out_dir, overwrite=overwrite) as staging:
+        for name, rows in configs.items():
+            text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+            (staging / f"{name}.json").write_text(text, encoding="utf-8")
+        (staging / "README.md").write_text(_readme(configs, parameters), encoding="utf-8")
     return out_dir
 
 

@@ -175,16 +175,17 @@ SECTION_END = "<!-- /medunlearn:{name} -->"
 
 
 def replace_card_section(model_dir: str | Path, name: str, section: str) -> Path:
-    """Put ``section`` (Markdown) into the model card ``model_dir/README.md`` between the markers of ``name``,
-    replacing a previous copy, or appended when there is none (a card is started when the folder has none).
+    r"""Put ``section`` (Markdown) into the model card ``model_dir/README.md`` between the markers of
+    ``name``, replacing a previous copy, or appended when there is none (a card is started when the folder
+    has none).
 
     Written atomically (:func:`medunlearn.utils.files.atomic_write_text`): a killed run leaves the old card.
 
     >>> import tempfile
     >>> folder = Path(tempfile.mkdtemp())
-    >>> _ = (folder / "README.md").write_text("# Card\\n")
-    >>> _ = replace_card_section(folder, "robustness", "## Robustness\\n\\nold\\n")
-    >>> _ = replace_card_section(folder, "robustness", "## Robustness\\n\\nnew\\n")
+    >>> _ = (folder / "README.md").write_text("# Card\n")
+    >>> _ = replace_card_section(folder, "robustness", "## Robustness\n\nold\n")
+    >>> _ = replace_card_section(folder, "robustness", "## Robustness\n\nnew\n")
     >>> text = (folder / "README.md").read_text()
     >>> text.count("## Robustness"), "new" in text, "old" in text, text.startswith("# Card")
     (1, True, False, True)

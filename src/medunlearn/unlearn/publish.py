@@ -14,6 +14,7 @@ from medunlearn.utils.publishing import (
     existing_folder,
     upload_files,
 )
+from medunlearn.utils.user_files import read_front_matter
 
 __all__ = ["MODEL_FILES", "PublishError", "files_to_publish", "publish_model"]
 
@@ -64,6 +65,7 @@ def files_to_publish(folder: Path) -> list[Path]:
     folder = existing_folder(folder, "model folder")
     if not (folder / "README.md").is_file():
         raise UnlearningInputError(f"{folder} has no README.md model card (written by `medunlearn unlearn`)")
+    read_front_matter(folder / "README.md")  # the Hub reads its metadata: a key given twice is named here
     entries = _entries(folder)
     pickled = [name for name in entries if Path(name).suffix in PICKLE_SUFFIXES]
     if pickled:

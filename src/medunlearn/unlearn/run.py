@@ -60,6 +60,8 @@ from medunlearn.unlearn.sources import (
 )
 from medunlearn.utils.distributed import launched_processes, leave_process_group
 from medunlearn.utils.files import check_output_folder, commit_staging, discard_staging, open_staging
+from medunlearn.utils.numbers import parse_config_arguments
+from medunlearn.utils.progress import bar_without_logs
 
 logger = logging.getLogger(__name__)
 
@@ -200,9 +202,8 @@ def build_method_config(
         raise UnlearningInputError(
             f"{where}: unknown fields for {config_class.__name__}: {unknown_in_recipe}"
         )
-    config, unknown = parser.parse_args_into_dataclasses(
-        args=[*overrides, "--output_dir", str(output_dir)], return_remaining_strings=True
-    )
+    source = f"the command line or {where}" if recipe else "the command line"  # numbers checked first
+    config, unknown = parse_config_arguments(parser, [*overrides, "--output_dir", str(output_dir)], source)
     if unknown:
         raise UnlearningInputError(
             f"unknown options for {config_class.__name__}: {unknown} (see --help-method)"
@@ -351,6 +352,7 @@ def run_unlearning(
             conventions=conventions,
         )
         trainers.append(trainer)
+        bar_without_logs(trainer)
         trainer.train()
         trainer.save_model(str(staging))  # every process takes part (sharded states), the main one writes
         writer = trainer.is_world_process_zero()
@@ -468,7 +470,7 @@ def default_sft_config(
     precision = resolve_precision(dtype, "cuda" if torch.cuda.is_available() else "cpu", parity)
     defaults["bf16"] = precision.is_bf16  # TRL's own default is True, whatever the machine
     parser.set_defaults_with_config(**defaults)
-    config, unknown = parser.parse_args_into_dataclasses(args=list(overrides), return_remaining_strings=True)
+    config, unknown = parse_config_arguments(parser, overrides, "the command line")  # numbers checked first
     if unknown:
         raise UnlearningInputError(f"unknown SFTConfig options: {unknown}")
     if training_bf16(dtype, config.bf16, config.fp16, precision) != config.bf16:
@@ -564,6 +566,7 @@ def _train_stages(args, template, staging: Path, model, tokenizer, texts, qa_row
             processing_class=tokenizer,
             peft_config=peft_config,
         )
+        bar_without_logs(trainer)
         trainer.train()
         model = trainer.model
         peft_config = None  # stage 2 continues the same adapter
@@ -574,6 +577,7 @@ def _train_stages(args, template, staging: Path, model, tokenizer, texts, qa_row
         processing_class=tokenizer,
         peft_config=peft_config,
     )
+    bar_without_logs(trainer)
     trainer.train()
     return trainer
 

@@ -1,10 +1,10 @@
-"""What an unlearning run forgets and retains: the forget and retain corpora of each benchmark.
+r"""What an unlearning run forgets and retains: the forget and retain corpora of each benchmark.
 
 * **AMNESIA** (``forget_on``, ``medunlearn unlearn --forget-on``):
 
   - ``qa`` (the default): the forget config's seen QA (its ``train`` split) and the retain config's;
   - ``notes`` [ours]: the forget patients' notes themselves, each the document fine-tuning's notes stage read
-    (``title + "\\n" + note``, :func:`medunlearn.amnesia.note_sets.note_document`), as raw text; retain: the
+    (``title + "\n" + note``, :func:`medunlearn.amnesia.note_sets.note_document`), as raw text; retain: the
     retain config's patients' notes. A forget patient is any patient of the forget config (``train`` or
     ``holdout`` split);
   - ``both`` [ours]: the union, one corpus: the forget patients' note chunks and their seen QA rows (loss on

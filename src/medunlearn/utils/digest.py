@@ -2,10 +2,10 @@
 
 What the evaluation outputs' fingerprint names as the model's weights (``docs/evaluation.md``, "The evaluation
 folder"): sha256 over the folder's weight files and its ``config.json`` (names, sizes, bytes, streamed), so a
-changed weight file gives a new digest and its old outputs are never reused. The digest is cached beside the
-folder in ``.medunlearn-digest.json``, keyed by each file's name, size and modification time (in nanoseconds);
-a folder that cannot be written keeps its cache under ``$MEDUNLEARN_CACHE/digests/`` (default
-``~/.cache/medunlearn``) instead. A LoRA adapter folder's digest covers its base model's folder too.
+changed weight file gives a new digest and its old outputs are never reused. The digest is cached under
+``$MEDUNLEARN_CACHE/digests/`` (default ``~/.cache/medunlearn``), one file per model folder, keyed by each
+weight file's name, size and modification time (in nanoseconds): never in the model folder itself, which is
+the command's input and is never written. A LoRA adapter folder's digest covers its base model's folder too.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pathlib import Path
 
 from medunlearn.utils.files import atomic_write_text
 
+# The name of the cache earlier versions wrote into the model folder: never written now, and never published.
 DIGEST_FILE = ".medunlearn-digest.json"
 DIGEST_VERSION = 1
 # The files a folder's model is made of: its weights (every format transformers and peft save) and what
@@ -56,12 +57,11 @@ def _read_cache(path: Path, key: dict) -> str | None:
     return None
 
 
-def _write_cache(path: Path, payload: dict) -> bool:
+def _write_cache(path: Path, payload: dict) -> None:
     try:
         atomic_write_text(path, json.dumps(payload, indent=2))
-        return True
-    except OSError:  # a read-only model folder: the caller tries the user cache instead
-        return False
+    except OSError:  # an unwritable cache only costs the hashing again next time
+        pass
 
 
 def hash_files(files: list[Path]) -> str:
@@ -92,26 +92,28 @@ def folder_weights_digest(folder: str | Path, *, cached_only: bool = False) -> s
         return None
     base = ""
     if (folder / "adapter_config.json").is_file():
-        base_name = json.loads((folder / "adapter_config.json").read_text()).get("base_model_name_or_path")
+        try:
+            base_name = json.loads((folder / "adapter_config.json").read_text()).get(
+                "base_model_name_or_path"
+            )
+        except (OSError, ValueError, AttributeError):  # damaged: the model load names it; no digest here
+            return None
         base = folder_weights_digest(base_name, cached_only=cached_only) if base_name else None
         if base is None:
             return None
     # An adapter's cached digest is also keyed by its base's (a changed base invalidates it).
     key = {"files": _stat_key(files), "base": base}
-    beside, elsewhere = folder / DIGEST_FILE, _user_cache_file(folder)
-    for cache in (beside, elsewhere):
-        cached = _read_cache(cache, key)
-        if cached is not None:
-            return cached
+    cache = _user_cache_file(folder)
+    cached = _read_cache(cache, key)
+    if cached is not None:
+        return cached
     if cached_only:
         return None
     digest = hash_files(files)
     if base:
         digest = hashlib.sha256(f"{digest}\x1fbase {base}".encode()).hexdigest()
     digest = digest[:32]
-    payload = {"version": DIGEST_VERSION, **key, "digest": digest}
-    if not _write_cache(beside, payload):
-        _write_cache(elsewhere, payload)
+    _write_cache(cache, {"version": DIGEST_VERSION, **key, "digest": digest})
     return digest
 
 

@@ -1,4 +1,4 @@
-"""Atomic writes, strict JSON and content fingerprints: a file or folder is the old one or the whole new one.
+r"""Atomic writes, strict JSON and content fingerprints: a file or folder is the old one or the whole new one.
 
 A reader (a person, ``datasets``, a resumed run) never sees half a file: text goes to a temporary file in the
 same folder, then ``os.replace`` renames it over the target (atomic on POSIX). A folder is built in a staging
@@ -7,9 +7,9 @@ folder (checks first, then :func:`staged_folder`; docs/cli.md, "Output folders")
 
 >>> import tempfile
 >>> from pathlib import Path
->>> path = atomic_write_text(Path(tempfile.mkdtemp()) / "a" / "b.txt", "hello\\n")
+>>> path = atomic_write_text(Path(tempfile.mkdtemp()) / "a" / "b.txt", "hello\n")
 >>> path.read_text()
-'hello\\n'
+'hello\n'
 >>> fingerprint({"b": 1, "a": [1, 2]}) == fingerprint({"a": [1, 2], "b": 1})
 True
 """
@@ -25,7 +25,7 @@ import shutil
 import socket
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -177,7 +177,11 @@ def check_not_an_input(
 ) -> Path:
     """The checks of :func:`check_output_folder` that hold even where an existing output is expected (a
     resumable evaluation's folder): `out_dir` is not, does not contain and does not lie inside one of
-    ``inputs``; it is not the current folder or above it, a file, or below a file. Returns it resolved."""
+    ``inputs``; it is not the current folder or above it, a file, or below a file. Returns it resolved.
+
+    Then the staging folders that killed runs left beside `out_dir` are removed (:func:`remove_stale_staging`)
+    whatever happens next: a rerun that fails on its inputs, or is refused an existing output, leaves no
+    debris of an earlier run either."""
     out = Path(out_dir).expanduser().resolve()
     for name, value in (inputs or {}).items():
         for one in value if isinstance(value, (list, tuple)) else [value]:  # e.g. several --abstracts
@@ -187,6 +191,39 @@ def check_not_an_input(
     problem = _location_problem(out)
     if problem:
         raise InputError(f"{flag} {out_dir} {problem}")
+    # Named as the command names it (a link's own name): the staging folders are named after it.
+    with suppress(OSError):  # a folder we may not list or write: the run's own staging says so, by name
+        remove_stale_staging(Path(out_dir).expanduser())
+    return out
+
+
+def check_output_file(path: str | os.PathLike, inputs: Mapping[str, Any], flag: str) -> Path:
+    """An output file a command writes beside its folder (an LLM cache, a saved pool) is not one of ``inputs``
+    and does not lie inside an input folder: a cache named like the abstracts file would overwrite it. It may
+    exist (a cache is reused). Returns it resolved.
+
+    >>> import tempfile
+    >>> notes = Path(tempfile.mkdtemp()) / "notes.csv"
+    >>> _ = notes.write_text("patient_id,note")
+    >>> check_output_file(notes, {"--notes": notes}, "--llm-cache")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    medunlearn.errors.InputError: --llm-cache ... is --notes ...: a command never writes over its input
+    """
+    out = Path(path).expanduser().resolve()
+    for name, value in inputs.items():
+        for one in value if isinstance(value, (list, tuple)) else [value]:
+            if one is None or str(one) == "" or not Path(one).expanduser().exists():
+                continue
+            source = Path(one).expanduser().resolve()
+            if out == source:
+                raise InputError(f"{flag} {path} is {name} {one}: a command never writes over its input")
+            if source in out.parents:
+                raise InputError(
+                    f"{flag} {path} lies inside {name} {one}: a command never writes into its input"
+                )
+    if out.is_dir():
+        raise InputError(f"{flag} {path} is a folder, not a file")
     return out
 
 

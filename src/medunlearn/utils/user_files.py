@@ -6,8 +6,12 @@ and, where there is one, the line (1-based, as an editor shows it) and the field
 - text must be UTF-8 (a byte-order mark is honoured, and UTF-16/UTF-32 files that start with one are
   decoded); anything else is refused with the line and byte where decoding failed, never read with
   replacement characters;
-- JSON, JSON Lines and YAML parse errors give the line and column;
-- a JSON Lines row must be an object, a ``.gz`` file must be gzip, a parquet file must be readable whole.
+- JSON, JSON Lines and YAML parse errors give the line and column; JSON is strict (``NaN`` and ``Infinity``,
+  which Python's ``json`` accepts, are refused with the line and field) and a YAML mapping may not give a key
+  twice (PyYAML keeps the last silently);
+- a JSON Lines row must be an object, a ``.gz`` file must be gzip (and a gzip file is read decompressed,
+  whatever its name), a parquet file must be readable whole;
+- a dataset card's ``configs:`` block (README front matter) names data files inside its folder only.
 
 Size: files are streamed where the format allows (CSV, JSON Lines). Limits on a single value (a note's
 length) belong to the reader that knows what the value is; see `check_text_length`.
@@ -16,9 +20,15 @@ length) belong to the reader that knows what the value is; see `check_text_lengt
 from __future__ import annotations
 
 import codecs
+import functools
 import gzip
 import json
+import math
+import os
+import re
+import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -82,22 +92,24 @@ def check_no_nul(text: str, source: str, line: int | None) -> None:
 
 
 def read_text(path: str | Path) -> str:
-    """A whole text file, decoded as `decode_text` says."""
+    """A whole text file (decompressed when it is gzip), decoded as `decode_text` says."""
     path = existing_file(path)
-    return decode_text(path.read_bytes(), str(path))
+    with open_maybe_gzip(path) as handle, _gzip_errors(path):
+        data = handle.read()
+    return decode_text(data, str(path))
 
 
 def text_lines(path: str | Path) -> Iterator[str]:
-    """The lines of a text file, line endings kept, streamed (UTF-8 decoded line by line: a newline byte never
-    occurs inside a UTF-8 character). A file with a UTF-16/32 byte-order mark is decoded whole."""
+    """The lines of a text file (decompressed when it is gzip), line endings kept, streamed: UTF-8 decoded
+    line by line (a newline byte never occurs inside a UTF-8 character), so an error names its line. A file
+    with a UTF-16/32 byte-order mark is decoded whole."""
     path = existing_file(path)
-    with path.open("rb") as handle:
-        encoding = encoding_of(handle.read(4))
-    if encoding.startswith("utf-16") or encoding.startswith("utf-32"):
-        yield from read_text(path).splitlines(keepends=True)
-        return
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
+    with open_maybe_gzip(path) as handle, _gzip_errors(path):
+        head = handle.read(4)
+        if encoding_of(head).startswith(("utf-16", "utf-32")):
+            yield from decode_text(head + handle.read(), str(path)).splitlines(keepends=True)
+            return
+        for number, raw in enumerate(_byte_lines(head, handle), start=1):
             if number == 1 and raw.startswith(codecs.BOM_UTF8):
                 raw = raw[len(codecs.BOM_UTF8) :]
             try:
@@ -113,20 +125,104 @@ def text_lines(path: str | Path) -> Iterator[str]:
             yield line
 
 
-def parse_json(text: str, source: str) -> Any:
-    """`json.loads(text)`, with a parse error located by line and column."""
+def _byte_lines(head: bytes, handle) -> Iterator[bytes]:
+    """The lines of `head` and the rest of `handle`, split at newlines only, as iterating a binary file."""
+    first = head + handle.readline()
+    yield from re.findall(rb"[^\n]*\n|[^\n]+\Z", first)
+    yield from handle
+
+
+@contextmanager
+def _gzip_errors(path: Path) -> Iterator[None]:
+    """Turn a damaged gzip stream, found while reading, into a named error."""
     try:
-        return json.loads(text)
+        yield
+    except (gzip.BadGzipFile, EOFError, zlib.error) as error:
+        problem = f"the gzip stream is damaged or truncated ({error})"
+        raise FileContentError(str(path), None, None, problem) from error
+
+
+def parse_json(text: str, source: str, line: int = 1, *, allow_non_finite: bool = False) -> Any:
+    """`json.loads(text)` as strict JSON, with a parse error located by line and column; `line` is the line of
+    the file that `text` starts on (a JSON Lines row).
+
+    ``NaN``, ``Infinity`` and ``-Infinity`` are not JSON (RFC 8259), though Python's ``json`` reads them: a
+    value that holds one is refused with its line and field, so a score or an answer is never silently NaN
+    (``allow_non_finite`` admits them, for a file another library writes that way: a model's config).
+
+    >>> parse_json('{"answer": "A.", "score": NaN}', "qa.jsonl", line=3)
+    Traceback (most recent call last):
+    ...
+    medunlearn.errors.FileContentError: qa.jsonl, line 3, field 'score': NaN is not a JSON number ...
+    """
+    constants: list[str] = []
+
+    def mark(token: str) -> Any:
+        if allow_non_finite:
+            return float(token)
+        constants.append(token)
+        return _NonFinite(token)
+
+    def number(token: str) -> Any:
+        value = float(token)
+        return value if math.isfinite(value) else mark(token)  # 1e999 reads as inf
+
+    try:
+        value = json.loads(text, parse_constant=mark, parse_float=number)
     except json.JSONDecodeError as error:
         raise FileContentError(
-            source, error.lineno, None, f"invalid JSON at column {error.colno}: {error.msg}"
+            source, line + error.lineno - 1, None, f"invalid JSON at column {error.colno}: {error.msg}"
         ) from error
+    if constants:
+        raise FileContentError(
+            source,
+            line + _line_of_token(text, constants[0]) - 1,
+            _path_of_constant(value)[1],
+            f"{constants[0]} is not a JSON number (strict JSON has no NaN or Infinity: write null or a "
+            "number)",
+        )
+    return value
 
 
-def read_json(path: str | Path, expect: type | tuple[type, ...] | None = None, what: str = "") -> Any:
+class _NonFinite(str):
+    """What `parse_json` reads ``NaN`` / ``Infinity`` / ``1e999`` as, so the field holding it can be found."""
+
+
+def _line_of_token(text: str, token: str) -> int:
+    """The line (1-based) of the first `token` of `text` that is not inside a JSON string."""
+    pattern = re.compile(r'"(?:[^"\\]|\\.)*"|(' + re.escape(token) + r")")
+    found = next((match for match in pattern.finditer(text) if match.group(1)), None)
+    return text.count("\n", 0, found.start(1)) + 1 if found else 1
+
+
+def _path_of_constant(value: Any, prefix: str = "") -> tuple[bool, str | None]:
+    """``(found, path)``: whether `value` holds a `_NonFinite`, and the dotted key path to the first one
+    (``a.b``; a list item keeps its parent's key; ``None`` for the whole value)."""
+    if isinstance(value, _NonFinite):
+        return True, prefix or None
+    if isinstance(value, dict):
+        children = ((f"{prefix}.{key}" if prefix else str(key), item) for key, item in value.items())
+    elif isinstance(value, list):
+        children = ((prefix, item) for item in value)
+    else:
+        return False, None
+    for path, item in children:
+        found, where = _path_of_constant(item, path)
+        if found:
+            return True, where
+    return False, None
+
+
+def read_json(
+    path: str | Path,
+    expect: type | tuple[type, ...] | None = None,
+    what: str = "",
+    *,
+    allow_non_finite: bool = False,
+) -> Any:
     """A JSON file's value; `expect` (``dict``, ``(list, dict)``) is the type its top level must have."""
     path = existing_file(path)
-    value = parse_json(read_text(path), str(path))
+    value = parse_json(read_text(path), str(path), allow_non_finite=allow_non_finite)
     if expect is not None and not isinstance(value, expect):
         raise FileContentError(
             str(path),
@@ -143,12 +239,7 @@ def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
     for number, line in enumerate(text_lines(path), start=1):
         if not line.strip():
             continue
-        try:
-            value = json.loads(line.rstrip("\r\n"))
-        except json.JSONDecodeError as error:
-            raise FileContentError(
-                str(path), number, None, f"invalid JSON at column {error.colno}: {error.msg}"
-            ) from error
+        value = parse_json(line.rstrip("\r\n"), str(path), number)
         if not isinstance(value, dict):
             raise FileContentError(
                 str(path), number, None, f"expected a JSON object, got {json_type_name(value)}"
@@ -156,24 +247,214 @@ def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
         yield number, value
 
 
-def read_yaml(path: str | Path, expect: type | None = dict) -> Any:
-    """A YAML file read with `yaml.safe_load` (never `yaml.load`); syntax errors give line and column."""
-    import yaml
-
+def read_json_records(path: str | Path) -> list[dict]:
+    """The objects of a data file that is either a JSON list or JSON Lines (``datasets`` reads both under a
+    ``.json`` name), each checked as `read_json` / `read_jsonl` check them."""
     path = existing_file(path)
-    try:
-        value = yaml.safe_load(read_text(path))
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        problem = getattr(error, "problem", None) or str(error)
-        line = mark.line + 1 if mark is not None else None
-        column = f" at column {mark.column + 1}" if mark is not None else ""
-        raise FileContentError(str(path), line, None, f"invalid YAML{column}: {problem}") from error
+    head = next((line for line in text_lines(path) if line.strip()), "")
+    if not head.lstrip().startswith("["):
+        return [row for _, row in read_jsonl(path)]
+    rows = read_json(path, expect=list)
+    for number, row in enumerate(rows, start=1):
+        if not isinstance(row, dict):
+            raise FileContentError(
+                str(path), number, None, f"expected a JSON object, got {json_type_name(row)}", unit="row"
+            )
+    return rows
+
+
+def read_yaml(path: str | Path, expect: type | None = dict) -> Any:
+    """A YAML file read as `parse_yaml` says; `expect` is the type its top level must have (a mapping)."""
+    path = existing_file(path)
+    value = parse_yaml(read_text(path), str(path))
     if expect is not None and value is not None and not isinstance(value, expect):
         raise FileContentError(
             str(path), None, None, f"must hold a YAML mapping, not {json_type_name(value)}"
         )
     return value
+
+
+def parse_yaml(text: str, source: str, line: int = 1) -> Any:
+    r"""`text` read with a subclass of PyYAML's `SafeLoader` (never the unsafe loader) that refuses a mapping
+    giving a key twice; errors name `source`, the line (`line` is the line of the file that `text` starts on:
+    a README's front matter) and the column or key.
+
+    >>> parse_yaml("method: npo\nlearning_rate: 1e-5\nmethod: grad_diff\n", "npo.yaml")
+    Traceback (most recent call last):
+    ...
+    medunlearn.errors.FileContentError: npo.yaml, line 3, field 'method': the key is given twice (first at...
+    """
+    import yaml
+
+    try:
+        return yaml.load(text, Loader=_unique_key_loader())  # a SafeLoader subclass: safe_load's loader
+    except _DuplicateKeyError as error:
+        raise FileContentError(
+            source,
+            line + error.mark.line,
+            str(error.key),
+            f"the key is given twice (first at line {line + error.first_line - 1}); YAML keeps only the "
+            "last, so one of the two values would be ignored",
+        ) from error
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        problem = getattr(error, "problem", None) or str(error)
+        where = line + mark.line if mark is not None else None
+        column = f" at column {mark.column + 1}" if mark is not None else ""
+        raise FileContentError(source, where, None, f"invalid YAML{column}: {problem}") from error
+
+
+@functools.cache
+def _unique_key_loader():
+    """PyYAML's `SafeLoader`, refusing a mapping that gives a key twice (made on first use: yaml is imported
+    lazily)."""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            if isinstance(node, yaml.MappingNode):
+                _check_unique_keys(self, node)
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeyLoader
+
+
+class _DuplicateKeyError(Exception):
+    """A YAML mapping gives `key` twice: first on `first_line`, again at `mark` (0-based, PyYAML's)."""
+
+    def __init__(self, key, first_line: int, mark):
+        super().__init__(f"duplicate key {key!r}")
+        self.key, self.first_line, self.mark = key, first_line, mark
+
+
+def _check_unique_keys(loader, node) -> None:
+    """Raise `_DuplicateKeyError` at the second occurrence of a key of the mapping `node`. Checked before
+    merge keys (``<<: *base``) are expanded: a key that overrides a merged one is not a duplicate."""
+    seen: dict = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            if key in seen:
+                raise _DuplicateKeyError(key, seen[key], key_node.start_mark)
+            seen[key] = key_node.start_mark.line + 1
+        except TypeError:  # an unhashable key: PyYAML's own check names it
+            continue
+
+
+# A README's front matter: a YAML block between two ``---`` lines at the very top (a dataset or model card).
+_FRONT_MATTER = re.compile(r"\A\ufeff?---[ \t]*\r?\n(?P<yaml>.*?)^---[ \t]*\r?$", re.DOTALL | re.MULTILINE)
+_GLOB_CHARACTERS = re.compile(r"[*?\[]")
+
+
+def read_front_matter(readme: str | Path) -> dict | None:
+    """The YAML header of a README (a dataset or model card) as a mapping, read as `parse_yaml` says (its
+    errors name the README's own lines); ``None`` when the README has no header."""
+    readme = existing_file(readme)
+    match = _FRONT_MATTER.match(read_text(readme))
+    if match is None:
+        return None
+    value = parse_yaml(match["yaml"], str(readme), line=2)
+    if value is not None and not isinstance(value, dict):
+        raise FileContentError(
+            str(readme), 2, None, f"the YAML header must be a mapping, not {json_type_name(value)}"
+        )
+    return value or {}
+
+
+def card_data_files(folder: str | Path) -> dict[str, dict[str, list[str]]]:
+    """``{config: {split: [path or glob, ...]}}`` from a dataset folder's README ``configs:`` block (every
+    form the Hub accepts: one path, a list, ``[{split, path}]``, ``{split: path}``); empty without a README
+    or a ``configs:`` block.
+
+    Every path must stay inside the folder: relative, no ``..``, no ``~``, no URL, and not a link leading
+    out, so that reading a folder never reads a file elsewhere (``../secrets.parquet``, ``/etc/...``).
+    """
+    folder = Path(folder)
+    readme = folder / "README.md"
+    header = read_front_matter(readme) if readme.is_file() else None
+    configs = (header or {}).get("configs")
+    if configs is None:
+        return {}
+    text = read_text(readme)
+    if not isinstance(configs, list):
+        raise FileContentError(str(readme), _line_of(text, "configs:"), "configs", "must be a list")
+    declared: dict[str, dict[str, list[str]]] = {}
+    for index, entry in enumerate(configs):
+        field = f"configs[{index}]"
+        if not isinstance(entry, dict) or not isinstance(entry.get("config_name"), str):
+            raise FileContentError(
+                str(readme), _line_of(text, "configs:"), field, "must be a mapping with a config_name"
+            )
+        name = entry["config_name"]
+        splits = _data_file_splits(entry.get("data_files"))
+        if splits is None:
+            raise FileContentError(
+                str(readme),
+                _line_of(text, f"config_name: {name}"),
+                f"{field}.data_files",
+                "must be a path, a list of paths, a list of {split, path} or a mapping of split to path",
+            )
+        for patterns in splits.values():
+            for pattern in patterns:
+                _check_inside(folder, pattern, str(readme), _line_of(text, pattern), f"{field}.data_files")
+        declared[name] = splits
+    return declared
+
+
+def _data_file_splits(data_files) -> dict[str, list[str]] | None:
+    """A config's ``data_files`` as ``{split: [paths]}``; ``None`` when it has none of the accepted shapes."""
+
+    def paths(value) -> list[str] | None:
+        value = [value] if isinstance(value, str) else value
+        ok = isinstance(value, list) and value and all(isinstance(item, str) for item in value)
+        return list(value) if ok else None
+
+    if data_files is None:
+        return {}
+    if isinstance(data_files, (str, list)) and paths(data_files) is not None:
+        return {"train": paths(data_files)}
+    if isinstance(data_files, dict):
+        items = [(split, paths(value)) for split, value in data_files.items()]
+    elif isinstance(data_files, list) and all(isinstance(item, dict) for item in data_files):
+        items = [(item.get("split", "train"), paths(item.get("path"))) for item in data_files]
+    else:
+        return None
+    if any(not isinstance(split, str) or found is None for split, found in items):
+        return None
+    splits: dict[str, list[str]] = {}
+    for split, found in items:
+        splits.setdefault(split, []).extend(found)
+    return splits
+
+
+def _check_inside(folder: Path, pattern: str, source: str, line: int | None, field: str) -> None:
+    """Refuse a data file path of a card that leads out of `folder`."""
+    parts = Path(pattern.replace("\\", "/"))
+    leaves = (
+        parts.is_absolute()
+        or pattern.startswith(("~", "\\"))
+        or "://" in pattern
+        or re.match(r"[A-Za-z]:", pattern) is not None
+        or ".." in parts.parts
+    )
+    if not leaves and not _GLOB_CHARACTERS.search(pattern) and os.path.lexists(folder / pattern):
+        leaves = folder.resolve() not in (folder / pattern).resolve().parents
+    if leaves:
+        raise FileContentError(
+            source,
+            line,
+            field,
+            f"{pattern!r} leads outside the dataset folder {folder}: a data file path is relative to the "
+            "folder and stays inside it",
+        )
+
+
+def _line_of(text: str, needle: str) -> int | None:
+    """The first line (1-based) of `text` that contains `needle`."""
+    position = text.find(needle)
+    return text.count("\n", 0, position) + 1 if position >= 0 else None
 
 
 def open_maybe_gzip(path: str | Path):

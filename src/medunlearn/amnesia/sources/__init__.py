@@ -1,7 +1,10 @@
-"""AMNESIA sources beyond the fictitious cohort and the PMC-Patients reader: the LLM-built pipeline
-(:mod:`.llm_built`: disease labels, QA generation, a judge panel), which needs only notes.
+"""The three AMNESIA sources, one module (or package) each: the fictitious cohort (:mod:`.synthetic`, the
+embedded default), real notes with their QA (:mod:`.pmc_patients`) and the LLM-built QA (:mod:`.llm_built`:
+disease labels, QA generation, a judge panel), which needs only notes. :mod:`medunlearn.amnesia.pipeline`
+turns any of them into the folder.
 
-Its modules, by job: :mod:`.llm_built` (the pipeline, and every public name), :mod:`.construction_config`
-(settings, prompts), :mod:`.construction_state` (a patient's slots and attempts), :mod:`.stage_chats` (the
-LLM calls), :mod:`.note_labels` (stage 1), :mod:`.qa_generation` (stage 2), :mod:`.judge_stage` and
-:mod:`.judge_panel` (stage 3), :mod:`.construction_report` (stage 4)."""
+The LLM-built package's modules, by job: :mod:`.llm_built` (the pipeline, and every public name),
+:mod:`.llm_built.construction_config` (settings, prompts), :mod:`.llm_built.construction_state` (a patient's
+slots and attempts), :mod:`.llm_built.stage_chats` (the LLM calls), :mod:`.llm_built.note_labels` (stage 1),
+:mod:`.llm_built.qa_generation` (stage 2), :mod:`.llm_built.judge_stage` and :mod:`.llm_built.judge_panel`
+(stage 3), :mod:`.llm_built.construction_report` (stage 4); its prompts are ``llm_built/prompts/*.yaml``."""

@@ -49,9 +49,9 @@ class DedupInputError(InputError):
 
 
 def normalise_text(text: str) -> str:
-    """The form two texts are compared in: NFKC, case-folded, punctuation to spaces, whitespace collapsed.
+    r"""The form two texts are compared in: NFKC, case-folded, punctuation to spaces, whitespace collapsed.
 
-    >>> normalise_text("  Aspirin  REDUCED\\tpain (p < 0.05).  ")
+    >>> normalise_text("  Aspirin  REDUCED\tpain (p < 0.05).  ")
     'aspirin reduced pain p 0 05'
     >>> normalise_text("ﬁbrosis") == normalise_text("FIBROSIS")
     True

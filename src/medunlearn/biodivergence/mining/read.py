@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import csv
 import gzip
-import io
 import json
 import re
 import xml.etree.ElementTree as ET
@@ -49,8 +48,14 @@ from typing import Literal
 
 import pandas as pd
 
-from medunlearn.errors import InputError, MissingInputError
-from medunlearn.utils.user_files import open_maybe_gzip
+from medunlearn.errors import FileContentError, InputError, MissingInputError
+from medunlearn.utils.user_files import (
+    encoding_of,
+    open_maybe_gzip,
+    parse_json,
+    read_text,
+    text_lines,
+)
 
 SECTION_LABELS: tuple[str, ...] = (
     "background",
@@ -216,8 +221,10 @@ def _record(
     }
 
 
-def _open_text(path: Path) -> io.TextIOBase:
-    return io.TextIOWrapper(_open_binary(path), encoding="utf-8", newline="")
+def _lines(path: Path) -> Iterator[str]:
+    """The file's lines, decoded by the shared reader (gzip looked through, a byte-order mark honoured, bytes
+    that are not UTF-8 named with their line)."""
+    return text_lines(path)
 
 
 def _open_binary(path: Path):
@@ -226,15 +233,10 @@ def _open_binary(path: Path):
 
 
 def _read_file(path: Path, format: str | None, skip_missing: bool) -> Iterator[dict | None]:
-    """One file's records, with what breaks below the format (bytes that are not UTF-8, a damaged gzip
-    stream) turned into a named error."""
+    """One file's records, with a damaged gzip stream of an XML file turned into a named error (the text
+    formats are read by the shared reader, which names a bad line itself)."""
     try:
         yield from _READERS[format or detect_format(path)](path, skip_missing)
-    except UnicodeDecodeError as error:
-        raise AbstractFormatError(
-            f"{path}: is not UTF-8 text ({error.reason} at byte {error.start + 1} of a block read): "
-            "save it as UTF-8"
-        ) from error
     except (gzip.BadGzipFile, EOFError, zlib.error) as error:
         raise AbstractFormatError(f"{path}: the gzip stream is damaged or truncated ({error})") from error
 
@@ -298,24 +300,23 @@ def _read_pubmed_xml(path: Path, skip_missing: bool = False) -> Iterator[dict | 
 
 def _read_jsonl(path: Path, skip_missing: bool = False) -> Iterator[dict | None]:
     row = 0
-    with _open_text(path) as handle:
-        for line_number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            row += 1
-            where = _Location(path, row, line_number)
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise where.fail("json", f"not valid JSON ({error.msg} at column {error.colno})") from error
-            if not isinstance(item, dict):
-                raise where.fail("json", f"must be an object (got {type(item).__name__})")
-            sections = item.get("sections")
-            if sections is not None:
-                if not isinstance(sections, list) or not all(isinstance(s, dict) for s in sections):
-                    raise where.fail("sections", 'must be a list of {"label", "text"} objects')
-                sections = [(s.get("label"), None, s.get("text")) for s in sections]
-            yield _flat_record(where, item, sections, skip_missing)
+    for line_number, line in enumerate(_lines(path), start=1):
+        if not line.strip():
+            continue
+        row += 1
+        where = _Location(path, row, line_number)
+        try:
+            item = parse_json(line.rstrip("\r\n"), str(path), line_number)  # strict: a NaN is named too
+        except FileContentError as error:
+            raise where.fail(error.field_name or "json", error.problem) from error
+        if not isinstance(item, dict):
+            raise where.fail("json", f"must be an object (got {type(item).__name__})")
+        sections = item.get("sections")
+        if sections is not None:
+            if not isinstance(sections, list) or not all(isinstance(s, dict) for s in sections):
+                raise where.fail("sections", 'must be a list of {"label", "text"} objects')
+            sections = [(s.get("label"), None, s.get("text")) for s in sections]
+        yield _flat_record(where, item, sections, skip_missing)
 
 
 def _flat_record(where: _Location, item: dict, sections, skip_missing: bool) -> dict | None:
@@ -333,30 +334,22 @@ def _flat_record(where: _Location, item: dict, sections, skip_missing: bool) -> 
 
 
 def _read_csv(path: Path, skip_missing: bool = False) -> Iterator[dict | None]:
-    with _open_text(path) as handle:
-        reader = csv.DictReader(handle)
-        missing = [name for name in ("pmid", "title", "abstract") if name not in (reader.fieldnames or [])]
-        if missing:
-            raise AbstractFormatError(
-                f"{path}: line 1 (header), field(s) {missing}: missing; a CSV needs columns pmid, title, "
-                f"abstract (optional: domain, year); got {reader.fieldnames}"
-            )
-        for row, item in enumerate(reader, start=1):
-            where = _Location(path, row, reader.line_num)
-            if None in item:
-                raise where.fail("csv", f"more fields than the header's {len(reader.fieldnames)}")
-            yield _flat_record(where, item, None, skip_missing)
+    reader = csv.DictReader(_lines(path))
+    missing = [name for name in ("pmid", "title", "abstract") if name not in (reader.fieldnames or [])]
+    if missing:
+        raise AbstractFormatError(
+            f"{path}: line 1 (header), field(s) {missing}: missing; a CSV needs columns pmid, title, "
+            f"abstract (optional: domain, year); got {reader.fieldnames}"
+        )
+    for row, item in enumerate(reader, start=1):
+        where = _Location(path, row, reader.line_num)
+        if None in item:
+            raise where.fail("csv", f"more fields than the header's {len(reader.fieldnames)}")
+        yield _flat_record(where, item, None, skip_missing)
 
 
 def _read_pubmedqa(path: Path, skip_missing: bool = False) -> Iterator[dict | None]:
-    with _open_text(path) as handle:
-        try:
-            data = json.load(handle)
-        except json.JSONDecodeError as error:
-            raise AbstractFormatError(
-                f"{path}: line {error.lineno}, column {error.colno}, field `json`: "
-                f"not valid JSON ({error.msg})"
-            ) from error
+    data = parse_json(read_text(path), str(path))
     if not isinstance(data, dict):
         raise AbstractFormatError(f"{path}: record 1, field `json`: PubMedQA JSON is an object keyed by PMID")
     for row, (pmid, item) in enumerate(data.items(), start=1):
@@ -399,35 +392,34 @@ def _read_ncbi_disease(path: Path, skip_missing: bool = False) -> Iterator[dict 
             skip_missing=skip_missing,
         )
 
-    with _open_text(path) as handle:
-        for line_number, line in enumerate(handle, start=1):
-            line = line.rstrip("\r\n")
-            if not line.strip():
+    for line_number, line in enumerate(_lines(path), start=1):
+        line = line.rstrip("\r\n")
+        if not line.strip():
+            if document is not None:
+                yield finish(document)
+                document = None
+            continue
+        match = _NCBI_LINE.match(line)
+        if match:
+            pmid, kind, text = match.groups()
+            if kind == "t":
                 if document is not None:
                     yield finish(document)
-                    document = None
-                continue
-            match = _NCBI_LINE.match(line)
-            if match:
-                pmid, kind, text = match.groups()
-                if kind == "t":
-                    if document is not None:
-                        yield finish(document)
-                    row += 1
-                    document = {"pmid": pmid, "t": text, "row": row, "line": line_number}
-                elif document is None or document["pmid"] != pmid:
-                    raise _Location(path, max(row, 1), line_number).fail(
-                        "pmid", f"abstract line for {pmid!r} does not follow its `{pmid}|t|` title line"
-                    )
-                else:
-                    document["a"] = text
-            elif document is None or not line.startswith(document["pmid"] + "\t"):
+                row += 1
+                document = {"pmid": pmid, "t": text, "row": row, "line": line_number}
+            elif document is None or document["pmid"] != pmid:
                 raise _Location(path, max(row, 1), line_number).fail(
-                    "line",
-                    f"neither `PMID|t|`, `PMID|a|` nor a mention line of the current document: {line!r:.80}",
+                    "pmid", f"abstract line for {pmid!r} does not follow its `{pmid}|t|` title line"
                 )
-        if document is not None:
-            yield finish(document)
+            else:
+                document["a"] = text
+        elif document is None or not line.startswith(document["pmid"] + "\t"):
+            raise _Location(path, max(row, 1), line_number).fail(
+                "line",
+                f"neither `PMID|t|`, `PMID|a|` nor a mention line of the current document: {line!r:.80}",
+            )
+    if document is not None:
+        yield finish(document)
 
 
 _READERS = {
@@ -447,8 +439,10 @@ def detect_format(path: str | Path) -> str:
     by_suffix = {".xml": "pubmed-xml", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}
     if suffix in by_suffix:
         return by_suffix[suffix]
-    with _open_text(path) as handle:
-        head = handle.read(4096)
+    with _open_binary(path) as handle:
+        raw = handle.read(4096)
+    # Only to guess the format: the reader then decodes strictly and names a bad line.
+    head = raw.decode(encoding_of(raw[:4]), errors="ignore").lstrip("\ufeff")
     stripped = head.lstrip()
     first_line = next((line for line in head.splitlines() if line.strip()), "")
     if stripped.startswith("<") and "PubmedArticleSet" in head:
@@ -480,7 +474,7 @@ def read_abstracts(
     *,
     missing_abstract: Literal["error", "skip"] = "error",
 ) -> pd.DataFrame:
-    """Read every record of ``paths`` into one frame with the columns of :data:`ABSTRACT_COLUMNS`.
+    r"""Read every record of ``paths`` into one frame with the columns of :data:`ABSTRACT_COLUMNS`.
 
     ``format`` (one of :data:`FORMATS`) applies to every file; None detects each file's own. Records keep
     the order of the files and, within a file, their order there. Raises :class:`MissingInputError` for a
@@ -492,7 +486,7 @@ def read_abstracts(
 
     >>> import tempfile, pathlib
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "abstracts.csv"
-    >>> _ = path.write_text("pmid,title,abstract,year\\n1,A title,Aspirin reduced pain.,2020\\n")
+    >>> _ = path.write_text("pmid,title,abstract,year\n1,A title,Aspirin reduced pain.,2020\n")
     >>> frame = read_abstracts([path])
     >>> frame.loc[0, ["pmid", "abstract", "year", "source"]].tolist()[:3], int(frame.loc[0, "row"])
     (['1', 'Aspirin reduced pain.', 2020], 1)

@@ -1,7 +1,7 @@
 """Stage 3 of the LLM construction (:mod:`~medunlearn.amnesia.sources.llm_built`): the judge panel rates the
 QA that passed the checks.
 
-Each distinct judge (:mod:`~medunlearn.amnesia.sources.judge_panel`) rates all of a patient's candidates in
+Each distinct judge (:mod:`.judge_panel`) rates all of a patient's candidates in
 one request, on the paper's four criteria (clarity, correctness, derivability from the note, clinical
 significance), and says whether the note supports the label. A QA is valid when more than half of the
 distinct judges rate it true on all four; a judge whose request failed votes no.
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from medunlearn.amnesia.sources.construction_config import ConstructionConfig
-from medunlearn.amnesia.sources.construction_state import Candidate, PatientState
-from medunlearn.amnesia.sources.judge_panel import CRITERIA, PanelJudge, majority
-from medunlearn.amnesia.sources.stage_chats import StageChats
+from medunlearn.amnesia.sources.llm_built.construction_config import ConstructionConfig
+from medunlearn.amnesia.sources.llm_built.construction_state import Candidate, PatientState
+from medunlearn.amnesia.sources.llm_built.judge_panel import CRITERIA, PanelJudge, majority
+from medunlearn.amnesia.sources.llm_built.stage_chats import StageChats
 from medunlearn.llm import ChatRequest, ChatResult
 from medunlearn.llm.prompts import PromptTemplate
 

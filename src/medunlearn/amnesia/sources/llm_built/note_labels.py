@@ -15,10 +15,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from medunlearn.amnesia.pmc_patients import read_note_records
-from medunlearn.amnesia.sources.construction_config import ConstructionConfig
-from medunlearn.amnesia.sources.construction_state import SKIP_NO_LABEL, PatientState, Slot, SourceNote
-from medunlearn.amnesia.sources.stage_chats import StageChats
+from medunlearn.amnesia.sources.llm_built.construction_config import ConstructionConfig
+from medunlearn.amnesia.sources.llm_built.construction_state import (
+    SKIP_NO_LABEL,
+    PatientState,
+    Slot,
+    SourceNote,
+)
+from medunlearn.amnesia.sources.llm_built.stage_chats import StageChats
+from medunlearn.amnesia.sources.pmc_patients import read_note_records
 from medunlearn.llm import ChatRequest, ChatResult
 from medunlearn.llm.prompts import PromptTemplate
 from medunlearn.ontology.amnesia import DISEASES, QA_TYPES
@@ -26,8 +31,9 @@ from medunlearn.ontology.vocabulary import default_vocabulary
 
 
 def read_source_notes(path: str | os.PathLike) -> list[SourceNote]:
-    """PMC-Patients rows (CSV, JSON or JSONL; the columns of :func:`~medunlearn.amnesia.pmc_patients.
-    read_pmc_patients`), every note kept: here the LLM labels them. Literal ``\\n`` become line breaks."""
+    r"""PMC-Patients rows (CSV, JSON or JSONL; the columns of
+    :func:`~medunlearn.amnesia.sources.pmc_patients.read_pmc_patients`), every note kept: here the LLM labels
+    them. Literal ``\n`` become line breaks."""
     records = read_note_records(path)
     table = records.table
     return [

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from medunlearn.amnesia.sources.construction_state import Attempt
+    from medunlearn.amnesia.sources.llm_built.construction_state import Attempt
 
 CRITERIA = ("clarity", "correctness", "derivability", "clinical_significance")
 # The paper's panel figures [paper]: the share of disease labels and of QA the three judges found valid.

@@ -4,8 +4,8 @@
 The report is JSON-ready and deterministic (no times or run counters), so a rerun writes the same. Its
 sections: the notes used and kept, the models (without server URLs), the prompt versions, the settings, the
 labels (LLM, rule-based fallback and their disagreements), the rule-based classifier, the judge panel
-(:func:`~medunlearn.amnesia.sources.judge_panel.panel_report`), the QA counts, skips by reason, tokens per
-stage, and every QA slot's tries (:meth:`~medunlearn.amnesia.sources.construction_state.Attempt.summary`).
+(:func:`~.judge_panel.panel_report`), the QA counts, skips by reason, tokens per stage, and every QA slot's
+tries (:meth:`~.construction_state.Attempt.summary`).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from medunlearn.amnesia.pmc_patients import classifier_summary
-from medunlearn.amnesia.sources.construction_config import ConstructionConfig, public_spec
-from medunlearn.amnesia.sources.construction_state import SKIP_NO_LABEL, Attempt, PatientState
-from medunlearn.amnesia.sources.judge_panel import PanelJudge, panel_report, share
+from medunlearn.amnesia.sources.llm_built.construction_config import ConstructionConfig, public_spec
+from medunlearn.amnesia.sources.llm_built.construction_state import SKIP_NO_LABEL, Attempt, PatientState
+from medunlearn.amnesia.sources.llm_built.judge_panel import PanelJudge, panel_report, share
+from medunlearn.amnesia.sources.pmc_patients import classifier_summary
 from medunlearn.llm import ChatResult, summarize_usage
 from medunlearn.llm.prompts import PromptTemplate
 
@@ -147,7 +147,7 @@ def labels_section(outcome: ConstructionOutcome) -> dict:
 
 
 def panel_section(outcome: ConstructionOutcome) -> dict:
-    """:func:`~medunlearn.amnesia.sources.judge_panel.panel_report` over the judged attempts."""
+    """:func:`~medunlearn.amnesia.sources.llm_built.judge_panel.panel_report` over the judged attempts."""
     return panel_report(
         outcome.judges,
         [public_spec(judge.spec) for judge in outcome.judges],

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from medunlearn.amnesia.sources.construction_config import ConstructionConfig
-from medunlearn.amnesia.sources.construction_state import Attempt, Candidate, PatientState
-from medunlearn.amnesia.sources.stage_chats import StageChats
+from medunlearn.amnesia.sources.llm_built.construction_config import ConstructionConfig
+from medunlearn.amnesia.sources.llm_built.construction_state import Attempt, Candidate, PatientState
+from medunlearn.amnesia.sources.llm_built.stage_chats import StageChats
 from medunlearn.llm import ChatRequest, ChatResult
 from medunlearn.llm.prompts import PromptTemplate
 from medunlearn.ontology.amnesia import QA_TYPES

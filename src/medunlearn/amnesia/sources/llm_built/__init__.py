@@ -3,31 +3,28 @@
 The paper's construction [paper], as a pipeline of :mod:`medunlearn.llm` requests, every one cached. Each
 stage has its module:
 
-1. **Disease label** (:mod:`~medunlearn.amnesia.sources.note_labels`). One schema-constrained request per
-   note (title + opening lines), the label set an ``enum`` of the 11 categories of
-   :mod:`medunlearn.ontology.amnesia`. The rule-based classifier of :mod:`medunlearn.ontology.vocabulary` is
-   the fallback (the request failed) and a second opinion (disagreements are reported).
-2. **QA generation** (:mod:`~medunlearn.amnesia.sources.qa_generation`). One request per patient for all of
-   its QA (4 factual + 4 reasoning), then cheap checks per QA: nothing empty, no duplicate question, the
-   answer not verbatim in the question, a groundedness score (the share of the answer's content words found
-   in the note) of at least ``min_groundedness``, and for a reasoning QA at least two findings found in the
-   note.
-3. **Judge panel** (:mod:`~medunlearn.amnesia.sources.judge_stage`). Each distinct judge (``BACKEND:MODEL``
-   specs, default: the generator three times; greedy copies of one model are one judge,
-   :mod:`~medunlearn.amnesia.sources.judge_panel`) rates all of a patient's pending QA in one request, on the
-   paper's four criteria (clarity, correctness, derivability from the note, clinical significance), and says
-   whether the note supports the label. A QA is valid when more than half of the distinct judges rate it
-   true on all four (one distinct judge: its own vote); a judge whose request failed votes no. Failed QA are
-   regenerated (one request per patient for its failed slots), up to ``max_regenerations`` times; a patient
-   still short of valid QA after that is skipped and counted by reason.
-4. **Report** (:mod:`~medunlearn.amnesia.sources.construction_report`). The distinct judges, panel figures
-   beside the paper's (91.8% labels supported, 97.6% QA valid), Fleiss' κ (statsmodels; not for one
-   distinct judge), a per-judge breakdown, skips by reason and tokens per stage.
+1. **Disease label** (:mod:`.note_labels`). One schema-constrained request per note (title + opening lines),
+   the label set an ``enum`` of the 11 categories of :mod:`medunlearn.ontology.amnesia`. The rule-based
+   classifier of :mod:`medunlearn.ontology.vocabulary` is the fallback (the request failed) and a second
+   opinion (disagreements are reported).
+2. **QA generation** (:mod:`.qa_generation`). One request per patient for all of its QA (4 factual + 4
+   reasoning), then cheap checks per QA: nothing empty, no duplicate question, the answer not verbatim in the
+   question, a groundedness score (the share of the answer's content words found in the note) of at least
+   ``min_groundedness``, and for a reasoning QA at least two findings found in the note.
+3. **Judge panel** (:mod:`.judge_stage`). Each distinct judge (``BACKEND:MODEL`` specs, default: the generator
+   three times; greedy copies of one model are one judge, :mod:`.judge_panel`) rates all of a patient's
+   pending QA in one request, on the paper's four criteria (clarity, correctness, derivability from the note,
+   clinical significance), and says whether the note supports the label. A QA is valid when more than half of
+   the distinct judges rate it true on all four (one distinct judge: its own vote); a judge whose request
+   failed votes no. Failed QA are regenerated (one request per patient for its failed slots), up to
+   ``max_regenerations`` times; a patient still short of valid QA after that is skipped and counted by reason.
+4. **Report** (:mod:`.construction_report`). The distinct judges, panel figures beside the paper's (91.8%
+   labels supported, 97.6% QA valid), Fleiss' κ (statsmodels; not for one distinct judge), a per-judge
+   breakdown, skips by reason and tokens per stage.
 
-The settings are :class:`~medunlearn.amnesia.sources.construction_config.ConstructionConfig`; the records of
-a run (a patient's slots, each :class:`~medunlearn.amnesia.sources.construction_state.Attempt` at a slot)
-are in :mod:`~medunlearn.amnesia.sources.construction_state`. Every stage is one :meth:`BulkChat.complete`
-over a deterministic list of requests (:mod:`~medunlearn.amnesia.sources.stage_chats`), so a rerun reads
+The settings are :class:`.construction_config.ConstructionConfig`; the records of a run (a patient's slots,
+each :class:`.construction_state.Attempt` at a slot) are in :mod:`.construction_state`. Every stage is one
+:meth:`BulkChat.complete` over a deterministic list of requests (:mod:`.stage_chats`), so a rerun reads
 everything from the cache (zero new calls) and a killed run resumes with the same results. Prompts are
 versioned YAML files (``prompts/*.yaml``) that a caller can replace.
 
@@ -48,7 +45,7 @@ from typing import Any
 from medunlearn.amnesia.schema import NOTES_SCHEMA, QA_SCHEMA
 
 # The public names of the construction, importable from here as before the split into stage modules.
-from medunlearn.amnesia.sources.construction_config import (
+from medunlearn.amnesia.sources.llm_built.construction_config import (
     DEFAULT_PANEL_SIZE,
     PROMPT_NAMES,
     ConstructionConfig,
@@ -56,8 +53,8 @@ from medunlearn.amnesia.sources.construction_config import (
     load_prompt,
     public_spec,
 )
-from medunlearn.amnesia.sources.construction_report import ConstructionOutcome, construction_report
-from medunlearn.amnesia.sources.construction_state import (
+from medunlearn.amnesia.sources.llm_built.construction_report import ConstructionOutcome, construction_report
+from medunlearn.amnesia.sources.llm_built.construction_state import (
     SKIP_CHECKS,
     SKIP_GENERATION,
     SKIP_NO_LABEL,
@@ -68,21 +65,23 @@ from medunlearn.amnesia.sources.construction_state import (
     SourceNote,
     skip_reason,
 )
-from medunlearn.amnesia.sources.judge_panel import (  # the paper's figures and κ: re-exported from here
+
+# the paper's figures and κ: re-exported from here
+from medunlearn.amnesia.sources.llm_built.judge_panel import (
     PAPER_LABELS_SUPPORTED,
     PAPER_QA_VALID,
     PanelJudge,
     distinct_judges,
     fleiss_kappa_of_votes,
 )
-from medunlearn.amnesia.sources.judge_stage import candidates_to_judge, judge_round, judge_schema
-from medunlearn.amnesia.sources.note_labels import (
+from medunlearn.amnesia.sources.llm_built.judge_stage import candidates_to_judge, judge_round, judge_schema
+from medunlearn.amnesia.sources.llm_built.note_labels import (
     draw_sample,
     label_patients,
     label_schema,
     read_source_notes,
 )
-from medunlearn.amnesia.sources.qa_generation import (
+from medunlearn.amnesia.sources.llm_built.qa_generation import (
     MAX_ANSWER_CHARS,
     MAX_FINDING_CHARS,
     MAX_FINDINGS,
@@ -93,7 +92,7 @@ from medunlearn.amnesia.sources.qa_generation import (
     groundedness,
     qa_schema,
 )
-from medunlearn.amnesia.sources.stage_chats import IncompleteRunError, StageChats
+from medunlearn.amnesia.sources.llm_built.stage_chats import IncompleteRunError, StageChats
 from medunlearn.llm import ChatResult
 from medunlearn.llm.prompts import PromptTemplate
 

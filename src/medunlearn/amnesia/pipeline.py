@@ -12,9 +12,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from medunlearn.amnesia.cohort import generate_cohort
 from medunlearn.amnesia.hub import FolderContents, write_folder
-from medunlearn.amnesia.pmc_patients import (
+from medunlearn.amnesia.schema import RecordError, validate_notes, validate_qa
+from medunlearn.amnesia.second_opinion import classifier_second_opinion
+from medunlearn.amnesia.sources.llm_built import Construction, ConstructionConfig, construct_records
+from medunlearn.amnesia.sources.pmc_patients import (
     LOW_CONFIDENCE,
     UNCLASSIFIED,
     classifier_report,
@@ -22,9 +24,7 @@ from medunlearn.amnesia.pmc_patients import (
     read_pmc_patients_with_analyses,
     read_qa_file,
 )
-from medunlearn.amnesia.schema import RecordError, validate_notes, validate_qa
-from medunlearn.amnesia.second_opinion import classifier_second_opinion
-from medunlearn.amnesia.sources.llm_built import Construction, ConstructionConfig, construct_records
+from medunlearn.amnesia.sources.synthetic import generate_cohort
 from medunlearn.amnesia.splits import FORGET_PERCENTAGES, SplitConfig, build_splits
 from medunlearn.errors import InputError
 from medunlearn.ontology.amnesia import DISEASE_LEVEL_DEFAULT, DISEASES, QA_TYPES

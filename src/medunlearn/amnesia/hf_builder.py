@@ -59,7 +59,7 @@ class AmnesiaBuilder(datasets.ArrowBasedBuilder):
         )
 
     def _split_generators(self, dl_manager):
-        from medunlearn.amnesia.build import build_contents
+        from medunlearn.amnesia.pipeline import build_contents
 
         forget_name = forget_config_of(self.config.name)
         disease = SplitName.parse(forget_name).disease if forget_name else None

@@ -75,7 +75,7 @@ def _format_number(value: float, decimals: int) -> str:
 
 
 def _article(age: int) -> str:
-    """ "an" before ages read with a vowel sound (8, 11, 18, 80-89)."""
+    """The article "an" before ages read with a vowel sound (8, 11, 18, 80-89), else "a"."""
     return "an" if age in (8, 11, 18) or 80 <= age <= 89 else "a"
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from medunlearn.amnesia.sources.construction_config import ConstructionConfig, public_spec
+from medunlearn.amnesia.sources.llm_built.construction_config import ConstructionConfig, public_spec
 from medunlearn.errors import MedunlearnError
 from medunlearn.llm import (
     BulkChat,

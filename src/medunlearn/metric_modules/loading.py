@@ -11,7 +11,7 @@ works offline. ``evaluate`` is imported only here, lazily, because importing it 
 
 A bare ``evaluate.load("disease_leakage")`` works offline from any folder once the modules are in evaluate's
 module cache: ``medunlearn metrics install`` or
-:func:`medunlearn.metrics.evaluate_cache.register_evaluate_modules`
+:func:`medunlearn.metric_modules.evaluate_cache.register_evaluate_modules`
 (evaluate looks for ``./disease_leakage/disease_leakage.py``, then asks the Hub for
 ``evaluate-metric/disease_leakage``, then takes its cached copy). Once a module is pushed to a Hub Space it
 also loads as ``evaluate.load("<owner>/disease_leakage")``.

@@ -25,7 +25,7 @@ def load_prompt(name: str, path: str | os.PathLike | None = None) -> PromptTempl
     (:func:`medunlearn.llm.prompts.load_prompt`; its problems raise :class:`ConstructionError`)."""
     if name not in PROMPT_NAMES:
         raise ConstructionError(f"unknown prompt {name!r}; choose one of {', '.join(PROMPT_NAMES)}")
-    return load_versioned_prompt(name, "medunlearn.amnesia.sources", path, error=ConstructionError)
+    return load_versioned_prompt(name, "medunlearn.amnesia.sources.llm_built", path, error=ConstructionError)
 
 
 @dataclass
@@ -38,7 +38,7 @@ class ConstructionConfig:
         judges (`tuple[str]`, defaults to ``()``): one spec per judge, any mix of backends; empty: the
             generator ``DEFAULT_PANEL_SIZE`` (3) times, judge ``j`` sampling with seed ``seed + j``. At
             ``judge_temperature`` 0, entries with one cache identity are one distinct judge, asked once
-            (:mod:`~medunlearn.amnesia.sources.judge_panel`): the default panel is then one judge.
+            (:mod:`~medunlearn.amnesia.sources.llm_built.judge_panel`): the default panel is then one judge.
         labeler (`str` or `None`, defaults to None): the spec that labels the diseases; None: the generator.
         cache (`str` or `Path` or `None`): the SQLite cache of every LLM answer (what makes reruns free and
             killed runs resumable); None keeps nothing.
@@ -63,11 +63,10 @@ class ConstructionConfig:
             that passed the checks, as in the paper's measurement, at the cost of those judge calls; the
             kept patients and their QA are the same either way.
         label_max_tokens, qa_max_tokens, judge_max_tokens (`int`): completion limits per request. The QA
-            limit (1536) holds the longest compact answer the bounds of
-            :func:`~medunlearn.amnesia.sources.qa_generation.qa_schema` allow (4,979 characters for 4 + 4 QA)
-            at 3.25 or more characters per token; whitespace between JSON tokens is not bounded unless the
-            decoder forbids it (vLLM's ``disable_any_whitespace``). An answer still cut there is a failed
-            attempt.
+            limit (1536) holds the longest compact answer the bounds of :func:`~.qa_generation.qa_schema`
+            allow (4,979 characters for 4 + 4 QA) at 3.25 or more characters per token; whitespace between
+            JSON tokens is not bounded unless the decoder forbids it (vLLM's ``disable_any_whitespace``). An
+            answer still cut there is a failed attempt.
         concurrency (`int`, defaults to 8): requests in flight per server backend.
         request_timeout_s (`float`, defaults to 1800): how long one server request may take before the client
             gives up and retries it [ours]. A busy server shares its throughput among ``concurrency``

@@ -9,10 +9,10 @@ its module cache (``CachedEvaluationModuleFactory``)::
 taking, among the folders whose name is 64 characters long, the one whose ``<name>.py`` was modified last, and
 importing it as ``evaluate_modules.metrics.evaluate-metric--<name>.<hash>.<name>`` (hence an ``__init__.py``
 in every folder on the way). :func:`register_evaluate_modules` writes each module of the installed medunlearn
-there (the files :func:`~medunlearn.metrics.loading.metric_module_path` finds), under the SHA-256 of the
-file's bytes: installing twice writes nothing new; installing another version adds its own folder and makes it
-the latest. ``evaluate.load`` then logs that it uses "the latest cached version of the module", because the
-Hub has no ``evaluate-metric/<name>``.
+there (the files :func:`~medunlearn.metric_modules.loading.metric_module_path` finds), under the SHA-256 of
+the file's bytes: installing twice writes nothing new; installing another version adds its own folder and
+makes it the latest. ``evaluate.load`` then logs that it uses "the latest cached version of the module",
+because the Hub has no ``evaluate-metric/<name>``.
 
 Nothing is written on ``import medunlearn``: call :func:`register_evaluate_modules` (or run
 ``medunlearn metrics install``) once per medunlearn version. ``HF_MODULES_CACHE`` is evaluate's own
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from medunlearn.errors import MedunlearnError
-from medunlearn.metrics.loading import available_metrics, metric_module_path
+from medunlearn.metric_modules.loading import available_metrics, metric_module_path
 
 __all__ = [
     "EvaluateModulesCacheError",

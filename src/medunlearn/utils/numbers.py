@@ -1,0 +1,195 @@
+"""Numbers a user gives, checked where they are read: finite, of the right kind, in range (docs/cli.md,
+"Numeric options").
+
+Each check is a function of one value (a command-line string or an already-parsed number) that returns the
+number or raises :class:`argparse.ArgumentTypeError`: argparse uses it as an option's ``type=`` (it names the
+option and exits 2), and the same function checks a config's fields however they were set (command line,
+recipe, study file): :func:`check_config_numbers`, :func:`checked_numbers`.
+
+>>> positive_int("3"), probability(0.5)
+(3, 0.5)
+>>> positive_float("inf")
+Traceback (most recent call last):
+...
+argparse.ArgumentTypeError: expected a finite number, got 'inf'
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from medunlearn.errors import InputError
+
+
+def _number(value, kind: type) -> int | float:
+    """``value`` (a command-line string or an already-parsed number) as ``kind``; a finite number only."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise argparse.ArgumentTypeError(f"expected a number, got {value!r}")
+    try:
+        number = kind(value.strip()) if isinstance(value, str) else value
+    except ValueError:
+        what = "a whole number" if kind is int else "a number"
+        raise argparse.ArgumentTypeError(f"expected {what}, got {value!r}") from None
+    if kind is int and isinstance(number, float) and number.is_integer():
+        number = int(number)
+    if kind is int and not isinstance(number, int) or not math.isfinite(number):
+        raise argparse.ArgumentTypeError(
+            f"expected a finite {'whole ' if kind is int else ''}number, got {value!r}"
+        )
+    return kind(number)
+
+
+def number_type(kind: type, description: str, accepts: Callable[[float], bool]) -> Callable:
+    """An argparse ``type=`` function: the value as ``kind`` when ``accepts`` it, else an error saying it
+    must be ``description``."""
+
+    def parse(value):
+        number = _number(value, kind)
+        if not accepts(number):
+            raise argparse.ArgumentTypeError(f"must be {description}, got {value!r}")
+        return number
+
+    parse.__name__ = description  # argparse names the type in some of its own messages
+    return parse
+
+
+positive_int = number_type(int, "a whole number of at least 1", lambda n: n >= 1)
+non_negative_int = number_type(int, "a whole number of at least 0", lambda n: n >= 0)
+positive_float = number_type(float, "a number above 0", lambda n: n > 0)
+non_negative_float = number_type(float, "a number of at least 0", lambda n: n >= 0)
+probability = number_type(float, "a number from 0 to 1", lambda n: 0 <= n <= 1)
+fraction = number_type(float, "a number between 0 and 1, both excluded", lambda n: 0 < n < 1)
+# Trainer: -1 means "no step limit, the epochs decide"; 0 or below is not a step count.
+steps_limit = number_type(
+    int, "-1 (no limit: the epochs decide) or a whole number of at least 1", lambda n: n == -1 or n >= 1
+)
+
+
+def positive_int_or_auto(value):
+    """A batch size: ``auto`` (the runner searches for the largest that fits) or a whole number of at least 1.
+
+    >>> positive_int_or_auto("auto"), positive_int_or_auto("8")
+    ('auto', 8)
+    """
+    return value if value == "auto" else positive_int(value)
+
+
+# The numeric fields of TrainingArguments, SFTConfig and the method configs that have an impossible range,
+# with their check; a field a config lacks is skipped, ``None`` (unset) passes.
+CONFIG_NUMBERS: dict[str, Callable] = {
+    "max_steps": steps_limit,
+    "num_train_epochs": non_negative_float,
+    "learning_rate": positive_float,
+    "weight_decay": non_negative_float,
+    "per_device_train_batch_size": positive_int,
+    "per_device_eval_batch_size": positive_int,
+    "gradient_accumulation_steps": positive_int,
+    "logging_steps": positive_float,
+    "save_steps": positive_float,
+    "eval_steps": positive_float,
+    "save_total_limit": positive_int,
+    "warmup_ratio": probability,
+    "warmup_steps": non_negative_float,
+    "max_grad_norm": non_negative_float,
+    "adam_beta1": probability,
+    "adam_beta2": probability,
+    "adam_epsilon": positive_float,
+    "seed": non_negative_int,
+    "data_seed": non_negative_int,
+    "dataloader_num_workers": non_negative_int,
+    "max_length": positive_int,
+    "forget_weight": non_negative_float,
+    "retain_weight": non_negative_float,
+    "beta": positive_float,
+    "eval_probe_steps": positive_int,
+    "probe_patients": positive_int,
+    "probe_max_new_tokens": positive_int,
+    "max_retain_mu_drop": non_negative_float,
+}
+
+
+def checked_numbers(
+    values: Mapping[str, Any],
+    checks: Mapping[str, Callable],
+    name: Callable[[str], str],
+    error: type[Exception] = InputError,
+) -> dict[str, Any]:
+    """``values`` with each field that ``checks`` names checked; a string is replaced by the number it parses
+    to (``"2e-5"`` becomes ``2e-05``), a number is kept as given (so a fingerprint of the values does not
+    change); ``None`` (unset) passes. An impossible value is an ``error`` (an
+    :class:`~medunlearn.errors.InputError` or a subclass) whose message starts with ``name(field)``.
+
+    >>> checked_numbers({"patients": "40", "label": "x"}, {"patients": positive_int}, lambda f: f"key {f!r}")
+    {'patients': 40, 'label': 'x'}
+    >>> checked_numbers({"patients": -5}, {"patients": positive_int}, lambda f: f"s.yaml: key {f!r}")
+    Traceback (most recent call last):
+    ...
+    medunlearn.errors.InputError: s.yaml: key 'patients': must be a whole number of at least 1, got -5
+    """
+    checked = dict(values)
+    for field, check in checks.items():
+        if checked.get(field) is None:
+            continue
+        try:
+            number = check(checked[field])
+        except argparse.ArgumentTypeError as problem:
+            raise error(f"{name(field)}: {problem}") from None
+        if isinstance(checked[field], str):
+            checked[field] = number
+    return checked
+
+
+def check_config_numbers(config, where: str = "the command line") -> None:
+    """Check every field of ``config`` (a dataclass or a namespace) that :data:`CONFIG_NUMBERS` names; an
+    impossible value is an :class:`~medunlearn.errors.InputError` naming the option and ``where`` it may come
+    from.
+
+    >>> from types import SimpleNamespace
+    >>> check_config_numbers(SimpleNamespace(max_steps=-5, learning_rate=1e-5))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    medunlearn.errors.InputError: --max_steps must be -1 (...) or a whole number ..., got -5 (from ...)
+    """
+    for field, check in CONFIG_NUMBERS.items():
+        value = getattr(config, field, None)
+        if value is None:
+            continue
+        try:
+            check(value)
+        except argparse.ArgumentTypeError as error:
+            raise InputError(f"--{field} {error} (from {where})") from None
+
+
+def parse_config_arguments(parser, args: list[str], where: str):
+    """``parser.parse_args_into_dataclasses(args, return_remaining_strings=True)`` of a transformers / TRL
+    parser (``HfArgumentParser``), with the numbers checked first: a config's ``__post_init__`` raises a bare
+    ``ValueError`` on an impossible value (``warmup_steps = -0.5``), and lets ``inf`` or ``nan`` through. A
+    cross-field check of ``__post_init__`` (two options that contradict) is named as the config's complaint.
+    ``where`` says where the values may come from (``the command line or recipe X``)."""
+    namespace, _ = parser.parse_known_args(args=list(args))
+    check_config_numbers(namespace, where)
+    try:
+        return parser.parse_args_into_dataclasses(args=list(args), return_remaining_strings=True)
+    except ValueError as error:  # TrainingArguments.__post_init__: settings that contradict each other
+        classes = ", ".join(kind.__name__ for kind in parser.dataclass_types)
+        raise InputError(f"{classes} refuses these settings (from {where}): {error}") from error
+
+
+__all__ = [
+    "CONFIG_NUMBERS",
+    "check_config_numbers",
+    "checked_numbers",
+    "fraction",
+    "non_negative_float",
+    "non_negative_int",
+    "number_type",
+    "parse_config_arguments",
+    "positive_float",
+    "positive_int",
+    "positive_int_or_auto",
+    "probability",
+    "steps_limit",
+]
