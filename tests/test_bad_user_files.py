@@ -85,7 +85,7 @@ def test_a_bad_qa_file_exits_2_naming_the_file_and_line(tmp_path, capsys, conten
 
 
 def test_a_note_longer_than_the_limit_is_refused_before_it_is_parsed(tmp_path, capsys, monkeypatch):
-    from medunlearn.amnesia import pmc_patients
+    from medunlearn.amnesia.sources import pmc_patients
 
     monkeypatch.setattr(pmc_patients, "MAX_NOTE_CHARACTERS", 500)
     long_note = "Fever and cough. " * 40  # 680 characters, over the lowered limit

@@ -7,6 +7,8 @@ The grammar [ours for AMNESIA, docs/benchmarks/amnesia.md "Splits"; ref: the ``l
   X is a whole percentage.
 * TOFU: ``forgetXX``, ``retainXX``, ``holdoutXX`` with two digits (``forget05`` → ``retain95``,
   ``holdout05``); the Hub also has ``full_minus_forgetXX`` and ``…_perturbed`` variants.
+* MUSE: the ``scal`` and ``sust`` folds ``forget_1`` … ``forget_4`` (:data:`MUSE_FOLDS`; ref: the
+  ``muse-bench/MUSE-News`` dataset card).
 
 A name that does not follow it raises :class:`ConfigNameError`, whose message names the forms it needs.
 
@@ -36,6 +38,8 @@ _AMNESIA = re.compile(
 )
 _TOFU = re.compile(r"(?P<role>forget|retain|holdout)(?P<percent>\d\d)")
 _DISEASE = re.compile(r"[a-z0-9_]+")
+# MUSE's scalability and sustainability folds, in order (the Hub's split names).
+MUSE_FOLDS = ("forget_1", "forget_2", "forget_3", "forget_4")
 # Every split config of the TOFU Hub: the above, the Hub's ``full_minus_forgetXX``, and perturbed sets.
 _TOFU_HUB_SPLIT = re.compile(r"(?:forget|retain|holdout|full_minus_forget)\d\d(?:_perturbed)?")
 _FORMS = (

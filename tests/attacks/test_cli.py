@@ -187,8 +187,10 @@ def test_a_bad_batch_size_exits_2_naming_the_option(bad, tmp_path, capsys):
 def test_max_new_tokens_below_one_is_still_named(tmp_path, capsys):
     data = tmp_path / "data"
     argv = _common("m", data, tmp_path / "attacks", "--forget-config", "forget_10", "--before", "b")
-    assert _attack(*argv, "--max-new-tokens", "0") == 2
-    assert "--max-new-tokens must be at least 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:  # refused when parsed, as every numeric option
+        _attack(*argv, "--max-new-tokens", "0")
+    assert stop.value.code == 2
+    assert "argument --max-new-tokens: must be a whole number of at least 1" in capsys.readouterr().err
 
 
 def test_a_model_never_trained_on_the_forget_patients_scores_membership_auc_near_one_half(

@@ -37,12 +37,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from medunlearn.config_names import MUSE_FOLDS
 from medunlearn.errors import MedunlearnError, MissingInputError
 from medunlearn.utils.user_files import card_data_files, parse_json, read_parquet, text_lines
 
 TEXT = ("text",)
 QA = ("question", "answer")
-FOLDS = ("forget_1", "forget_2", "forget_3", "forget_4")
+FOLDS = MUSE_FOLDS
 
 # config -> split -> the fields every row needs.
 REQUIRED_LAYOUT: dict[str, dict[str, tuple[str, ...]]] = {

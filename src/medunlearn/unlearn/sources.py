@@ -28,12 +28,12 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from medunlearn.amnesia.note_sets import config_patient_ids, notes_of_patients
+from medunlearn.config_names import MUSE_FOLDS
 from medunlearn.data_loading import load_split
 from medunlearn.unlearn.errors import UnlearningInputError
 
 ForgetOn = Literal["qa", "notes", "both"]
 FORGET_ON = ("qa", "notes", "both")
-MUSE_FOLDS = tuple(f"forget_{k}" for k in range(1, 5))
 MUSE_CORPORA: dict[str, tuple[tuple[str, str], ...]] = {
     "forget": (
         ("raw", "forget"),
