@@ -694,3 +694,12 @@ def test_a_tofu_data_file_is_checked_before_datasets_reads_it(tmp_path, rewrite,
     path.write_bytes(rewrite(path.read_text(encoding="utf-8")))
     with pytest.raises(FileContentError, match=rf"forget10_perturbed.json{message}"):
         tofu_examples(folder, "forget10")
+
+
+def test_json_nested_thousands_deep_is_a_named_error_not_a_recursion_traceback():
+    from medunlearn.errors import FileContentError
+    from medunlearn.utils.user_files import parse_json
+
+    with pytest.raises(FileContentError, match=r"qa.jsonl, line 2.*nested too deeply"):
+        parse_json("[" * 100_000 + "]" * 100_000, "qa.jsonl", line=2)
+    assert parse_json("[" * 50 + "]" * 50, "qa.jsonl", line=2) is not None

@@ -173,6 +173,8 @@ def parse_json(text: str, source: str, line: int = 1, *, allow_non_finite: bool 
         raise FileContentError(
             source, line + error.lineno - 1, None, f"invalid JSON at column {error.colno}: {error.msg}"
         ) from error
+    except RecursionError:  # a value nested thousands deep: no record of ours is
+        raise FileContentError(source, line, None, "JSON nested too deeply to be a record") from None
     if constants:
         raise FileContentError(
             source,
