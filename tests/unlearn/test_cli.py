@@ -98,6 +98,19 @@ def test_unknown_recipe_field_names_the_file_and_field(tmp_path, capsys):
     assert rc == 2 and "bad.yaml" in err and "betta" in err
 
 
+def test_an_unknown_recipe_field_holding_a_yaml_alias_bomb_is_named_without_expanding_it(tmp_path, capsys):
+    """A recipe that is nine nested aliases (9**9 strings once expanded) fails at once, naming the key."""
+    levels = ["a: &a [" + ", ".join(["lol"] * 9) + "]"]
+    for previous, name in zip("abcdefgh", "bcdefghi"):
+        levels.append(f"{name}: &{name} [" + ", ".join([f"*{previous}"] * 9) + "]")
+    recipe = tmp_path / "bomb.yaml"
+    recipe.write_text("method: npo\n" + "\n".join(levels) + "\n")
+    argv = ["unlearn", "--config", str(recipe), "--model", "x", "--data", str(tmp_path / "d")]
+    rc = main([*argv, "--forget", "forget_10", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "bomb.yaml" in err and "unknown fields" in err and "lol" not in err
+
+
 def test_retain_config_is_derived_from_the_forget_config():
     from medunlearn.unlearn.run import UnlearningDataArguments
 

@@ -197,11 +197,14 @@ def build_method_config(
     parser.set_defaults_with_config(**reference)
     where = f"recipe {recipe_path}" if recipe_path else "recipe"
     check_recipe_values(parser, recipe, where)
-    unknown_in_recipe = parser.set_defaults_with_config(**recipe)
+    # Named by key before TRL sees them: its list of unused fields holds str(value), which a YAML alias
+    # bomb expands without end.
+    unknown_in_recipe = sorted(set(recipe) - {action.dest for action in parser._actions})
     if unknown_in_recipe:
         raise UnlearningInputError(
-            f"{where}: unknown fields for {config_class.__name__}: {unknown_in_recipe}"
+            f"{where}: unknown fields for {config_class.__name__}: {', '.join(unknown_in_recipe)}"
         )
+    parser.set_defaults_with_config(**recipe)
     source = f"the command line or {where}" if recipe else "the command line"  # numbers checked first
     config, unknown = parse_config_arguments(parser, [*overrides, "--output_dir", str(output_dir)], source)
     if unknown:
