@@ -703,3 +703,20 @@ def test_json_nested_thousands_deep_is_a_named_error_not_a_recursion_traceback()
     with pytest.raises(FileContentError, match=r"qa.jsonl, line 2.*nested too deeply"):
         parse_json("[" * 100_000 + "]" * 100_000, "qa.jsonl", line=2)
     assert parse_json("[" * 50 + "]" * 50, "qa.jsonl", line=2) is not None
+
+
+def test_an_empty_json_data_file_of_a_config_is_named_before_datasets_reads_it(tmp_path):
+    from medunlearn.data_loading import load_split
+    from medunlearn.errors import FileContentError
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "README.md").write_text(
+        "---\nconfigs:\n- config_name: forget01\n  data_files:\n  - split: train\n"
+        "    path: forget01.json\n---\n"
+    )
+    (folder / "forget01.json").write_text("")
+    with pytest.raises(FileContentError, match=r"forget01.json.*holds no records"):
+        load_split(folder, "forget01")
+    (folder / "forget01.json").write_text('{"question": "Q?", "answer": "A."}\n')
+    assert load_split(folder, "forget01").num_rows == 1

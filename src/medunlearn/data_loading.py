@@ -83,7 +83,8 @@ def check_local_folder(folder: str | os.PathLike, config: str) -> None:
     paths = [path for pattern in patterns for path in sorted(folder.glob(pattern))]
     for path in paths:
         if path.suffix in (".json", ".jsonl"):
-            read_json_records(path)
+            if not read_json_records(path):  # datasets stops on an empty file with a bare StopIteration
+                raise FileContentError(str(path), None, None, "holds no records")
             with path.open("rb") as handle:
                 if encoding_of(handle.read(4)).startswith(("utf-16", "utf-32")):  # our reader decodes it
                     raise FileContentError(
