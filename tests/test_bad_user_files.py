@@ -720,3 +720,18 @@ def test_an_empty_json_data_file_of_a_config_is_named_before_datasets_reads_it(t
         load_split(folder, "forget01")
     (folder / "forget01.json").write_text('{"question": "Q?", "answer": "A."}\n')
     assert load_split(folder, "forget01").num_rows == 1
+
+
+@pytest.mark.parametrize("value", ["null", "3.5"])
+def test_a_tofu_answer_that_is_not_text_is_named_by_config_row_and_field(tmp_path, value):
+    from medunlearn.tofu.data import TofuInputError
+    from medunlearn.tofu.evaluate import tofu_examples
+    from medunlearn.tofu.synthetic import build_tofu_folder
+
+    folder = build_tofu_folder(tmp_path / "tofu", authors=10, qa_per_author=2, perturbed=2, options=3)
+    path = folder / "forget10_perturbed.json"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    lines[1] = re.sub(r'"answer": "[^"]*"', f'"answer": {value}', lines[1], count=1)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(TofuInputError, match=r"'forget10_perturbed' row 2, field 'answer': expected text"):
+        tofu_examples(folder, "forget10")

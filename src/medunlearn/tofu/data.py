@@ -99,7 +99,20 @@ def load_tofu(source: str | Path = HUB_ID, config: str = "full"):
     missing = [column for column in columns_of(config) if column not in dataset.column_names]
     if missing:
         raise TofuInputError(f"{source}: config {config!r} lacks column(s) {', '.join(missing)}")
+    _check_text_columns(dataset, source, config)
     return dataset
+
+
+def _check_text_columns(dataset, source: str, config: str) -> None:
+    """Every question and answer is text: a null or a number would reach the scoring as a float."""
+    for column in ("question", "answer", "paraphrased_answer"):
+        if column not in dataset.column_names:
+            continue
+        for row, value in enumerate(dataset[column], start=1):
+            if not isinstance(value, str):
+                raise TofuInputError(
+                    f"{source}: config {config!r} row {row}, field {column!r}: expected text, got {value!r}"
+                )
 
 
 __all__ = [
