@@ -63,14 +63,15 @@ def _bar_only_callback():
 
 def bar_environment(stderr_is_terminal: bool) -> dict[str, str]:
     """The tqdm settings (environment variables, read when tqdm is imported) for bars drawn on a terminal or
-    written to a log: in a log, a bar is redrawn at most every :data:`LOG_BAR_SECONDS` seconds (the maximum
-    interval too: tqdm's monitor thread redraws a bar left alone that long, 10 s by default).
+    written to a log: in a log, a bar is redrawn at most every :data:`LOG_BAR_SECONDS` seconds, and when it
+    closes. ``miniters`` 1 turns off tqdm's adaptive step count, whose monitor thread otherwise redraws a bar
+    between two of its own redraws (every other minute, a second line a few seconds after the first).
 
     >>> bar_environment(True)
     {}
     >>> bar_environment(False)
-    {'TQDM_MININTERVAL': '60', 'TQDM_MAXINTERVAL': '60'}
+    {'TQDM_MININTERVAL': '60', 'TQDM_MINITERS': '1'}
     """
     if stderr_is_terminal:
         return {}
-    return dict.fromkeys(("TQDM_MININTERVAL", "TQDM_MAXINTERVAL"), str(LOG_BAR_SECONDS))
+    return {"TQDM_MININTERVAL": str(LOG_BAR_SECONDS), "TQDM_MINITERS": "1"}
