@@ -192,3 +192,22 @@ def test_evaluate_dtype_option(monkeypatch, capsys, argv, flags, expected, said)
     args = cli.build_parser().parse_args(["--out", "e", *argv])
     assert cli._runner_config(args).dtype == expected
     assert said in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [([], "bfloat16"), (["--preset", "open-unlearning"], "float32"), (["--dtype", "float32"], "float32")],
+)
+def test_tofu_evaluate_resolves_dtype_as_evaluate_benchmark_tofu_does(monkeypatch, argv, expected):
+    """`tofu evaluate` and `evaluate --benchmark tofu` are one entry point: the same --dtype, resolved alike."""
+    from medunlearn.cli import evaluate as evaluate_cli
+    from medunlearn.cli import tofu as tofu_cli
+
+    monkeypatch.setattr(precision, "cpu_flags", lambda *a: frozenset({"amx_bf16"}))
+    monkeypatch.setattr(precision, "bf16_matmul_speedup", lambda *a: 4.0)
+    monkeypatch.setattr(precision, "default_device", lambda: "cpu")
+    required = ["--model", "m", "--data", "d", "--out", "e"]
+    tofu_args = tofu_cli.build_parser().parse_args(["evaluate", *required, *argv])
+    evaluate_args = evaluate_cli.build_parser().parse_args([*required, "--benchmark", "tofu", *argv])
+    assert tofu_cli.runner_config(tofu_args).dtype == expected
+    assert evaluate_cli._runner_config(evaluate_args).dtype == expected

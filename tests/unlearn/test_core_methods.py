@@ -94,6 +94,27 @@ def test_grad_diff_loss_matches_hand_computation():
     assert losses["loss"].item() == pytest.approx(0.5 * forget + 2.0 * retain, abs=1e-5)
 
 
+def test_two_term_losses_still_take_their_weights_as_keywords():
+    """The keywords the losses took before TwoTermWeighting gathered them give the same values."""
+    forget, retain = -hand_nll(FORGET_LOGITS, FORGET_LABELS), hand_nll(RETAIN_LOGITS, RETAIN_LABELS)
+    by_keyword = grad_diff_loss(
+        FORGET_LOGITS, FORGET_LABELS, RETAIN_LOGITS, RETAIN_LABELS, forget_weight=0.5, retain_weight=2.0
+    )
+    assert by_keyword["loss"].item() == pytest.approx(0.5 * forget + 2.0 * retain, abs=1e-5)
+    kl = kl_min_loss(
+        FORGET_LOGITS, FORGET_LABELS, RETAIN_LOGITS, RETAIN_REFERENCE, RETAIN_LABELS, retain_weight=3.0
+    )
+    assert kl["loss"].item() == pytest.approx(
+        forget + 3.0 * hand_kl(RETAIN_LOGITS, RETAIN_REFERENCE, RETAIN_LABELS), abs=1e-5
+    )
+    with pytest.raises(TypeError, match="not both"):
+        grad_diff_loss(
+            FORGET_LOGITS, FORGET_LABELS, RETAIN_LOGITS, RETAIN_LABELS, TwoTermWeighting(), forget_weight=2.0
+        )
+    with pytest.raises(TypeError, match="forget_wieght"):
+        grad_diff_loss(FORGET_LOGITS, FORGET_LABELS, RETAIN_LOGITS, RETAIN_LABELS, forget_wieght=2.0)
+
+
 def test_kl_min_loss_matches_hand_computation_on_completion_tokens_only():
     losses = kl_min_loss(
         FORGET_LOGITS,

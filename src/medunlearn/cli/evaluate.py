@@ -8,6 +8,7 @@ The work is :func:`medunlearn.evaluation.evaluate_unlearning` (AMNESIA),
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from medunlearn.chat import PRESETS
@@ -16,13 +17,12 @@ from medunlearn.cli.options import (
     add_dtype_argument,
     add_engine_arguments,
     add_retained_sample_argument,
-    announce_precision,
     batch_size_settings,
     engine_settings,
+    evaluation_dtype,
     missing_options,
-    non_negative_int,
     positive_int,
-    reference_preset_name,
+    seed_int,
 )
 from medunlearn.errors import InputError
 from medunlearn.evaluation.runner import RunnerConfig
@@ -56,6 +56,13 @@ shortens both generation lengths (knowmem 32, verbmem 128) for smoke runs:
   medunlearn muse build --out muse-tiny --articles 5 --seed 0
   medunlearn evaluate --benchmark muse --preset open-unlearning --model ckpt/finetuned --data muse-tiny \\
       --out evals/muse --max-new-tokens 4
+
+--notes-memorization also scores the patients' notes, MUSE-style: the first 32 words of each note → the
+model's greedy continuation, ROUGE-L F1 against the next 64 words (and extraction strength), for the forget,
+retained same-disease and out-of-disease patients, and a Min-K% membership AUC of the forget notes against
+the folder's holdout_notes; --write-card puts AFE, MU and these into the --model's README.md:
+  medunlearn evaluate --model ckpt/grad_diff --before ckpt/finetuned --data amnesia --forget forget_10 \\
+      --out evals/grad_diff --notes-memorization --write-card
 
 --engine vllm sends the greedy generations to a vLLM server (the same prompt token ids; started from
 .venv-vllm for the model, or --vllm-url for a running one); a LoRA adapter folder is served as base + adapter:
@@ -128,7 +135,7 @@ def build_parser(prog: str = "medunlearn evaluate") -> argparse.ArgumentParser:
     )
     add_retained_sample_argument(parser)
     parser.add_argument(
-        "--seed", type=non_negative_int, default=0, help="seed of the retained-patient sample (default 0)"
+        "--seed", type=seed_int, default=0, help="seed of the retained-patient sample (default 0)"
     )
     parser.add_argument(
         "--overwrite",
@@ -147,9 +154,56 @@ def build_parser(prog: str = "medunlearn evaluate") -> argparse.ArgumentParser:
         "muse: --data is a MUSE-format folder; MUSE metric set (docs/muse.md)",
     )
     add_dtype_argument(parser)
+    _add_notes_options(parser)
     _add_tofu_options(parser)
     add_engine_arguments(parser)
     return parser
+
+
+def _add_notes_options(parser: argparse.ArgumentParser) -> None:
+    """Notes memorization of an AMNESIA evaluation (:mod:`medunlearn.evaluation.notes_memorization`)."""
+    from medunlearn.evaluation.notes_settings import NotesMemorizationConfig
+
+    defaults = NotesMemorizationConfig()
+    notes = parser.add_argument_group("AMNESIA notes memorization (off by default: it costs generations)")
+    notes.add_argument(
+        "--notes-memorization",
+        action="store_true",
+        help="also score verbatim memorization of the patients' notes (first P words -> greedy continuation, "
+        "ROUGE-L F1 against the next C words, extraction strength) for forget, retained same-disease and "
+        "out-of-disease patients, before vs after, with patient-cluster intervals, and the Min-K%% AUC of "
+        "the forget notes against the folder's holdout_notes (privleak with --retain-model). Off by default: "
+        "it adds one greedy generation of up to 2*C tokens per scored note and a teacher-forced pass per "
+        "forget and held-out note, for each model",
+    )
+    notes.add_argument(
+        "--notes-prefix-words",
+        type=positive_int,
+        default=defaults.prefix_words,
+        metavar="P",
+        help=f"words of a note given as the prompt (default {defaults.prefix_words})",
+    )
+    notes.add_argument(
+        "--notes-continuation-words",
+        type=positive_int,
+        default=defaults.continuation_words,
+        metavar="C",
+        help="words after the prompt scored against the continuation "
+        f"(default {defaults.continuation_words})",
+    )
+    notes.add_argument(
+        "--notes-max-new-tokens",
+        type=positive_int,
+        default=None,
+        metavar="T",
+        help="tokens of the greedy continuation (default 2*C)",
+    )
+    notes.add_argument(
+        "--write-card",
+        action="store_true",
+        help="after the evaluation, put AFE, MU (and the notes memorization) into --model's README.md, "
+        "replacing the section an earlier run wrote",
+    )
 
 
 def _add_tofu_options(parser: argparse.ArgumentParser) -> None:
@@ -173,6 +227,7 @@ def run(args) -> int:
     from medunlearn.evaluation.pipeline import score_evaluation
 
     check_not_an_input(args.out, _evaluation_inputs(args))
+    _check_amnesia_options(args)
     for flag in ("--before-outputs", "--retain-outputs"):  # shared output folders: never in an input either
         if getattr(args, flag[2:].replace("-", "_"), None):
             check_not_an_input(getattr(args, flag[2:].replace("-", "_")), _evaluation_inputs(args), flag)
@@ -189,6 +244,8 @@ def run(args) -> int:
             summary = _evaluate_amnesia(args)
     if summary:
         _print_headline(summary, args.out)
+        if args.write_card:
+            _write_card(args, summary)
     elif summary is not None:
         print(f"stopped before every batch was done; rerun the same command to resume ({args.out})")
     return 0
@@ -207,20 +264,8 @@ def _runner_config(args, **values) -> RunnerConfig:
         values["max_new_tokens"] = args.max_new_tokens
     values.update(engine_settings(args))
     values.update(batch_size_settings(args))
-    values["dtype"] = _evaluation_dtype(args)
+    values["dtype"] = evaluation_dtype(args.dtype, args.preset, parity=args.benchmark in ("tofu", "muse"))
     return RunnerConfig(progress=not args.no_progress, **values)
-
-
-def _evaluation_dtype(args) -> str:
-    """``--dtype`` resolved for the device the evaluation runs on, said once; under a parity preset
-    (``--benchmark tofu`` or ``muse`` with ``--preset open-unlearning``) ``auto`` stays float32 on CPU."""
-    from medunlearn.chat import preset
-    from medunlearn.utils.precision import default_device, resolve_precision
-
-    parity = reference_preset_name(preset(args.preset)) if args.benchmark in ("tofu", "muse") else None
-    precision = resolve_precision(args.dtype, default_device(), parity)
-    announce_precision(precision)
-    return precision.dtype
 
 
 def _evaluate_amnesia(args) -> dict | None:
@@ -248,8 +293,54 @@ def _evaluate_amnesia(args) -> dict | None:
             max_retain_patients=args.max_retain_patients or None, seed=args.seed
         ),
         overwrite=args.overwrite,
+        notes_memorization=_notes_config(args),
     )
     return summary if summary or launched_processes().is_main else None
+
+
+def _notes_config(args):
+    """``--notes-memorization``'s settings, or ``None`` without it."""
+    from medunlearn.evaluation.notes_settings import NotesMemorizationConfig
+
+    if not args.notes_memorization:
+        return None
+    return NotesMemorizationConfig(
+        prefix_words=args.notes_prefix_words,
+        continuation_words=args.notes_continuation_words,
+        max_new_tokens=args.notes_max_new_tokens,
+    )
+
+
+def _check_amnesia_options(args) -> None:
+    """Before any work: the notes options belong to AMNESIA, and ``--write-card`` needs a --model folder it
+    may write."""
+    if args.benchmark != "amnesia":
+        given = [
+            flag
+            for flag in ("--notes-memorization", "--write-card")
+            if getattr(args, flag[2:].replace("-", "_"))
+        ]
+        if given:
+            raise InputError(f"{', '.join(given)}: AMNESIA options, not of --benchmark {args.benchmark}")
+    if not args.write_card:
+        return
+    if args.rescore:
+        raise InputError("--write-card: give the evaluation's --model (not --rescore) to write its card")
+    if not (args.model and Path(args.model).is_dir() and os.access(args.model, os.W_OK)):
+        raise InputError(
+            f"--write-card: {args.model} is not a writable model folder (its README.md is the card)"
+        )
+
+
+def _write_card(args, summary: dict) -> None:
+    """The evaluation section of --model's card
+    (:func:`medunlearn.evaluation.notes_report.notes_card_section`), replacing an earlier one; written last,
+    so a failed run leaves the card as it was."""
+    from medunlearn.evaluation.notes_report import notes_card_section
+    from medunlearn.unlearn.card import replace_card_section
+
+    path = replace_card_section(args.model, "evaluation", notes_card_section(summary))
+    print(f"wrote the evaluation section of {path}")
 
 
 def _rescored(args, rescore) -> bool:
@@ -330,4 +421,8 @@ def _print_headline(summary: dict, out: str) -> None:
         f" · MU same-disease {cell('retain_same_disease', 'model_utility')}"
         f" · MU out-of-disease {cell('retain_out_of_disease', 'model_utility')}"
     )
+    if summary.get("notes_memorization"):
+        from medunlearn.evaluation.notes_report import notes_headline
+
+        print(notes_headline(summary["notes_memorization"]))
     print(f"wrote {out}/summary.json (`medunlearn report {out}` for the full table)")

@@ -15,10 +15,13 @@ from medunlearn.utils.numbers import fraction as fraction
 from medunlearn.utils.numbers import non_negative_float as non_negative_float
 from medunlearn.utils.numbers import non_negative_int as non_negative_int
 from medunlearn.utils.numbers import number_type as number_type
+from medunlearn.utils.numbers import patient_count as patient_count
 from medunlearn.utils.numbers import positive_float as positive_float
 from medunlearn.utils.numbers import positive_int as positive_int
 from medunlearn.utils.numbers import probability as probability
+from medunlearn.utils.numbers import seed_int as seed_int
 from medunlearn.utils.numbers import steps_limit as steps_limit
+from medunlearn.utils.numbers import whole_number_from as whole_number_from
 
 
 class OverridableParser(argparse.ArgumentParser):
@@ -114,6 +117,19 @@ def reference_preset_name(conventions) -> str | None:
     from medunlearn.unlearn.reference_recipe import is_reference_preset
 
     return conventions.name if is_reference_preset(conventions) else None
+
+
+def evaluation_dtype(dtype: str, preset_name: str, parity: bool) -> str:
+    """``--dtype`` resolved for the device an evaluation runs on, said once. Under a parity preset of a
+    reference benchmark (``parity``: TOFU or MUSE, with ``--preset open-unlearning``) ``auto`` stays float32
+    on CPU, as the reference runs."""
+    from medunlearn.chat import preset
+    from medunlearn.utils.precision import default_device, resolve_precision
+
+    pinned = reference_preset_name(preset(preset_name)) if parity else None
+    precision = resolve_precision(dtype, default_device(), pinned)
+    announce_precision(precision)
+    return precision.dtype
 
 
 def announce_precision(precision, config=None) -> None:

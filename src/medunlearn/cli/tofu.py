@@ -12,15 +12,19 @@ from pathlib import Path
 
 from medunlearn.cli.options import (
     add_batch_size_arguments,
+    add_dtype_argument,
     batch_size_settings,
+    evaluation_dtype,
     non_negative_float,
-    non_negative_int,
     positive_int,
+    seed_int,
+    whole_number_from,
 )
 from medunlearn.errors import MissingInputError
 from medunlearn.evaluation.runner import RunnerConfig
 from medunlearn.tofu.conventions import PRESETS, TofuConventions, preset
 from medunlearn.tofu.data import FORGET_CONFIGS
+from medunlearn.tofu.synthetic import MAX_AUTHORS, MAX_PERTURBED, MAX_QA_PER_AUTHOR, MIN_AUTHORS
 from medunlearn.utils.files import check_not_an_input, no_empty_output_on_failure
 
 EPILOG = """examples:
@@ -48,15 +52,24 @@ def build_parser(prog: str = "medunlearn tofu") -> argparse.ArgumentParser:
     build = commands.add_parser("build", help="write a small fictitious TOFU-format folder")
     build.add_argument("--out", required=True, type=Path, help="folder to write")
     build.add_argument(
-        "--authors", type=positive_int, default=20, help="fictitious authors in `full` (default 20)"
+        "--authors",
+        type=whole_number_from(MIN_AUTHORS, MAX_AUTHORS),
+        default=20,
+        help=f"fictitious authors in `full`, {MIN_AUTHORS}-{MAX_AUTHORS} (default 20)",
     )
     build.add_argument(
-        "--qa-per-author", type=positive_int, default=4, help="questions per author, 1-5 (default 4)"
+        "--qa-per-author",
+        type=whole_number_from(1, MAX_QA_PER_AUTHOR),
+        default=4,
+        help=f"questions per author, 1-{MAX_QA_PER_AUTHOR} (default 4)",
     )
     build.add_argument(
-        "--perturbed", type=positive_int, default=3, help="perturbed answers per question, 1-5 (default 3)"
+        "--perturbed",
+        type=whole_number_from(1, MAX_PERTURBED),
+        default=3,
+        help=f"perturbed answers per question, 1-{MAX_PERTURBED} (default 3)",
     )
-    build.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default 0)")
+    build.add_argument("--seed", type=seed_int, default=0, help="random seed (default 0)")
     build.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
 
     evaluate = commands.add_parser("evaluate", help="score a model with the TOFU metric set")
@@ -89,6 +102,7 @@ def build_parser(prog: str = "medunlearn tofu") -> argparse.ArgumentParser:
     evaluate.add_argument("--stop", action="append", help="stop string cutting generations (repeatable)")
     evaluate.add_argument("--system-prompt", help="override the preset's system prompt")
     add_batch_size_arguments(evaluate)
+    add_dtype_argument(evaluate)
     evaluate.add_argument("--no-progress", action="store_true", help="no progress bars")
     evaluate.add_argument("--overwrite", action="store_true", help="discard outputs of another run in --out")
 
@@ -156,8 +170,10 @@ def print_tofu_summary(summary: dict, out: Path) -> None:
 
 
 def runner_config(args: argparse.Namespace) -> RunnerConfig:
-    """The ``RunnerConfig`` of ``tofu evaluate``'s options (``--batch-size N|auto``, ``--max-batch-size``)."""
-    return RunnerConfig(**batch_size_settings(args), progress=not args.no_progress)
+    """The ``RunnerConfig`` of ``tofu evaluate``'s options (``--batch-size N|auto``, ``--max-batch-size``,
+    ``--dtype``: resolved as ``evaluate --benchmark tofu`` resolves it)."""
+    dtype = evaluation_dtype(args.dtype, args.preset, parity=True)
+    return RunnerConfig(**batch_size_settings(args), dtype=dtype, progress=not args.no_progress)
 
 
 def run(args) -> int:

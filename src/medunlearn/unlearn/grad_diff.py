@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import torch
 
 from medunlearn.unlearn.config import UnlearningConfig
-from medunlearn.unlearn.ops import TwoTermWeighting, nll_loss
+from medunlearn.unlearn.ops import TwoTermWeighting, nll_loss, resolve_weighting
 from medunlearn.unlearn.trainer import UnlearningTrainer
 
 
@@ -23,9 +23,10 @@ def grad_diff_loss(
     forget_labels: torch.Tensor,
     retain_logits: torch.Tensor,
     retain_labels: torch.Tensor,
-    weighting: TwoTermWeighting = TwoTermWeighting(),
+    weighting: TwoTermWeighting | None = None,
+    **weights,
 ) -> dict[str, torch.Tensor]:
-    w = weighting
+    w = resolve_weighting(weighting, weights)
     forget_loss = -nll_loss(forget_logits, forget_labels, w.averaging, w.forget_num_items)
     retain_loss = nll_loss(retain_logits, retain_labels, w.averaging, w.retain_num_items)
     return w.combine(forget_loss, retain_loss)

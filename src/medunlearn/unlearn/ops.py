@@ -21,6 +21,7 @@ Every term that averages token-level values ℓ_{b,t} over the answer tokens tak
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Literal
@@ -57,6 +58,24 @@ class TwoTermWeighting:
             "forget_loss": forget_loss,
             "retain_loss": retain_loss,
         }
+
+
+def resolve_weighting(weighting: TwoTermWeighting | None, keywords: dict) -> TwoTermWeighting:
+    """The weighting of a two-term loss: ``weighting``, or one built from the loss's keyword arguments
+    (``forget_weight=``, ``retain_weight=``, ``averaging=``, ``forget_num_items=``, ``retain_num_items=``: the
+    keywords these losses took before :class:`TwoTermWeighting` gathered them, so such calls keep working).
+
+    >>> resolve_weighting(None, {"forget_weight": 2.0}).forget_weight
+    2.0
+    """
+    if weighting is not None and keywords:
+        raise TypeError(f"pass either weighting= or {', '.join(sorted(keywords))}, not both")
+    if weighting is not None:
+        return weighting
+    unknown = set(keywords) - {field.name for field in dataclasses.fields(TwoTermWeighting)}
+    if unknown:
+        raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(unknown))}")
+    return TwoTermWeighting(**keywords)
 
 
 def shift_for_next_token(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -40,6 +40,7 @@ from medunlearn.unlearn.ops import (
     TwoTermWeighting,
     answer_positions,
     average_tokens,
+    resolve_weighting,
     select_parameters,
 )
 from medunlearn.unlearn.trainer import UnlearningTrainer
@@ -71,9 +72,10 @@ def rmu_loss(
     retain_activations: torch.Tensor,
     reference_retain_activations: torch.Tensor,
     retain_mask: torch.Tensor,
-    weighting: TwoTermWeighting = TwoTermWeighting(),
+    weighting: TwoTermWeighting | None = None,
+    **weights,
 ) -> dict[str, torch.Tensor]:
-    w = weighting
+    w = resolve_weighting(weighting, weights)
     forget_loss = activation_mse(
         forget_activations, control_vector, forget_mask, w.averaging, w.forget_num_items
     )
