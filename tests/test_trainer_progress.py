@@ -36,6 +36,18 @@ class _Trainer:
         handler.on_log(args, state, control, {"loss": 1.25, "train_runtime": 0.5})
         handler.on_train_end(args, state, control)
 
+    def evaluate_three_batches(self) -> None:
+        """What the Trainer's evaluation loop tells the callbacks: a step per batch, then the metrics."""
+        from transformers import TrainingArguments
+        from transformers.trainer_callback import TrainerControl, TrainerState
+
+        args, state = TrainingArguments(output_dir="unused", report_to="none"), TrainerState(max_steps=1)
+        handler, control = self.callback_handler, TrainerControl()
+        handler.eval_dataloader = [1, 2, 3]  # the handler passes it to every callback
+        for _ in range(3):
+            handler.on_prediction_step(args, state, control)
+        handler.on_evaluate(args, state, control, metrics={"eval_loss": 1.0})
+
 
 def _trainer(disable_tqdm: bool) -> _Trainer:
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
@@ -65,6 +77,21 @@ def test_verbose_and_the_python_api_print_the_log_lines(monkeypatch, capsys, lev
     bar_without_logs(trainer)
     trainer.train_one_logged_step()
     assert "'train_runtime': '0.5'" in capsys.readouterr().out
+
+
+def test_an_evaluation_during_training_draws_no_second_bar(monkeypatch, capsys):
+    """One bar per stage: the steps' bar, not one more per evaluation (the BioDivergence baseline evaluates on
+    dev every epoch); the Trainer's own callback would draw a 3-batch bar here."""
+    monkeypatch.setenv(LEVEL_VARIABLE, "default")
+    trainer = _trainer(disable_tqdm=False)
+    bar_without_logs(trainer)
+    trainer.evaluate_three_batches()
+    assert "3/3" not in capsys.readouterr().err
+    monkeypatch.setenv(LEVEL_VARIABLE, "verbose")  # the library's own output: its evaluation bar
+    trainer = _trainer(disable_tqdm=False)
+    bar_without_logs(trainer)
+    trainer.evaluate_three_batches()
+    assert "3/3" in capsys.readouterr().err
 
 
 def test_module_doctests():

@@ -157,7 +157,9 @@ def training_arguments(config: FinetunedConfig, output_dir: str, with_dev: bool)
         seed=config.seed,
         data_seed=config.seed,
         report_to="none",
-        disable_tqdm=True,
+        # One bar for the training steps (minutes on a CPU; silent, the user cannot tell it from a hang); the
+        # per-epoch dev predictions draw none (utils.progress.bar_without_logs).
+        disable_tqdm=False,
         use_cpu=not _cuda_available(),
         dataloader_pin_memory=False,
     )
@@ -209,7 +211,7 @@ class FinetunedBaseline:
                 compute_metrics=dev_scores if with_dev else None,
                 callbacks=[EarlyStoppingCallback(config.patience)] if with_dev else [],
             )
-            bar_without_logs(trainer)  # disable_tqdm: no bar, and its per-epoch log lines only with --verbose
+            bar_without_logs(trainer)  # the steps' bar; its per-epoch log lines only with --verbose
             started = time.perf_counter()
             result = trainer.train()
             seconds = time.perf_counter() - started

@@ -116,6 +116,11 @@ def gap_sentence(biodivergence: dict) -> str:
         f"on the article-disjoint v1.0 split (gap {lexical[key]:+.3f}; "
         f"accuracy gap {lexical['accuracy']:+.3f})."
     )
+    if "finetuned" not in biodivergence["baselines"]:
+        sentence += (
+            " The fine-tuned baseline, whose memorised articles the paper's gap is about, is not run here "
+            "(minutes per epoch on a CPU): `medunlearn biodivergence compare --baselines finetuned`."
+        )
     for baseline in ("lexical", "finetuned"):
         interval = biodivergence["baselines"].get(baseline, {}).get("interval")
         if interval:

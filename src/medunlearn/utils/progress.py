@@ -51,11 +51,16 @@ def bar_without_logs(trainer) -> None:
 
 
 def _bar_only_callback():
-    """A ``ProgressCallback`` whose ``on_log`` prints nothing (transformers is imported here, on use)."""
+    """A ``ProgressCallback`` that draws the training steps' bar only: its ``on_log`` prints nothing and an
+    evaluation during training draws no bar of its own (one bar per stage of work; transformers is imported
+    here, on use)."""
     from transformers.trainer_callback import ProgressCallback
 
     class BarOnlyCallback(ProgressCallback):
         def on_log(self, args, state, control, logs=None, **kwargs):
+            return None
+
+        def on_prediction_step(self, args, state, control, eval_dataloader=None, **kwargs):
             return None
 
     return BarOnlyCallback()
