@@ -73,3 +73,19 @@ def test_biodivergence_part_runs_alone_and_its_gap_is_pairlevel_minus_article_di
         for _, key in biodivergence.BIODIVERGENCE_METRICS:
             assert scores["gap"][key] == pytest.approx(pairlevel["scores"][key] - disjoint["scores"][key])
     assert sum(result["split_sizes"].values()) > 0
+
+
+def _variant(types):
+    return {"predicted_types": types}
+
+
+def test_a_baseline_that_predicts_one_type_throughout_is_said_not_to_have_learned():
+    """The demo's fine-tuned row is read as "has not learned" only when both test splits got one and the same
+    predicted conflict type; a baseline predicting two types on either split gets no such sentence."""
+    one = {"v1.0-pairlevel": _variant(["direct"]), "v1.0": _variant(["direct"])}
+    warning = biodivergence.one_class_warning(one)
+    assert "predicts 'direct' on every test pair" in warning and "has not learned" in warning
+    two_types = {"v1.0-pairlevel": _variant(["contextual", "direct"]), "v1.0": _variant(["direct"])}
+    assert biodivergence.one_class_warning(two_types) == ""
+    different = {"v1.0-pairlevel": _variant(["contextual"]), "v1.0": _variant(["direct"])}
+    assert biodivergence.one_class_warning(different) == ""

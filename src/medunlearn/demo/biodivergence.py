@@ -91,6 +91,7 @@ def run_biodivergence(context: DemoContext, out: Path) -> dict:
             scores[baseline][config] = {
                 "n": len(gold),
                 "scores": contextual_contradiction(predictions, references),
+                "predicted_types": sorted({p["conflict_type"] for p in predictions}),
             }
             scored[config] = ScoredVariant.of(predictions, gold)
         scores[baseline]["gap"] = split_gap(
@@ -107,6 +108,20 @@ def run_biodivergence(context: DemoContext, out: Path) -> dict:
     }
 
 
+def one_class_warning(scores: dict) -> str:
+    """A sentence when a baseline predicts one conflict type on every test pair of both variants: it has not
+    learned the task, and its gap is a gap of the label mix, as the majority baseline's is ("" otherwise)."""
+    predicted = {tuple(scores[config]["predicted_types"]) for config in ("v1.0-pairlevel", "v1.0")}
+    if len(predicted) != 1 or len(next(iter(predicted))) != 1:
+        return ""
+    only = next(iter(predicted))[0]
+    return (
+        f" Caution: the fine-tuned baseline predicts {only!r} on every test pair of both variants: at this "
+        "training budget it has not learned the task, so its gap is the label mix's, as the majority "
+        "baseline's."
+    )
+
+
 def gap_sentence(biodivergence: dict) -> str:
     lexical = biodivergence["baselines"]["lexical"]["gap"]
     key = "contextual_contradiction_f1"
@@ -121,6 +136,8 @@ def gap_sentence(biodivergence: dict) -> str:
             " The fine-tuned baseline, whose memorised articles the paper's gap is about, is not run here "
             "(minutes per epoch on a CPU): `medunlearn biodivergence compare --baselines finetuned`."
         )
+    else:
+        sentence += one_class_warning(biodivergence["baselines"]["finetuned"])
     for baseline in ("lexical", "finetuned"):
         interval = biodivergence["baselines"].get(baseline, {}).get("interval")
         if interval:
@@ -132,4 +149,11 @@ def gap_sentence(biodivergence: dict) -> str:
     return sentence
 
 
-__all__ = ["BIODIVERGENCE_METRICS", "biodivergence_table", "gap_sentence", "run_biodivergence", "split_gap"]
+__all__ = [
+    "BIODIVERGENCE_METRICS",
+    "biodivergence_table",
+    "gap_sentence",
+    "one_class_warning",
+    "run_biodivergence",
+    "split_gap",
+]
