@@ -199,7 +199,7 @@ def test_evaluate_dtype_option(monkeypatch, capsys, argv, flags, expected, said)
     [([], "bfloat16"), (["--preset", "open-unlearning"], "float32"), (["--dtype", "float32"], "float32")],
 )
 def test_tofu_evaluate_resolves_dtype_as_evaluate_benchmark_tofu_does(monkeypatch, argv, expected):
-    """`tofu evaluate` and `evaluate --benchmark tofu` are one entry point: the same --dtype, resolved alike."""
+    """`tofu evaluate` and `evaluate --benchmark tofu` are one entry point: one --dtype, resolved alike."""
     from medunlearn.cli import evaluate as evaluate_cli
     from medunlearn.cli import tofu as tofu_cli
 
