@@ -13,9 +13,9 @@ An attack folder::
     attacks.md                 the Markdown table: attack rows, then AFE / MU / worst-case recovery per method
     attacks.png                AFE against worst-case recovery, one point per method
     <method>/model_card.md     the model-card section of each method
-    <method>/evaluations/      evaluation folders (docs/evaluation.md): ``unlearned`` (the full-precision
-                               model, with the before and retain models), ``relearn-k{k}``,
-                               ``quantize-{scheme}``, ``paraphrase`` (membership reads ``unlearned``:
+    <method>/evaluations/      evaluation folders (docs/evaluation.md): unlearned (the full-precision
+                               model, with the before and retain models), relearn-k{k},
+                               quantize-{scheme}, paraphrase (membership reads unlearned:
                                the forget patients' seen vs holdout QA)
     shared/                    outputs of the models every method shares (the before and retain models),
                                run once and reused by the next method

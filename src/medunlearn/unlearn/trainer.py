@@ -137,18 +137,23 @@ class UnlearningTrainer(Trainer):
     Subclasses set ``config_class``, ``reference_usage``, ``uses_retain`` and implement ``unlearning_loss``.
 
     Args:
-        model: a ``PreTrainedModel`` (or a ``PeftModel``).
+        model (PreTrainedModel or PeftModel): the model to unlearn from.
         args: the method's config (an ``UnlearningConfig`` subclass).
-        forget_dataset: QA rows to forget (columns ``question``, ``answer``, optionally ``disease``), or with
-            ``args.data_format == "text"`` documents (column ``args.text_column``; see
+        forget_dataset (datasets.Dataset): QA rows to forget (columns ``question``, ``answer``, optionally
+            ``disease``), or with ``args.data_format == "text"`` documents (column ``args.text_column``; see
             ``medunlearn.unlearn.text``).
-        retain_dataset: rows to keep, in the same format (required when the method ``uses_retain``).
-        processing_class: the tokenizer (must have a chat template, unless ``conventions`` render with tags).
-        peft_config: a ``peft.LoraConfig`` to train an adapter instead of the full model.
-        reference_model: an explicit frozen reference (only used by ``reference_usage == "model"``).
-        conventions: how examples are rendered (``medunlearn.chat.Conventions`` or a preset name); ``None``
-            is the ``medunlearn`` preset (the tokenizer's template, no system prompt). Use the conventions
-            the model was fine-tuned with and will be evaluated with.
+        retain_dataset (datasets.Dataset or None): rows to keep, in the same format (required when the
+            method ``uses_retain``).
+        processing_class (PreTrainedTokenizerBase): the tokenizer (must have a chat template, unless
+            ``conventions`` render with tags).
+        peft_config (peft.LoraConfig or None): a LoRA config to train an adapter instead of the full model.
+        reference_model (PreTrainedModel or None): an explicit frozen reference (only used by
+            ``reference_usage == "model"``).
+        callbacks: more ``transformers`` callbacks, after the one that re-pairs forget and retain rows
+            every epoch.
+        conventions (Conventions or str or None): how examples are rendered (``medunlearn.chat.Conventions``
+            or a preset name); ``None`` is the ``medunlearn`` preset (the tokenizer's template, no system
+            prompt). Use the conventions the model was fine-tuned with and will be evaluated with.
     """
 
     config_class: ClassVar[type[UnlearningConfig]] = UnlearningConfig

@@ -183,12 +183,11 @@ def deduplicate_abstracts(
 
     Parameters:
         abstracts: a frame with ``abstract`` (or ``text``) and, optionally, ``pmid``.
-        threshold (float, default 0.8): Jaccard similarity of shingle sets from which two texts are near
-            duplicates [ours].
-        num_perm (int, default 128): MinHash permutations.
-        shingle (int, default 5): tokens per shingle.
-        seed (int, default 0): seed of the MinHash permutations.
-        unit ("char" | "word", default "char"): what a shingle token is.
+        threshold: Jaccard similarity of shingle sets from which two texts are near duplicates [ours].
+        num_perm: MinHash permutations.
+        shingle: tokens per shingle.
+        seed: seed of the MinHash permutations.
+        unit: what a shingle token is.
 
     Returns ``(kept, counts)``: ``kept`` in input order with its original index, and ``counts`` =
     ``{"abstracts", "exact_duplicates", "near_duplicates", "kept"}``.
