@@ -111,6 +111,48 @@ def check_local_folder(folder: str | os.PathLike, config: str) -> None:
                 f"config {config!r}, has {', '.join(missing) or '(none)'}: every data file of a config "
                 "needs the same columns",
             )
+    _check_same_types(files, config)
+
+
+def _kind(arrow_type) -> str:
+    """What a column holds, as ``datasets`` can cast between: text (string or large_string), numbers
+    (integers or floats), or the exact type (lists, structs)."""
+    import pyarrow as pa
+
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        return "text"
+    numeric = pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type)
+    return "numbers" if numeric else str(arrow_type)
+
+
+def _check_same_types(files: list[Path], config: str) -> None:
+    """The parquet files of one config give each column one type (``datasets`` otherwise stops with "Failed to
+    parse string ... as a scalar of type double", naming neither file nor column). The file named is the one
+    whose column is not text where the other's is (a number where a question or answer belongs), else the
+    later one; its first row with a value is named with the field."""
+    from medunlearn.errors import FileContentError
+    from medunlearn.utils.user_files import parquet_schema, read_parquet
+
+    first = parquet_schema(files[0])
+    for path in files[1:]:
+        schema = parquet_schema(path)
+        for name in first.names:
+            ours, theirs = _kind(first.field(name).type), _kind(schema.field(name).type)
+            if ours == theirs:
+                continue
+            first_wrong = theirs == "text"  # the text column is the right one; with none, the later file
+            wrong, right = (files[0], path) if first_wrong else (path, files[0])
+            wrong_kind, right_kind = (ours, theirs) if first_wrong else (theirs, ours)
+            values = read_parquet(wrong, columns=[name])[name]
+            row = next((i for i, valid in enumerate(values.is_valid().to_pylist(), start=1) if valid), 1)
+            raise FileContentError(
+                str(wrong),
+                row,
+                name,
+                f"holds {wrong_kind} where {right}, another data file of config {config!r}, holds "
+                f"{right_kind}: every data file of a config needs the same column types",
+                unit="row",
+            )
 
 
 def load_split(data: str | os.PathLike, config: str, split: str = "train"):

@@ -51,3 +51,27 @@ class FileContentError(InputError):
         if field_name is not None:
             where += f", field '{field_name}'"
         super().__init__(f"{where}: {problem}")
+
+
+def plain(value):
+    """``value`` as the Python value it stands for: a numpy scalar (``np.float64(-0.5)``, ``np.str_('x')``,
+    what a pandas or parquet cell holds) becomes ``-0.5`` or ``'x'``; anything else is returned as it is.
+    Checked by the type's module, so this module still imports nothing."""
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
+        return value.item()
+    return value
+
+
+def shown(value, limit: int = 200) -> str:
+    """``repr`` of :func:`plain` ``value`` for an error message, cut at ``limit`` characters: a user reads
+    ``-0.5`` and ``'P000007'``, never ``np.float64(-0.5)`` or ``np.str_('P000007')``.
+
+    >>> class Scalar:  # stands in for a numpy scalar here (this module imports nothing)
+    ...     __module__, ndim = "numpy", 0
+    ...     def item(self):
+    ...         return "P000007"
+    >>> shown(Scalar()), shown(0.5), shown("x" * 300, limit=10)
+    ("'P000007'", '0.5', "'xxxxxxxx…")
+    """
+    text = repr(plain(value))
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -57,7 +57,7 @@ def test_load_dataset_reads_every_config_offline(folder):
     manifest = json.loads((folder / "amnesia_build.json").read_text())
     for config in manifest["configs"]:
         loaded = datasets.load_dataset(str(folder), config)
-        expected_splits = {"train"} if config == "notes" else {"train", "holdout"}
+        expected_splits = {"train"} if config in ("notes", "holdout_notes") else {"train", "holdout"}
         assert set(loaded) == expected_splits
         for split in expected_splits:
             assert loaded[split].num_rows == manifest["sizes"][config][split]["rows"]
@@ -96,6 +96,7 @@ def test_audit_passes_on_a_built_folder(folder):
         "forget/retain",
         "random level",
         "disease level",
+        "held-out notes",
     ]
 
 
@@ -213,16 +214,17 @@ def test_cli_build_audit_publish_dry_run(tmp_path, capsys):
     assert cli_main(["amnesia", "build", "--out", str(out), "--patients", "60", "--seed", "1"]) == 0
     assert "forget_10" in capsys.readouterr().out
     assert cli_main(["amnesia", "audit", str(out)]) == 0
-    assert "all 7 invariant groups hold" in capsys.readouterr().out
+    assert "all 8 invariant groups hold" in capsys.readouterr().out
     assert cli_main(["amnesia", "publish", str(out), "--repo", "org/name", "--dry-run"]) == 0
     printed = capsys.readouterr().out
     assert "would upload README.md" in printed and "data/full/train-00000-of-00001.parquet" in printed
     # Building onto an existing folder without --overwrite is a clear error, not a traceback.
     assert cli_main(["amnesia", "build", "--out", str(out), "--patients", "10"]) == 2
     assert "already exists" in capsys.readouterr().err
+    # A data file the README lists is missing: the folder cannot be read, a usage error (2), not a verdict.
     os.remove(out / "data/forget_10/train-00000-of-00001.parquet")
-    assert cli_main(["amnesia", "audit", str(out)]) == 1
-    assert "FAIL" in capsys.readouterr().err
+    assert cli_main(["amnesia", "audit", str(out)]) == 2
+    assert "forget_10/train-00000-of-00001.parquet: listed in README.md" in capsys.readouterr().err
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -39,7 +39,11 @@ def test_the_four_sets_partition_the_notes_by_forget_patient_and_disease(folder)
     assert all(notes[pid]["disease"] in forget_diseases for pid in same)
     assert all(notes[pid]["disease"] not in forget_diseases for pid in other)
     assert same and other  # the small folder has both kinds
-    assert sets["holdout"] == []  # no note of the folder is unseen by `medunlearn finetune`
+    # The folder's holdout_notes config: notes of patients outside it, never read by `medunlearn finetune`.
+    assert [row["patient_id"] for row in sets["holdout"]] == sorted(
+        load_config(folder, "holdout_notes", "train")["patient_id"]
+    )
+    assert not {row["patient_id"] for row in sets["holdout"]} & set(notes)
 
 
 def test_disease_level_forget_set_has_one_disease_on_the_same_side(folder):
@@ -55,7 +59,8 @@ def test_named_holdout_patients_leave_the_retain_sets_and_bad_ones_are_refused(f
     sets = notes_for_memorization(folder, "forget_10")
     chosen = [sets["retain_other_disease"][0]["patient_id"], sets["retain_same_disease"][0]["patient_id"]]
     with_holdout = notes_for_memorization(folder, "forget_10", holdout_patients=chosen)
-    assert sorted(row["patient_id"] for row in with_holdout["holdout"]) == sorted(chosen)
+    unseen = [row["patient_id"] for row in sets["holdout"]]  # the holdout_notes config's, always there
+    assert sorted(row["patient_id"] for row in with_holdout["holdout"]) == sorted(chosen + unseen)
     retained = [
         row["patient_id"]
         for key in ("retain_same_disease", "retain_other_disease")

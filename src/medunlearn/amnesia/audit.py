@@ -11,7 +11,14 @@ from pathlib import Path
 
 import numpy as np
 
-from medunlearn.amnesia.hub import BUILD_FILE, NOTES_COLUMNS, QA_COLUMNS, QA_SPLITS
+from medunlearn.amnesia.hub import (
+    BUILD_FILE,
+    HOLDOUT_NOTES,
+    NOTES_COLUMNS,
+    NOTES_CONFIGS,
+    QA_COLUMNS,
+    QA_SPLITS,
+)
 from medunlearn.amnesia.splits import forget_size
 from medunlearn.config_names import (
     ConfigNameError,
@@ -20,13 +27,21 @@ from medunlearn.config_names import (
     forget_configs,
     retain_config_for,
 )
-from medunlearn.errors import MedunlearnError
+from medunlearn.errors import MedunlearnError, MissingInputError, shown
 from medunlearn.ontology.amnesia import DISEASES, QA_TYPES
-from medunlearn.utils.user_files import card_data_files, parquet_column_names, read_json, read_parquet
+from medunlearn.utils.user_files import (
+    card_data_files,
+    existing_folder,
+    parquet_column_names,
+    read_json,
+    read_parquet,
+)
 
 
 class AuditFailure(MedunlearnError, AssertionError):
-    """An invariant does not hold; the message says which and where."""
+    """An invariant does not hold; the message says which and where. A folder the audit cannot read as an
+    AMNESIA folder at all (not a folder, no README.md, a data file it lists missing or not parquet) is a
+    usage error instead, another :class:`~medunlearn.errors.MedunlearnError` (exit 2, not 1)."""
 
 
 @dataclass
@@ -44,7 +59,9 @@ class _Folder:
         self.folder = folder
         readme = folder / "README.md"
         if not readme.is_file():
-            raise AuditFailure(f"{readme}: missing (it holds the configs block)")
+            raise MissingInputError(
+                f"{folder}: no README.md (not a Hub dataset folder: its configs block lists the data files)"
+            )
         # The shared card reader: a data file path leading out of the folder, or a key given twice, is named.
         self.data_files = {
             config: {split: _one_path(readme, config, split, paths) for split, paths in splits.items()}
@@ -54,13 +71,18 @@ class _Folder:
         self.manifest = read_json(build_file, expect=dict) if build_file.is_file() else {}
         self._cache: dict[tuple[str, str], dict[str, np.ndarray]] = {}
 
+    def path(self, config: str, split: str) -> Path:
+        """The data file of ``config``/``split`` (the README names one per split)."""
+        return self.folder / self.data_files[config][split]
+
     def columns(self, config: str, split: str) -> dict[str, np.ndarray]:
         key = (config, split)
         if key not in self._cache:
-            path = self.folder / self.data_files[config][split]
-            expected = NOTES_COLUMNS if config == "notes" else QA_COLUMNS
+            path = self.path(config, split)
+            expected = NOTES_COLUMNS if config in NOTES_CONFIGS else QA_COLUMNS
+            # A listed file missing: the folder cannot be read (nor by datasets), a usage error.
             if not path.is_file():
-                raise AuditFailure(f"{path}: listed in README.md for {config}/{split} but missing")
+                raise MissingInputError(f"{path}: listed in README.md for {config}/{split} but missing")
             found = parquet_column_names(path)
             if found != expected:
                 raise AuditFailure(f"{path}: columns {found}, expected {expected}")
@@ -83,6 +105,11 @@ def _one_path(readme: Path, config: str, split: str, paths: list[str]) -> str:
     return paths[0]
 
 
+def _first(values: np.ndarray) -> str:
+    """The first of ``values`` as a message shows it (``'P000007'``, not ``np.str_('P000007')``), or ``—``."""
+    return shown(values[0]) if len(values) else "—"
+
+
 def _require(condition: bool, message: str) -> None:
     if not condition:
         raise AuditFailure(message)
@@ -94,11 +121,11 @@ def _check_configs_present(folder: _Folder, result: AuditResult) -> None:
     )
     for config, files in folder.data_files.items():
         _require(
-            config in ("notes", "full") or _is_amnesia_split(config),
-            f"config `{config}`: not an AMNESIA config name (notes, full, forget_X, retain_X, "
+            config in (*NOTES_CONFIGS, "full") or _is_amnesia_split(config),
+            f"config `{config}`: not an AMNESIA config name (notes, holdout_notes, full, forget_X, retain_X, "
             "disease_<name>_forget_X, disease_<name>_retain_X)",
         )
-        expected = {"train"} if config == "notes" else set(QA_SPLITS)
+        expected = {"train"} if config in NOTES_CONFIGS else set(QA_SPLITS)
         _require(
             set(files) == expected, f"config `{config}`: splits {sorted(files)}, expected {sorted(expected)}"
         )
@@ -115,7 +142,7 @@ def _check_records(folder: _Folder, result: AuditResult) -> None:
     ids = notes["patient_id"]
     _require(len(np.unique(ids)) == len(ids), "notes: duplicate patient_id")
     bad_disease = ~np.isin(notes["disease"], DISEASES)
-    _require(not bad_disease.any(), f"notes: unknown disease {notes['disease'][bad_disease][:1]}")
+    _require(not bad_disease.any(), f"notes: unknown disease {_first(notes['disease'][bad_disease])}")
     train, holdout = folder.columns("full", "train"), folder.columns("full", "holdout")
     qa_ids = np.concatenate([train["qa_id"], holdout["qa_id"]])
     _require(
@@ -131,7 +158,7 @@ def _check_records(folder: _Folder, result: AuditResult) -> None:
         mismatch = columns["disease"] != expected
         _require(
             not mismatch.any(),
-            f"full/{split}: qa {columns['qa_id'][mismatch][:1]} has another disease "
+            f"full/{split}: qa {_first(columns['qa_id'][mismatch])} has another disease "
             "than its patient (one disease per patient)",
         )
         _require(np.isin(columns["qa_type"], QA_TYPES).all(), f"full/{split}: unknown qa_type")
@@ -172,7 +199,7 @@ def _check_configs_are_subsets_of_full(folder: _Folder, result: AuditResult) -> 
         order = np.argsort(full["qa_id"])
         sorted_ids = full["qa_id"][order]
         for config in folder.data_files:
-            if config in ("notes", "full"):
+            if config in (*NOTES_CONFIGS, "full"):
                 continue
             rows = folder.columns(config, split)
             position = np.clip(np.searchsorted(sorted_ids, rows["qa_id"]), 0, max(len(sorted_ids) - 1, 0))
@@ -186,16 +213,18 @@ def _check_configs_are_subsets_of_full(folder: _Folder, result: AuditResult) -> 
                 other = "holdout" if split == "train" else "train"
                 where = other if qa_id in set(folder.columns("full", other)["qa_id"]) else "no split"
                 raise AuditFailure(
-                    f"{config}/{split}: qa {qa_id!r} is in full/{where}, not full/{split}"
+                    f"{config}/{split}: qa {shown(qa_id)} is in full/{where}, not full/{split}"
                     + (" (a holdout QA in a train split)" if where == "holdout" else "")
                 )
             index = order[position]
             for column in ("patient_id", "disease", "qa_type"):
-                differs = full[column][index] != rows[column]
-                if differs.any():
+                differs = np.flatnonzero(full[column][index] != rows[column])
+                if len(differs):
+                    row = differs[0]
                     raise AuditFailure(
-                        f"{config}/{split}: qa {rows['qa_id'][differs][0]!r} has {column} "
-                        f"{rows[column][differs][0]!r} but full says {full[column][index][differs][0]!r}"
+                        f"{folder.path(config, split)}, row {row + 1}, field '{column}': qa "
+                        f"{shown(rows['qa_id'][row])} has {shown(rows[column][row])} but full/{split} says "
+                        f"{shown(full[column][index][row])}"
                         + (" (one disease per patient)" if column == "disease" else "")
                     )
     n_holdout = len(folder.columns("full", "holdout")["qa_id"])
@@ -224,7 +253,7 @@ def _check_forget_retain(folder: _Folder, result: AuditResult) -> None:
         forget_patients, retain_patients = folder.patients(forget), folder.patients(retain)
         _require(len(forget_patients) > 0, f"`{forget}` is empty")
         overlap = np.intersect1d(forget_patients, retain_patients)
-        _require(len(overlap) == 0, f"patient {overlap[:1]} is in both `{forget}` and `{retain}`")
+        _require(len(overlap) == 0, f"patient {_first(overlap)} is in both `{forget}` and `{retain}`")
         _require(
             np.array_equal(np.union1d(forget_patients, retain_patients), all_patients),
             f"`{forget}` ∪ `{retain}` is not every patient",
@@ -301,6 +330,35 @@ def _check_disease_level(folder: _Folder, result: AuditResult) -> None:
     )
 
 
+def _check_holdout_notes(folder: _Folder, result: AuditResult) -> None:
+    """``holdout_notes``, when the folder has one or its build asked for one: as many notes as the build
+    parameters say, unique patients of known diseases, none of them a patient of the folder (fine-tuning reads
+    ``notes`` and ``full`` only, so these notes are never trained on)."""
+    expected = folder.manifest.get("parameters", {}).get(HOLDOUT_NOTES)
+    if HOLDOUT_NOTES not in folder.data_files:
+        _require(not expected, f"`{HOLDOUT_NOTES}` is missing although the build asked for {expected} notes")
+        result.passed("held-out notes", "none in this folder (no notes membership test)")
+        return
+    columns = folder.columns(HOLDOUT_NOTES, "train")
+    ids = columns["patient_id"]
+    _require(len(ids) > 0, f"`{HOLDOUT_NOTES}` is empty")
+    _require(len(np.unique(ids)) == len(ids), f"{HOLDOUT_NOTES}: duplicate patient_id")
+    _require(
+        expected is None or len(ids) == expected,
+        f"`{HOLDOUT_NOTES}` has {len(ids)} notes, the build parameters say {expected}",
+    )
+    bad_disease = ~np.isin(columns["disease"], DISEASES)
+    unknown = _first(columns["disease"][bad_disease])
+    _require(not bad_disease.any(), f"{HOLDOUT_NOTES}: unknown disease {unknown}")
+    overlap = np.intersect1d(ids, folder.columns("notes", "train")["patient_id"])
+    _require(
+        len(overlap) == 0,
+        f"{HOLDOUT_NOTES}: patient {_first(overlap)} has a note in `notes` too (a held-out note is never "
+        "trained on)",
+    )
+    result.passed("held-out notes", f"{len(ids):,} notes of patients outside `notes` and `full`")
+
+
 AUDIT_CHECKS: list[Callable[[_Folder, AuditResult], None]] = [
     _check_configs_present,
     _check_records,
@@ -309,14 +367,15 @@ AUDIT_CHECKS: list[Callable[[_Folder, AuditResult], None]] = [
     _check_forget_retain,
     _check_random_level,
     _check_disease_level,
+    _check_holdout_notes,
 ]
 
 
 def audit_folder(folder: str | Path) -> AuditResult:
     """Run every check; raise :class:`AuditFailure` naming the first violation."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise AuditFailure(f"{folder}: not a folder")
+    folder = existing_folder(
+        folder, "AMNESIA folder"
+    )  # a path that is no folder: a usage error, not a verdict
     reader = _Folder(folder)
     result = AuditResult()
     for check in AUDIT_CHECKS:

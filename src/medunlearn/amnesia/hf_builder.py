@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import datasets
 
-from medunlearn.amnesia.hub import NOTES_COLUMNS, QA_COLUMNS, config_tables
+from medunlearn.amnesia.hub import HOLDOUT_NOTES, NOTES_COLUMNS, NOTES_CONFIGS, QA_COLUMNS, config_tables
 from medunlearn.amnesia.splits import FORGET_PERCENTAGES
 from medunlearn.config_names import SplitName, amnesia_config_pairs, forget_config_of
 from medunlearn.errors import InputError
@@ -33,7 +33,7 @@ _NOTES_FEATURES = datasets.Features(
 
 def all_config_names() -> list[str]:
     """Every config name an AMNESIA folder may hold (whether a cohort can fill it depends on its diseases)."""
-    return ["notes", "full", *amnesia_config_pairs(FORGET_PERCENTAGES, DISEASES)]
+    return ["notes", HOLDOUT_NOTES, "full", *amnesia_config_pairs(FORGET_PERCENTAGES, DISEASES)]
 
 
 @dataclass
@@ -55,7 +55,7 @@ class AmnesiaBuilder(datasets.ArrowBasedBuilder):
     def _info(self) -> datasets.DatasetInfo:
         return datasets.DatasetInfo(
             description="AMNESIA medical unlearning benchmark (medunlearn build)",
-            features=_NOTES_FEATURES if self.config.name == "notes" else _QA_FEATURES,
+            features=_NOTES_FEATURES if self.config.name in NOTES_CONFIGS else _QA_FEATURES,
         )
 
     def _split_generators(self, dl_manager):

@@ -26,6 +26,10 @@ from medunlearn.utils.files import check_output_folder, output_folder
 from medunlearn.utils.publishing import check_repo_id, checked_files, existing_folder, upload_files
 
 NOTES_COLUMNS = ["patient_id", "title", "note", "disease", "disease_keywords"]
+# Configs of notes rows (one split, ``train``): the patients' notes, and notes of patients outside the folder
+# that fine-tuning never reads (the non-members of the notes membership test).
+HOLDOUT_NOTES = "holdout_notes"
+NOTES_CONFIGS = ("notes", HOLDOUT_NOTES)
 QA_COLUMNS = ["qa_id", "patient_id", "disease", "qa_type", "question", "answer"]
 QA_SPLITS = ("train", "holdout")
 BUILD_FILE = "amnesia_build.json"
@@ -64,6 +68,8 @@ class FolderContents:
     # notes (medunlearn.amnesia.sources.pmc_patients.classifier_report); written to BUILD_FILE under
     # "classifier".
     classifier: dict | None = None
+    # Notes of extra patients, never trained on (the ``holdout_notes`` config); None: the folder has none.
+    holdout_notes: pa.Table | None = None
 
 
 def data_path(config: str, split: str) -> str:
@@ -74,6 +80,8 @@ def config_tables(contents: FolderContents) -> Iterator[tuple[str, str, pa.Table
     """(config, split, table) for every file of the folder, in a fixed order."""
     notes = contents.notes.select(NOTES_COLUMNS).sort_by("patient_id")
     yield "notes", "train", notes
+    if contents.holdout_notes is not None:
+        yield HOLDOUT_NOTES, "train", contents.holdout_notes.select(NOTES_COLUMNS).sort_by("patient_id")
     qa = contents.qa.select(QA_COLUMNS)
     order = pc.sort_indices(qa, sort_keys=[("patient_id", "ascending"), ("qa_id", "ascending")])
     qa = qa.take(order)
@@ -106,8 +114,8 @@ def _write_parquet(table: pa.Table, path: Path) -> None:
 def _size_table(sizes: dict[str, dict[str, tuple[int, int]]]) -> str:
     lines = ["| config | patients (train) | train QA | holdout QA |", "|---|---:|---:|---:|"]
     for config, by_split in sizes.items():
-        if config == "notes":
-            lines.append(f"| notes | {by_split['train'][1]:,} | — | — |")
+        if config in NOTES_CONFIGS:
+            lines.append(f"| {config} | {by_split['train'][1]:,} | — | — |")
             continue
         lines.append(
             f"| {config} | {by_split['train'][1]:,} | {by_split['train'][0]:,} | {by_split['holdout'][0]:,} |"
@@ -121,7 +129,7 @@ def _card_data(contents: FolderContents, configs: list[str]):
 
     yaml_configs = []
     for config in configs:
-        splits = ["train"] if config == "notes" else list(QA_SPLITS)
+        splits = ["train"] if config in NOTES_CONFIGS else list(QA_SPLITS)
         entry = {
             "config_name": config,
             "data_files": [{"split": s, "path": data_path(config, s)} for s in splits],
@@ -183,7 +191,7 @@ Patient-level splits for machine unlearning of a medical QA model, in the layout
 ## Configs
 
 - `notes`: one row per patient (`patient_id, title, note, disease, disease_keywords`), \
-for continued pretraining.
+for continued pretraining.{holdout_notes_text(contents)}
 - `full`: every patient. Each QA config has splits `train` (the patients' seen QA, used for fine-tuning and
   unlearning) and `holdout` (their unseen QA, never trained on).
 - `forget_X` / `retain_{{100-X}}`: random patient-level split, nested (`forget_5 ⊂ forget_10 ⊂ …`).
@@ -232,6 +240,18 @@ folder in place, load it with `download_mode="force_redownload"` (or build into 
 ```
 """
     return str(DatasetCard(f"---\n{card_data.to_yaml()}\n---\n{body}"))
+
+
+def holdout_notes_text(contents: FolderContents) -> str:
+    """The card's line on the ``holdout_notes`` config, from a new line (empty when the folder has none)."""
+    if contents.holdout_notes is None:
+        return ""
+    return (
+        f"\n- `{HOLDOUT_NOTES}`: the notes of {contents.holdout_notes.num_rows:,} more patients (ids `H…`), "
+        "in the columns of `notes`, drawn from a random stream of their own: fine-tuning never reads\n"
+        "  them, so they are the non-members of a notes membership test (no QA; every other config is "
+        "unchanged by them)."
+    )
 
 
 def _percent(value) -> str:
@@ -394,7 +414,7 @@ def write_folder(
     out_dir = Path(out_dir)
     sizes: dict[str, dict[str, tuple[int, int]]] = {}
     with atomic_folder(out_dir, overwrite, inputs) as staging:
-        n_files = 3 + 4 * len(contents.splits.forget_masks)
+        n_files = 3 + 4 * len(contents.splits.forget_masks) + (contents.holdout_notes is not None)
         for config, split, table in tqdm(
             config_tables(contents), total=n_files, desc="Writing parquet", unit="file", disable=not progress
         ):
@@ -496,7 +516,7 @@ def print_split_table(folder, configs: Collection[str] | None = None) -> None:
         table.add_column(column, justify="left" if column == "config" else "right")
     for config in shown:
         sizes = manifest["sizes"][config]
-        if config == "notes":
+        if config in NOTES_CONFIGS:
             table.add_row(config, f"{sizes['train']['patients']:,}", "—", "—")
         else:
             table.add_row(

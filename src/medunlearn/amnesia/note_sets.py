@@ -8,11 +8,15 @@ first stage (``medunlearn finetune``, docs/cli.md) trains on all of them, each a
   QA were all drawn into ``holdout`` is a forget patient still);
 * **retain_same_disease** / **retain_other_disease** [ours]: every other patient's note, split by whether
   the patient's disease is one of the forget patients' diseases (collateral near and far from the forget set);
-* **holdout**: notes the model never saw. *No split of the folder holds such notes*: each QA config's
-  ``holdout`` split is unseen **questions** of patients whose notes stage 1 trained on, so it is not a
-  non-member set for notes. Held-out notes exist only when fine-tuning left some patients' notes out; name
-  those patients (``holdout_patients``) and they move from the retain sets to ``holdout``. Without them the
-  set is empty and a notes privleak cannot be computed.
+* **holdout**: notes the model never saw: the ``holdout_notes`` config (notes of extra patients that
+  ``amnesia build`` draws for the synthetic cohort; fine-tuning reads only ``notes`` and ``full``). Each QA
+  config's ``holdout`` split is not such a set: it holds unseen **questions** of patients whose notes stage 1
+  trained on. When fine-tuning left some of the folder's own patients out, name them (``holdout_patients``)
+  and they move from the retain sets to ``holdout`` too. A folder without ``holdout_notes`` (PMC-Patients)
+  and no named patients has an empty set, and no notes privleak.
+
+The evaluation's note populations (:mod:`medunlearn.evaluation.notes_memorization`) take the retained
+patients of the QA populations instead (the same seeded sample as MU); these sets keep every patient.
 """
 
 from __future__ import annotations
@@ -20,8 +24,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
+from medunlearn.config_names import folder_configs
 from medunlearn.data_loading import load_split
 from medunlearn.errors import InputError
+
+HOLDOUT_NOTES = "holdout_notes"  # medunlearn.amnesia.hub's name of the config
 
 NOTE_SETS = ("forget", "retain_same_disease", "retain_other_disease", "holdout")
 QA_SPLITS = ("train", "holdout")
@@ -47,10 +54,10 @@ def config_patient_ids(folder: str | os.PathLike, config: str) -> list[str]:
     return sorted(ids)
 
 
-def note_rows(folder: str | os.PathLike) -> list[dict]:
-    """Every patient's note as ``{patient_id, disease, title, note, text}``, sorted by patient id; ``text``
-    is :func:`note_document`."""
-    notes = load_split(folder, "notes")
+def note_rows(folder: str | os.PathLike, config: str = "notes") -> list[dict]:
+    """Every note of ``config`` (``notes``, or ``holdout_notes``) as ``{patient_id, disease, title, note,
+    text}``, sorted by patient id; ``text`` is :func:`note_document`."""
+    notes = load_split(folder, config)
     rows = [
         {
             "patient_id": pid,
@@ -64,6 +71,11 @@ def note_rows(folder: str | os.PathLike) -> list[dict]:
         )
     ]
     return sorted(rows, key=lambda row: row["patient_id"])
+
+
+def holdout_note_rows(folder: str | os.PathLike) -> list[dict]:
+    """The :func:`note_rows` of the ``holdout_notes`` config; ``[]`` when the folder's card lists none."""
+    return note_rows(folder, HOLDOUT_NOTES) if HOLDOUT_NOTES in folder_configs(folder) else []
 
 
 def notes_of_patients(folder: str | os.PathLike, patient_ids: Iterable[str]) -> list[dict]:
@@ -89,8 +101,9 @@ def notes_for_memorization(
     """The four note sets of verbatim memorization and notes privleak (module docstring), each a list of
     ``{patient_id, disease, title, note, text}`` sorted by patient id.
 
-    ``holdout_patients``: the patients whose notes fine-tuning left out (none in ``medunlearn finetune``'s
-    runs, which train every note); they must have a note and not be forget patients (:class:`NoteSetError`).
+    ``holdout``: the ``holdout_notes`` config's notes, and those of ``holdout_patients``: patients of the
+    folder whose notes fine-tuning left out (none in ``medunlearn finetune``'s runs, which train every note);
+    they must have a note and not be forget patients (:class:`NoteSetError`).
     """
     rows = note_rows(folder)
     forget = set(config_patient_ids(folder, forget_config))
@@ -107,6 +120,7 @@ def notes_for_memorization(
             sets["retain_same_disease"].append(row)
         else:
             sets["retain_other_disease"].append(row)
+    sets["holdout"] = sorted(sets["holdout"] + holdout_note_rows(folder), key=lambda row: row["patient_id"])
     return sets
 
 
@@ -114,6 +128,7 @@ __all__ = [
     "NOTE_SETS",
     "NoteSetError",
     "config_patient_ids",
+    "holdout_note_rows",
     "note_document",
     "note_rows",
     "notes_for_memorization",

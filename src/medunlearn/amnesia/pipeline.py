@@ -24,8 +24,8 @@ from medunlearn.amnesia.sources.pmc_patients import (
     read_pmc_patients_with_analyses,
     read_qa_file,
 )
-from medunlearn.amnesia.sources.synthetic import generate_cohort
-from medunlearn.amnesia.splits import FORGET_PERCENTAGES, SplitConfig, build_splits
+from medunlearn.amnesia.sources.synthetic import generate_cohort, generate_holdout_notes
+from medunlearn.amnesia.splits import FORGET_PERCENTAGES, SplitConfig, build_splits, forget_size
 from medunlearn.errors import InputError
 from medunlearn.ontology.amnesia import DISEASE_LEVEL_DEFAULT, DISEASES, QA_TYPES
 
@@ -73,7 +73,9 @@ class BuildOptions:
     """The options of :func:`build_contents` (also those of ``build_amnesia`` and a study's ``data.build``).
 
     ``source`` is ``synthetic`` (a cohort of ``patients`` drawn from ``seed``) or ``pmc-patients``
-    (``notes_path`` and ``qa_path``); the others shape the splits (docs/benchmarks/amnesia.md)."""
+    (``notes_path`` and ``qa_path``); the others shape the splits (docs/benchmarks/amnesia.md).
+    ``holdout_notes``: how many extra patients' notes the ``holdout_notes`` config holds (notes fine-tuning
+    never reads); ``None`` is :func:`default_holdout_notes`. Only the synthetic source can draw them."""
 
     source: str = "synthetic"
     patients: int = 200
@@ -84,6 +86,39 @@ class BuildOptions:
     forget_percentages: Sequence[int] = FORGET_PERCENTAGES
     qa_per_type: int = 4
     holdout_per_type: int = 1
+    holdout_notes: int | None = None
+
+
+def default_holdout_notes(source: str, patients: int) -> int:
+    """Held-out notes of a build [ours]: as many as the largest random forget set, ``forget_25``, has
+    patients (``round(25% · patients)``, at least 1) for the synthetic cohort, so that the notes membership
+    test has as many non-members as members, and enough of each disease for a disease-level forget set (it
+    compares notes of the forget patients' diseases only); none for PMC-Patients, whose notes all belong to
+    patients of the folder.
+
+    >>> default_holdout_notes("synthetic", 200), default_holdout_notes("synthetic", 2)
+    (50, 1)
+    >>> default_holdout_notes("pmc-patients", 200)
+    0
+    """
+    return max(1, forget_size(max(FORGET_PERCENTAGES), patients)) if source == "synthetic" else 0
+
+
+def _holdout_notes(options: BuildOptions) -> pa.Table | None:
+    """The ``holdout_notes`` config's notes (``None``: none asked for), validated like the cohort's."""
+    count = options.holdout_notes
+    count = default_holdout_notes(options.source, options.patients) if count is None else count
+    if count < 0:
+        raise InputError(f"holdout_notes must be at least 0, got {count}")
+    if count == 0:
+        return None
+    if options.source != "synthetic":
+        raise InputError(
+            f"holdout_notes {count}: only --source synthetic can draw notes of patients outside the folder"
+        )
+    notes = generate_holdout_notes(count, options.seed)
+    validate_notes(notes, "synthetic held-out notes")
+    return notes
 
 
 @dataclass(frozen=True)
@@ -155,8 +190,12 @@ def build_contents(options: BuildOptions | None = None, /, **fields) -> FolderCo
     qa_per_type, holdout_per_type = options.qa_per_type, options.holdout_per_type
     if not 0 < holdout_per_type < qa_per_type:
         raise InputError(f"holdout_per_type must be in 1..{qa_per_type - 1}, got {holdout_per_type}")
+    holdout_notes = _holdout_notes(options)  # first: a refused count costs no reading
     notes, qa, origin, analyses = _read_records(options)
     contents = contents_from_records(notes, qa, origin=origin, split=split, qa_per_type=qa_per_type)
+    if holdout_notes is not None:
+        contents.holdout_notes = holdout_notes
+        contents.build_parameters["holdout_notes"] = holdout_notes.num_rows
     if analyses is not None:
         # Confidence and deciding rule of every patient kept after validation [ours]; not a notes column. The
         # embedding's second opinion on the skipped and low-confidence notes is recorded beside it.
@@ -209,7 +248,8 @@ def build_amnesia(out_dir: str | os.PathLike, *, overwrite: bool = False, **buil
     """Build an AMNESIA folder that ``load_dataset(out_dir, CONFIG)`` reads.
 
     ``build_options`` are those of :func:`build_contents` (``source``, ``patients``, ``seed``, ``notes_path``,
-    ``qa_path``, ``disease_level``, ``forget_percentages``, ``qa_per_type``, ``holdout_per_type``).
+    ``qa_path``, ``disease_level``, ``forget_percentages``, ``qa_per_type``, ``holdout_per_type``,
+    ``holdout_notes``).
 
     >>> import tempfile, datasets
     >>> folder = build_amnesia(tempfile.mkdtemp() + "/amnesia", patients=40, seed=0)

@@ -28,7 +28,7 @@ from medunlearn.biodivergence.schema import (
     pair_features,
 )
 from medunlearn.biodivergence.splits import SPLITS, normalise_claim
-from medunlearn.errors import MedunlearnError
+from medunlearn.errors import MedunlearnError, shown
 from medunlearn.utils.user_files import card_data_files, read_front_matter, read_json, read_parquet
 
 
@@ -126,7 +126,9 @@ def _overlap_check(name: str, splits: dict, extract) -> Check:
     for left, right in combinations(SPLITS, 2):
         shared = np.intersect1d(values[left], values[right])
         if shared.size:
-            return Check(name, False, f"{shared.size} shared between {left} and {right}, e.g. {shared[0]!r}")
+            return Check(
+                name, False, f"{shared.size} shared between {left} and {right}, e.g. {shown(shared[0])}"
+            )
     return Check(name, True)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from medunlearn.errors import InputError, MedunlearnError
+from medunlearn.errors import InputError, MedunlearnError, shown
 from medunlearn.ontology.biodivergence import AXIS_IDS, CONFLICT_TYPE_IDS, NO_CONFOUNDER
 
 # [paper] The five domains the paper mines: the documented defaults, listed first in reports. The label set
@@ -100,10 +100,15 @@ def _first_bad(mask: np.ndarray) -> int | None:
 
 
 def _bad_value(frame: pd.DataFrame, source: str, row: int, field: str, why: str) -> PoolFormatError:
-    """The error naming ``source``, the 1-based row, the field and its value (cut at 500 characters)."""
-    return PoolFormatError(
-        f"{source}: row {row + 1}, field `{field}`: {why} (got {frame.at[row, field]!r})"[:500]
-    )
+    """The error naming ``source``, the 1-based row, the field and its value as the user wrote it (``-0.5``,
+    not ``np.float64(-0.5)``; a cell pandas filled with NaN or None, absent from the record, is said to be
+    missing), cut at 500 characters."""
+    value = frame.at[row, field]
+    missing = value is None or (isinstance(value, float) and value != value)  # NaN: no value in the record
+    where = f"{source}: row {row + 1}, field `{field}`"
+    if missing:
+        return PoolFormatError(f"{where}: the value is missing (absent, null or NaN); it {why}"[:500])
+    return PoolFormatError(f"{where}: {why} (got {shown(value)})"[:500])
 
 
 def _with_defaults(frame: pd.DataFrame) -> pd.DataFrame:

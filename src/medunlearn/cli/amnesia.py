@@ -14,9 +14,11 @@ from medunlearn.amnesia.pipeline import build_amnesia
 from medunlearn.cli.options import (
     non_negative_float,
     non_negative_int,
+    patient_count,
     positive_float,
     positive_int,
     probability,
+    seed_int,
 )
 from medunlearn.ontology.amnesia import DISEASE_LEVEL_DEFAULT, DISEASES
 from medunlearn.utils.files import atomic_write_text, check_output_file
@@ -66,12 +68,13 @@ def _add_build_parser(sub) -> None:
     )
     build.add_argument(
         "--patients",
-        type=positive_int,
+        type=patient_count,
         default=8820,
-        help="cohort size for --source synthetic (default: 8820, the paper's)",
+        help="cohort size for --source synthetic (default: 8820, the paper's; at most 100,000: about 1 GB "
+        "and two minutes)",
     )
     build.add_argument(
-        "--seed", type=non_negative_int, default=0, help="fixes the cohort, the holdout and every split"
+        "--seed", type=seed_int, default=0, help="fixes the cohort, the holdout and every split"
     )
     build.add_argument("--notes", help="PMC-Patients file (.csv, .json or .jsonl) for --source pmc-patients")
     build.add_argument(
@@ -161,13 +164,23 @@ def _add_llm_construction_options(build: argparse.ArgumentParser) -> None:
     )
 
 
+AUDIT_EPILOG = """exit status:
+  0  every invariant holds
+  1  the folder was read and an invariant does not hold (the first violation is named: file, row, field)
+  2  usage error: the folder is missing or a file, has no README.md, or a data file its README lists
+     is missing or not readable parquet (named as `medunlearn amnesia: error: ...`)
+
+example:
+  medunlearn amnesia audit amnesia"""
+
+
 def _add_audit_parser(sub) -> None:
     audit = sub.add_parser(
         "audit",
         help="check every split invariant of a folder; exit 0 iff all hold",
         description="Re-read an AMNESIA folder and check every split invariant; "
         "exit 1 naming the first violation.",
-        epilog="example:\n  medunlearn amnesia audit amnesia",
+        epilog=AUDIT_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     audit.add_argument("folder", help="an AMNESIA folder written by `medunlearn amnesia build`")

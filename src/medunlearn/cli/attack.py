@@ -16,9 +16,9 @@ from medunlearn.cli.options import (
     add_retained_sample_argument,
     batch_size_settings,
     fraction,
-    non_negative_int,
     positive_float,
     positive_int,
+    seed_int,
 )
 from medunlearn.evaluation.runner import RunnerConfig
 from medunlearn.utils.files import check_not_an_input
@@ -136,7 +136,7 @@ def build_parser(prog: str = "medunlearn attack") -> argparse.ArgumentParser:
     )
     add_retained_sample_argument(parser)
     parser.add_argument(
-        "--seed", type=non_negative_int, default=0, help="seeds samples, paraphrases, probe, relearning"
+        "--seed", type=seed_int, default=0, help="seeds samples, paraphrases, probe, relearning"
     )
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
     parser.add_argument(

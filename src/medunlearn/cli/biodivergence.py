@@ -6,11 +6,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import warnings
 from pathlib import Path
 
-from medunlearn.cli.options import non_negative_int, positive_float, positive_int
+from medunlearn.cli.options import non_negative_int, positive_float, positive_int, seed_int
 from medunlearn.utils.files import (
     check_not_an_input,
     check_output_file,
@@ -100,9 +101,7 @@ def build_parser(prog: str = "medunlearn biodivergence") -> argparse.ArgumentPar
     build.add_argument(
         "--pairs", type=positive_int, default=2000, help="pairs of the synthetic pool (default 2000)"
     )
-    build.add_argument(
-        "--seed", type=non_negative_int, default=0, help="seed of the pool generator and the splits"
-    )
+    build.add_argument("--seed", type=seed_int, default=0, help="seed of the pool generator and the splits")
     build.add_argument(
         "--pubmedqa-label-source",
         choices=["heuristic", "llm"],
@@ -198,7 +197,7 @@ def add_finetuned_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--patience", type=non_negative_int, default=1, help="epochs without dev improvement (1)"
     )
-    group.add_argument("--seed", type=non_negative_int, default=0, help="training seed (0)")
+    group.add_argument("--seed", type=seed_int, default=0, help="training seed (0)")
     group.add_argument(
         "--context",
         action=argparse.BooleanOptionalAction,
@@ -277,9 +276,7 @@ def add_mining_arguments(parser: argparse.ArgumentParser, with_seed: bool = True
         "--concurrency", type=positive_int, default=8, help="LLM requests in flight on a server (8)"
     )
     if with_seed:
-        group.add_argument(
-            "--seed", type=non_negative_int, default=0, help="seed of MinHash and the ANN index (0)"
-        )
+        group.add_argument("--seed", type=seed_int, default=0, help="seed of MinHash and the ANN index (0)")
 
 
 def mine_config(args):
@@ -381,14 +378,17 @@ def run_build(args) -> int:
         mine=mine_config(args) if args.abstracts else None,
         mine_dir=args.mine_dir,
     )
-    folder, stats = build_biodivergence(
-        args.out,
-        source,
-        seed=args.seed,
-        save_pool=args.save_pool,
-        on_stage=_print_stage,
-        eval_labels=args.eval_labels,
-    )
+    # The mining stage files go to their own folder (resumable): kept on a failure, and named then.
+    mine_dir = mine_dir_for(args.out, source) if args.abstracts else None
+    with no_empty_output_on_failure(mine_dir) if mine_dir else contextlib.nullcontext():
+        folder, stats = build_biodivergence(
+            args.out,
+            source,
+            seed=args.seed,
+            save_pool=args.save_pool,
+            on_stage=_print_stage,
+            eval_labels=args.eval_labels,
+        )
     if args.abstracts:
         _print_mined_build(folder, mine_dir_for(args.out, source), stats)
     print(

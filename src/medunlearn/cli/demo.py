@@ -6,7 +6,7 @@ import argparse
 from dataclasses import replace
 from pathlib import Path
 
-from medunlearn.cli.options import non_negative_int, positive_int
+from medunlearn.cli.options import patient_count, seed_int
 from medunlearn.cli.verbosity import QUIET, output_level
 from medunlearn.demo.settings import FULL, QUICK, DemoError
 from medunlearn.utils.files import check_not_an_input
@@ -33,13 +33,11 @@ def build_parser(prog: str = "medunlearn demo") -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--patients",
-        type=positive_int,
+        type=patient_count,
         default=None,
         help=f"cohort size (default {FULL.patients}, {QUICK.patients} with --quick)",
     )
-    parser.add_argument(
-        "--seed", type=non_negative_int, default=0, help="fixes the cohort, the splits and the model"
-    )
+    parser.add_argument("--seed", type=seed_int, default=0, help="fixes the cohort, the splits and the model")
     parser.add_argument("--quick", action="store_true", help="a one-minute version (used by the tests)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     return parser

@@ -8,7 +8,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from medunlearn.cli.options import non_negative_int, positive_int
+from medunlearn.cli.options import positive_int, seed_int, whole_number_from
+from medunlearn.muse.build import MAX_ARTICLES, MIN_ARTICLES
 
 EPILOG = """examples:
   medunlearn muse build --out /tmp/muse --articles 8 --seed 0
@@ -33,9 +34,9 @@ def build_parser(prog: str = "medunlearn muse") -> argparse.ArgumentParser:
     build.add_argument("--out", required=True, type=Path, help="folder to write")
     build.add_argument(
         "--articles",
-        type=positive_int,
+        type=whole_number_from(MIN_ARTICLES, MAX_ARTICLES),
         default=8,
-        help="articles per set (forget, retain1, ...; default 8, 5-10)",
+        help=f"articles per set (forget, retain1, ...; default 8, {MIN_ARTICLES}-{MAX_ARTICLES})",
     )
     build.add_argument(
         "--prompt-words", type=positive_int, default=12, help="words of a verbmem prompt (default 12)"
@@ -43,7 +44,7 @@ def build_parser(prog: str = "medunlearn muse") -> argparse.ArgumentParser:
     build.add_argument(
         "--continuation-words", type=positive_int, default=24, help="words of a verbmem gt (default 24)"
     )
-    build.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default 0)")
+    build.add_argument("--seed", type=seed_int, default=0, help="random seed (default 0)")
     build.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
 
     check = commands.add_parser("check", help="check a MUSE-format folder: layout, splits, every row")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from medunlearn.cli.options import non_negative_int, positive_int
+from medunlearn.cli.options import positive_int, seed_int
 from medunlearn.errors import InputError
 from medunlearn.metrics.bootstrap import BootstrapConfig
 
@@ -53,7 +53,7 @@ def build_parser(prog: str = "medunlearn report") -> argparse.ArgumentParser:
         default=2000,
         help="patient-bootstrap resamples of every interval (2000)",
     )
-    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the bootstrap (default 0)")
+    parser.add_argument("--seed", type=seed_int, default=0, help="seed of the bootstrap (default 0)")
     parser.add_argument(
         "--attacks",
         nargs="+",
@@ -99,6 +99,12 @@ def run(args) -> int:
         from medunlearn.study.collect import collect_results
 
         results = collect_results(args.eval_dirs[0])
+        if results.get("benchmark") == "muse":  # a MUSE protocol study: its table and two figures
+            from medunlearn.study.muse_collect import write_muse_report
+
+            files = write_muse_report(results, args.out)
+            console.print(f"wrote {', '.join(str(f) for f in files)}", highlight=False)
+            return 0
         payload = write_study_report(
             results, args.out, console=console, bootstrap=bootstrap, robustness_plot=write_robustness_plot
         )

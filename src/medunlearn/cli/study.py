@@ -18,6 +18,7 @@ EPILOG = """examples:
   medunlearn study recipes/studies/mini.yaml --out runs/mini --jobs 2   # 18 cells, CPU (see docs/study.md)
   medunlearn study recipes/studies/paper.yaml --executor slurm --jobs 16   # one Slurm job per stage
   medunlearn study recipes/studies/mini.yaml --out runs/mini --engine vllm  # generations on vLLM servers
+  medunlearn study recipes/studies/muse-sustainability.yaml --out runs/muse-sust   # MUSE's C6 protocol
 
 Rerunning the same command resumes: finished stages (fingerprint matches) are skipped, a changed method
 setting reruns that method's cells only. The folder holds study.json (grid, fingerprints, status),
@@ -78,8 +79,9 @@ def run(args: argparse.Namespace) -> int:
 
         grid = validate_study(study)
         cells = len(study.methods) * len(study.forget) * len(study.seeds)
+        forget = "folds" if study.benchmark == "muse" else "forget configs"
         console.print(
-            f"{args.study}: valid — {len(study.methods)} methods × {len(study.forget)} forget configs × "
+            f"{args.study}: valid — {len(study.methods)} methods × {len(study.forget)} {forget} × "
             f"{len(study.seeds)} seeds = {cells} cells" + ("" if grid else " (data not built yet)"),
             highlight=False,
         )
@@ -95,6 +97,12 @@ def run(args: argparse.Namespace) -> int:
         forget=_split(args.forget),
         log=lambda text: console.print(text, highlight=False),
     )
+    if study.benchmark == "muse":
+        console.print(_muse_table(study, result))
+        for figure in result["results"]["figures"]:
+            console.print(f"figure: {figure}", highlight=False)
+        _print_totals(console, result)
+        return 0
     table = Table(title=f"study {study.name}: forget seen QA (AFE) and retained patients' MU")
     for header in ("stage", "this run"):
         table.add_column(header, no_wrap=True)
@@ -115,9 +123,39 @@ def run(args: argparse.Namespace) -> int:
             _fmt(cells.get("retain_out_of_disease", {}).get("model_utility")),
         )
     console.print(table)
+    _print_totals(console, result)
+    return 0
+
+
+def _print_totals(console, result: dict) -> None:
     console.print(
         f"ran {len(result['ran'])}, skipped {len(result['skipped'])} (finished before) in "
         f"{result['seconds']:.0f} s; results: {Path(result['study_dir']) / 'results.parquet'}",
         highlight=False,
     )
-    return 0
+
+
+def _muse_table(study, result: dict):
+    """A MUSE protocol study's rows: the models before unlearning, then one line per method, seed and fold."""
+    from rich.table import Table
+
+    from medunlearn.study.muse_collect import METRICS
+
+    table = Table(title=f"study {study.name}: MUSE {study.protocol}")
+    for header in ("stage", "this run", "method", "seed", "fold", "docs", "request"):
+        table.add_column(header, no_wrap=True)
+    for header in METRICS:
+        table.add_column(header, justify="right")
+    ran, skipped = set(result["ran"]), set(result["skipped"])
+    for row in result["results"]["rows"]:
+        status = "ran" if row["stage"] in ran else ("skipped" if row["stage"] in skipped else "–")
+        described = [row.get(key) for key in ("label", "seed", "fold", "fold_documents", "request")]
+        table.add_row(
+            row["stage"],
+            status,
+            *("–" if value is None else str(value) for value in described),
+            *(_fmt(row.get(metric)) for metric in METRICS),
+        )
+    for stage in result["results"]["missing"]:
+        table.add_row(stage, "missing", *[""] * (5 + len(METRICS)))
+    return table

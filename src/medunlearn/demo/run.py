@@ -1,7 +1,9 @@
 """``run_demo``: every stage of the demo in order; prints the tables and their sentences, writes the report.
 
 Stages: 1 build and audit the AMNESIA folder → 2 fine-tune → 3 unlearn → 4 evaluate → 5 comparison table →
-6 report folder → 7 BioDivergence (:mod:`medunlearn.demo.biodivergence`) → 8 done.
+6 report folder → 7 BioDivergence (:mod:`medunlearn.demo.biodivergence`) → 8 done. The notes run
+(:mod:`medunlearn.demo.notes`: one method unlearning the disease-level forget patients' notes) joins stages 3
+and 4, and its notes table follows the comparison table.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from medunlearn.demo.amnesia import (
     unlearn_model,
 )
 from medunlearn.demo.biodivergence import biodivergence_table, gap_sentence, run_biodivergence
+from medunlearn.demo.notes import evaluate_notes, notes_run_name, notes_sentence, notes_table, unlearn_notes
 from medunlearn.demo.settings import (
     BEFORE_NAME,
     DISEASE_FORGET,
@@ -98,8 +101,10 @@ def _run_stages(context: DemoContext, out: Path, console) -> dict:
     runs: list[Run] = [(method, RANDOM_FORGET) for method in RANDOM_METHODS]
     runs += [(method, DISEASE_FORGET) for method in context.settings.disease_methods]
     unlearned = _unlearn(context, data_dir, models, finetuned, runs)
+    notes_model = _unlearn_notes(context, data_dir, models, finetuned)
     clock.lap("unlearn")
-    eval_dirs, rows = _evaluate(context, data_dir, out / "evaluations", finetuned, unlearned)
+    evaluated = _evaluate(context, data_dir, out / "evaluations", finetuned, unlearned, notes_model)
+    eval_dirs, rows, notes = evaluated
     clock.lap("evaluate")
 
     _stage(5, "comparison table")
@@ -111,6 +116,9 @@ def _run_stages(context: DemoContext, out: Path, console) -> dict:
         "LS is shown beside DS: a low leakage score from degenerate answers is not forgetting.",
         highlight=False,
     )
+    if notes is not None:
+        console.print(notes_table(notes["name"], notes["section"]))
+        console.print(notes["sentence"], highlight=False, markup=False)
     report_dir = out / "report"
     _stage(6, f"writing the report folder ({report_dir})")
     payload = write_report(eval_dirs, report_dir)
@@ -126,6 +134,7 @@ def _run_stages(context: DemoContext, out: Path, console) -> dict:
         "models": {"finetuned": str(finetuned), **{f"{m}/{f}": str(p) for (m, f), p in unlearned.items()}},
         "amnesia_rows": rows,
         "finding": {**finding, "sentence": sentence},
+        "notes_memorization": notes,
         "biodivergence": {**biodivergence, "sentence": gap},
         "report_plots": payload["plots"],
         "seconds": timings,
@@ -183,20 +192,36 @@ def _unlearn(
     return unlearned
 
 
+def _unlearn_notes(context: DemoContext, data_dir: Path, models: Path, finetuned: Path) -> Path | None:
+    """Stage 3, the notes run: ``notes_method`` unlearns the disease-level forget patients' notes."""
+    method = context.settings.notes_method
+    if method is None:
+        return None
+    print(f"  {DISPLAY_NAMES[method]} on the notes of {DISEASE_FORGET} (--forget-on notes)", flush=True)
+    return unlearn_notes(
+        context, finetuned, data_dir, DISEASE_FORGET, models / f"{method}-notes-{DISEASE_FORGET}"
+    )
+
+
 def _evaluate(
-    context: DemoContext, data_dir: Path, evals: Path, finetuned: Path, unlearned: dict[Run, Path]
-) -> tuple[list[Path], list[dict]]:
+    context: DemoContext,
+    data_dir: Path,
+    evals: Path,
+    finetuned: Path,
+    unlearned: dict[Run, Path],
+    notes_model: Path | None = None,
+) -> tuple[list[Path], list[dict], dict | None]:
     """Stage 4: per forget config, the fine-tuned model (the "no unlearning" row, and ``before`` for AFE),
-    then every method unlearned on it; returns the evaluation folders and the comparison rows."""
+    then every method unlearned on it, then the notes run (its notes scored too); returns the evaluation
+    folders, the comparison rows and the notes run's table data (``None`` without one)."""
     from tqdm.auto import tqdm
 
     _stage(4, "evaluating every model (the fine-tuned model is `before` for AFE and the no-unlearning row)")
     forgets = (RANDOM_FORGET, DISEASE_FORGET)
     # One bar for the stage, a step per model: the runner's two bars per model (and its line for the `before`
     # outputs every model reuses) stay off.
-    bar = tqdm(
-        total=len(forgets) + len(unlearned), desc="evaluating", unit="model", disable=not context.progress
-    )
+    total = len(forgets) + len(unlearned) + (notes_model is not None)
+    bar = tqdm(total=total, desc="evaluating", unit="model", disable=not context.progress)
     quiet_runs = replace(context, progress=False)
     eval_dirs, rows = [], []
     for forget in forgets:
@@ -221,8 +246,16 @@ def _evaluate(
                     evals / f"{method}-{forget}", before_dir, context.settings.bootstrap
                 )
             rows.append(row)
+    notes = None
+    if notes_model is not None:
+        plan = ForgetEvaluation(data_dir, DISEASE_FORGET, finetuned, evals / f"before-{DISEASE_FORGET}")
+        name = notes_run_name(context.settings.notes_method, DISEASE_FORGET)
+        eval_dirs.append(evals / f"notes-{DISEASE_FORGET}")
+        section = evaluate_notes(quiet_runs, plan, notes_model, name, eval_dirs[-1])["notes_memorization"]
+        notes = {"name": name, "section": section, "sentence": notes_sentence(name, section)}
+        bar.update()
     bar.close()
-    return eval_dirs, rows
+    return eval_dirs, rows, notes
 
 
 def _biodivergence(context: DemoContext, out: Path, console) -> tuple[dict, str]:

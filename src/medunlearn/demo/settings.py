@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from medunlearn.errors import MedunlearnError
+from medunlearn.evaluation.notes_settings import NotesMemorizationConfig
 from medunlearn.metrics.bootstrap import BootstrapConfig
 
 DemoMethod = Literal["grad_diff", "kl_min", "simnpo", "rmu"]
@@ -46,13 +47,18 @@ class DemoSettings:
     max_new_tokens: int = 32
     max_retain_patients: int | None = 100
     biodivergence_pairs: int = 2000
-    # The fine-tuned BioDivergence baseline (MiniLM, claims only, 128 tokens) is off (0) in the demo: one
-    # epoch on the fictitious pool took 44 of the demo's 52 minutes on a loaded 2-core machine and still
-    # predicted the majority class on every pair (its rows equalled the majority baseline's), so it showed
-    # nothing the majority row does not. `medunlearn biodivergence compare --baselines finetuned` runs it
-    # (docs/biodivergence.md, "What the fine-tuned baseline costs on a CPU").
-    biodivergence_finetuned_epochs: int = 0
+    # The fine-tuned BioDivergence baseline (MiniLM, claims only, 128 tokens): 1 epoch keeps the demo's
+    # runtime down (docs/biodivergence.md, "What the fine-tuned baseline costs on a CPU"); 0 skips it. At one
+    # epoch it may not have learned the task: the demo says so when it predicts one conflict type throughout.
+    biodivergence_finetuned_epochs: int = 1
     bootstrap: BootstrapConfig = field(default_factory=BootstrapConfig)
+    # The notes run (demo/notes.py): this method unlearns the disease-level forget patients' notes
+    # (--forget-on notes), scored by notes memorization (None: no notes run). Shorter cuts than the default
+    # 32 → 64 words: the notes are about 115 words, and the greedy continuation is the evaluation's cost.
+    notes_method: DemoMethod | None = "grad_diff"
+    notes_memorization: NotesMemorizationConfig = field(
+        default_factory=lambda: NotesMemorizationConfig(prefix_words=16, continuation_words=32)
+    )
 
 
 FULL = DemoSettings()
@@ -67,6 +73,7 @@ QUICK = DemoSettings(
     max_new_tokens=8,
     max_retain_patients=10,
     biodivergence_pairs=400,
+    biodivergence_finetuned_epochs=0,  # MiniLM fine-tuning takes minutes on a CPU: not in the quick demo
 )
 
 

@@ -9,8 +9,13 @@ An evaluation folder (EVALDIR)::
                           before model is the evaluated one: its forget rows are the before outputs)
     outputs/before/       runner outputs of the model before unlearning (forget populations), for AFE
     outputs/retain/       teacher-forced outputs of the retain model (forget populations), for privleak
+    outputs/<role>-notes-verbmem/, outputs/<role>-notes-privleak/
+                          with ``notes_memorization``: each role's outputs on the patients' notes
+                          (:mod:`medunlearn.evaluation.notes_memorization`); their examples are in
+                          notes_examples.parquet
     per_example.parquet   every per-example statistic of the evaluated model
-    summary.json          metrics per population × QA type, MIA / privleak
+    notes_per_example.parquet  the evaluated model's per-note scores (with ``notes_memorization``)
+    summary.json          metrics per population × QA type, MIA / privleak, notes memorization
 
 ``score_evaluation(EVALDIR)`` rebuilds the last two from the stored outputs, without any model.
 Launched on several processes (``torchrun``), each runs every N-th batch and process 0 writes the summary.
@@ -26,6 +31,13 @@ import pandas as pd
 
 from medunlearn.chat import PRESETS
 from medunlearn.errors import InputError, MissingInputError
+from medunlearn.evaluation.notes_memorization import (
+    NOTES_EXAMPLES,
+    NotesMemorizationConfig,
+    add_notes_runs,
+    load_note_examples,
+)
+from medunlearn.evaluation.notes_scoring import score_notes
 from medunlearn.evaluation.outputs_folder import (
     GENERATION,
     PASSES,
@@ -48,7 +60,7 @@ from medunlearn.evaluation.scoring import per_example_metrics, summarise
 from medunlearn.evaluation.settings import Overwrite, RunnerConfig
 from medunlearn.models import resolve_model
 from medunlearn.utils.distributed import launched_processes
-from medunlearn.utils.files import finite_or_none
+from medunlearn.utils.files import finite_or_none, relocated, staged_overwrite
 
 ROLES = ("model", "before", "retain")
 FLAGS = {"model": "--model", "before": "--before", "retain": "--retain-model"}  # named in errors
@@ -89,6 +101,7 @@ class EvaluationSettings:
     retain_outputs: str | Path | None = None
     embedding_similarity: bool = False
     overwrite: bool = False
+    notes_memorization: NotesMemorizationConfig | None = None
 
 
 def evaluate_unlearning(
@@ -108,7 +121,9 @@ def evaluate_unlearning(
     reused exactly when their fingerprint matches (the same model folder and weights digest, examples and
     runner settings); a model named by a folder whose outputs are all there is not even loaded.
     ``embedding_similarity`` adds the offline MiniLM embedding cosine to the answer similarity (ROUGE-L F1
-    alone by default).
+    alone by default). ``notes_memorization`` (a :class:`NotesMemorizationConfig`) also scores verbatim
+    memorization of the patients' notes and a notes membership test
+    (:mod:`medunlearn.evaluation.notes_memorization`); it reads ``data_dir``'s notes.
 
     Under ``torchrun`` / ``accelerate launch`` every process runs its share of the batches and process 0
     scores; the other processes return ``{}``. Returns the summary (``{}`` while batches are left: rerun to
@@ -126,14 +141,30 @@ def evaluate_unlearning(
     models = {FLAGS["model"]: model, FLAGS["before"]: settings.before, FLAGS["retain"]: settings.retain_model}
     check_role_names(Amnesia(), config, models, generating=(FLAGS["model"], FLAGS["before"]))
     out_dir = Path(out_dir)
+    # --overwrite of a folder holding outputs: the run goes to a staging folder beside it, which replaces it
+    # only when the run is done, so an interrupted run (an error, Ctrl-C) leaves the old folder as it was.
+    with staged_overwrite(
+        out_dir, settings.overwrite, writer=processes.is_main, records=["run.json"]
+    ) as work:
+        # A shared outputs folder given inside the replaced one is staged with it.
+        settings.before_outputs = relocated(settings.before_outputs, out_dir, work)
+        settings.retain_outputs = relocated(settings.retain_outputs, out_dir, work)
+        return _evaluate_into(work, model, data_dir, forget_config, settings, processes)
+
+
+def _evaluate_into(out_dir: Path, model, data_dir, forget_config: str, settings, processes) -> dict:
+    """:func:`evaluate_unlearning`'s run into ``out_dir``: the evaluation folder, or the staging folder that
+    replaces it."""
+    config = settings.runner_config
     out_dir.mkdir(parents=True, exist_ok=True)
     examples = settings.examples
     if examples is None:
         examples = load_populations(data_dir, forget_config, settings.population_config)
-    if processes.is_main:
-        examples.to_parquet(out_dir / "examples.parquet", index=False)
     roles, model_folders = _plan_roles(model, examples, out_dir, settings)
     run_info = _run_info(model, data_dir, forget_config, settings)
+    notes = None
+    if settings.notes_memorization is not None:
+        run_info["notes"], notes = _plan_notes(data_dir, examples, roles, settings, model_folders is not None)
     run_info["outputs"] = {role.name: str(role.runs[0].folder) for role in roles}
     if model_folders is not None:  # the model's outputs: its own folder (others, if any), then the before's
         run_info["outputs"]["model"] = model_folders
@@ -142,6 +173,10 @@ def evaluate_unlearning(
         processes.wait_for_everyone()
     if not processes.is_main:
         return {}
+    # Written once the roles ran: a run refused on stale outputs leaves an existing folder as it was.
+    examples.to_parquet(out_dir / "examples.parquet", index=False)
+    if notes is not None:
+        notes.to_parquet(out_dir / NOTES_EXAMPLES, index=False)
     run_info["complete"] = all(
         outputs_complete(run.folder, run.passes) for role in roles for run in role.runs
     )
@@ -149,6 +184,17 @@ def evaluate_unlearning(
     if not run_info["complete"]:
         return {}
     return score_evaluation(out_dir)
+
+
+def _plan_notes(data_dir, examples, roles: list[Role], settings, before_carries_model: bool):
+    """Every role's notes folders (appended to its runs) and the notes examples: run.json's ``notes``, and
+    the table written beside the QA examples."""
+    config = settings.notes_memorization
+    if data_dir is None or str(data_dir) == NOT_READ:
+        raise InputError("notes memorization reads the AMNESIA folder's notes: give its data folder")
+    notes, too_short = load_note_examples(data_dir, examples, config)
+    outputs = add_notes_runs(roles, notes, config, before_carries_model)
+    return {"config": config.to_dict(), "too_short": too_short, "outputs": outputs}, notes
 
 
 # run.json's (and the summary's) "data" and "forget_config" of an evaluation on given examples: none was read.
@@ -317,6 +363,8 @@ def score_evaluation(eval_dir: str | Path) -> dict:
         "similarity": "mean of ROUGE-L F1 and MiniLM embedding cosine" if use_embedding else "ROUGE-L F1",
         **summarise(model_table, tables.get("before"), tables.get("retain")),
     }
+    if run_info.get("notes"):
+        summary["notes_memorization"] = score_notes(eval_dir, run_info["notes"])
     if summary["forget_quality"] is None:
         summary["notes"] = [
             "forget_quality (TOFU KS test of truth ratios) needs --retain-model and examples with "

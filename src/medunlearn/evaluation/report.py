@@ -6,7 +6,8 @@ LS is always shown next to DS: a near-zero leakage score means little when the a
 Attack results (``attacks.json`` of ``medunlearn attack``, docs/attacks.md) are read here as plain JSON
 (this layer does not import ``medunlearn.attacks``): a method with one gets its worst-case recovery and worst
 attack beside AFE and MU. The AFE-vs-worst-case plot is drawn by the caller's ``robustness_plot`` (the CLI
-passes ``medunlearn.attacks.summary.write_robustness_plot``).
+passes ``medunlearn.attacks.summary.write_robustness_plot``). Evaluations with notes memorization
+(``notes_memorization`` in their summary) get a second table, :mod:`medunlearn.evaluation.notes_report`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from medunlearn.errors import MedunlearnError
+from medunlearn.evaluation.notes_report import notes_payload, print_notes
 from medunlearn.evaluation.populations import FORGET_POPULATIONS, POPULATIONS
 from medunlearn.evaluation.robustness import (
     NOT_DISTINGUISHABLE,
@@ -246,9 +248,15 @@ def write_report(
             "applies_to": "model_utility_ci",
         },
     }
+    summaries = [load_summary(d) for d in eval_dirs]
+    notes = notes_payload(method_names(summaries, [Path(d) for d in eval_dirs]), summaries)
+    if notes is not None:  # intervals: the summaries' own (patient-cluster bootstrap of the evaluation)
+        payload["notes_memorization"] = notes
     (out_dir / "report.json").write_text(json.dumps(payload, indent=2))
     if console is not None:
         console.print(render_table(rows, bootstrap.level))
+        if notes is not None:
+            print_notes(console, notes, (notes.get("bootstrap") or {}).get("level", 0.95))
     return payload
 
 

@@ -82,18 +82,32 @@ def resolve_or_build(model, tokenizer, flag: str, texts: Callable[[], list[str]]
 @dataclass
 class RoleRun:
     """One output folder of a role: the examples and passes the runner writes there, and the generation
-    length there when it is not the role's config's (MUSE: 32 new tokens for knowmem, 128 for verbmem)."""
+    length there when it is not the role's config's (MUSE: 32 new tokens for knowmem, 128 for verbmem).
+
+    ``rendering`` (with its ``rendering_id``): this folder's own rendering of the role's tokenizer, where it
+    is not the benchmark's (AMNESIA's notes are raw text beside its chat-rendered QA); the id enters the
+    folder's fingerprint through the model id, so outputs rendered otherwise are never reused."""
 
     folder: Path
     examples: pd.DataFrame
     passes: Sequence[str]
     max_new_tokens: int | None = None
+    rendering: Callable | None = None
+    rendering_id: str | None = None
 
     def config(self, config: RunnerConfig) -> RunnerConfig:
         """The runner's settings in this folder: the role's, with this folder's generation length."""
         if self.max_new_tokens is None:
             return config
         return replace(config, max_new_tokens=self.max_new_tokens)
+
+    def model_id(self, model_id: str) -> str:
+        """The model's id in this folder's fingerprint: the role's, with this folder's rendering."""
+        return model_id if self.rendering_id is None else f"{model_id} | rendering {self.rendering_id}"
+
+    def tokenizer(self, rendering, tokenizer):
+        """What the runner renders with here: the benchmark's ``rendering``, or this folder's own."""
+        return rendering if self.rendering is None else self.rendering(tokenizer)
 
 
 @dataclass
@@ -151,7 +165,7 @@ def role_reusable(benchmark: Benchmark, role: Role, config: RunnerConfig) -> boo
     model_id = benchmark.model_id(str(role.model), None, role.name)
     for run in role.runs:
         fingerprint = outputs_fingerprint(
-            model_id, run.examples, run.config(config), weights, passes=run.passes
+            run.model_id(model_id), run.examples, run.config(config), weights, passes=run.passes
         )
         if not outputs_current(run.folder, fingerprint, run.passes):
             return False
@@ -206,11 +220,11 @@ def run_role(benchmark: Benchmark, role: Role, loaded: LoadedRole, config: Runne
         for run in role.runs:
             finished &= run_model(
                 loaded.model,
-                rendering,
+                run.tokenizer(rendering, loaded.tokenizer),
                 run.examples,
                 run.folder,
                 run.config(config),
-                model_id=model_id,
+                model_id=run.model_id(model_id),
                 passes=run.passes,
                 overwrite=role.overwrite,
                 weights=loaded.weights,

@@ -171,9 +171,11 @@ class OpenAIServerBackend:
                 page = await client.models.list()
                 return [entry.model_dump() for entry in page.data]
         except openai.APIConnectionError as error:
+            # No claim about what was written: a caller may have written files before asking (the mining
+            # stages before the labels); the command says what it kept.
             raise ServerUnreachableError(
                 f"cannot reach the LLM server at {self.where} ({type(error).__name__}: {error}); "
-                "is it running? Nothing was sent or written."
+                "is it running?"
             ) from None
         except openai.AuthenticationError:
             raise ServerAuthError(

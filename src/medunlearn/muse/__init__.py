@@ -19,6 +19,8 @@ _HOMES = {
     "muse_preset": ".conventions",
     "evaluate_muse": ".evaluate",
     "score_muse_folder": ".evaluate",
+    "MuseFinetuneArguments": ".finetune",
+    "run_muse_finetune": ".finetune",
 }
 
 

@@ -119,6 +119,11 @@ def _subjects(rng: np.random.Generator, count: int) -> list[tuple[str, str, str]
 
 def _verbmem_row(text: str, prompt_words: int, continuation_words: int) -> dict[str, str]:
     words = text.split(" ")
+    if prompt_words >= len(words):  # an empty gt would score every model as a perfect copy
+        raise InputError(
+            f"prompt_words (--prompt-words) must leave a continuation: {prompt_words} words, and an article "
+            f"has {len(words)}"
+        )
     return {
         "prompt": " ".join(words[:prompt_words]),
         "gt": " ".join(words[prompt_words : prompt_words + continuation_words]),
@@ -132,6 +137,12 @@ def _icl_rows(facts: list[dict[str, str]]) -> list[dict[str, str]]:
     return [_qa(f, kind) for f, kind in kinds[:ICL_PAIRS]]
 
 
+# The bounds of ``articles`` (the command's --articles is checked against them when parsed): ten in-context
+# pairs need five articles per set; a folder's seven sets need distinct invented people and places.
+MIN_ARTICLES = ICL_PAIRS // 2
+MAX_ARTICLES = min(len(_FIRST) * len(_LAST), len(_TOWNS) * len(_ORGS)) // 7
+
+
 def build_muse_configs(
     *, articles: int = 8, prompt_words: int = 12, continuation_words: int = 24, seed: int = 0
 ) -> dict[str, dict[str, list[dict]]]:
@@ -140,8 +151,12 @@ def build_muse_configs(
     ``articles`` is the size of ``raw/forget`` and of every other article set (retain1, retain2, holdout,
     each sust fold), so a folder holds ``7 * articles`` articles.
     """
-    if articles < ICL_PAIRS // 2:
-        raise InputError(f"articles must be at least {ICL_PAIRS // 2} (ten in-context pairs), got {articles}")
+    if articles < MIN_ARTICLES:
+        raise InputError(f"articles must be at least {MIN_ARTICLES} (ten in-context pairs), got {articles}")
+    if articles > MAX_ARTICLES:
+        raise InputError(
+            f"articles must be at most {MAX_ARTICLES} (the invented names run out), got {articles}"
+        )
     if prompt_words < 1 or continuation_words < 1:
         raise InputError("prompt_words and continuation_words must be at least 1")
     rng = np.random.default_rng(seed)

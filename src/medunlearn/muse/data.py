@@ -39,7 +39,13 @@ from pathlib import Path
 
 from medunlearn.config_names import MUSE_FOLDS
 from medunlearn.errors import MedunlearnError, MissingInputError
-from medunlearn.utils.user_files import card_data_files, parse_json, read_parquet, text_lines
+from medunlearn.utils.user_files import (
+    card_data_files,
+    existing_folder,
+    parse_json,
+    read_parquet,
+    text_lines,
+)
 
 TEXT = ("text",)
 QA = ("question", "answer")
@@ -126,10 +132,11 @@ def _scanned_data_files(root: Path) -> dict[str, dict[str, tuple[Path, ...]]]:
 def open_muse_folder(folder: str | Path) -> MuseFolder:
     """The configs, splits and data files of a local MUSE-format folder, checked against the pinned layout."""
     root = Path(folder)
-    if not root.is_dir():
+    if not root.exists():
         raise MissingInputError(
             f"MUSE folder {folder} does not exist (download a copy: docs/muse.md, 'Data')"
         )
+    root = existing_folder(root, "MUSE folder")  # a file is named as one, not as missing
     files = _declared_data_files(root) or _scanned_data_files(root)
     muse = MuseFolder(root, files)
     detect_layout(muse)

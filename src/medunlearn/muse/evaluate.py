@@ -47,6 +47,7 @@ from medunlearn.evaluation.settings import Overwrite, RunnerConfig
 from medunlearn.muse.conventions import MUSE_PRESETS, MuseConventions
 from medunlearn.muse.rendering import RENDERING_ID, RawTextRendering, clean_up_spaces, reference_ground_truths
 from medunlearn.muse.scoring import MuseOutputs, min_k_row_scores, muse_examples, privleak_auc, score_muse
+from medunlearn.utils.files import relocated, staged_overwrite
 
 KNOWMEM = ("knowmem_forget", "knowmem_retain")
 VERBMEM = "verbmem"
@@ -212,10 +213,19 @@ def evaluate_muse(model, source, out_dir, **settings) -> dict:
     check_role_names(Muse(conventions, None), settings.runner_config or RunnerConfig(), models, ("--model",))
     examples = muse_runner_examples(source)
     benchmark = Muse(conventions, examples)
-    config = benchmark.runner_config(settings.runner_config)
     out_dir = Path(out_dir)
+    # --overwrite of a folder holding outputs: staged beside it, swapped in when done (evaluate_unlearning).
+    with staged_overwrite(out_dir, settings.overwrite, records=["run.json"]) as work:
+        settings.retain_outputs = relocated(settings.retain_outputs, out_dir, work)
+        return _evaluate_muse_into(work, model, source, settings, benchmark)
+
+
+def _evaluate_muse_into(out_dir: Path, model, source, settings: MuseEvaluation, benchmark) -> dict:
+    """:func:`evaluate_muse`'s run into ``out_dir``: the evaluation folder, or the staging folder that
+    replaces it."""
+    examples, conventions = benchmark.examples, benchmark.conventions
+    config = benchmark.runner_config(settings.runner_config)
     out_dir.mkdir(parents=True, exist_ok=True)
-    examples.to_parquet(out_dir / "examples.parquet", index=False)
     ground_truths = out_dir / GROUND_TRUTHS
 
     def after_load(role: Role, loaded) -> None:
@@ -231,6 +241,7 @@ def evaluate_muse(model, source, out_dir, **settings) -> dict:
         always_load=() if ground_truths.is_file() else ("model",),
         warn=False,  # a checkpoint's chat conventions say nothing of raw-text rendering
     )
+    examples.to_parquet(out_dir / "examples.parquet", index=False)  # once the roles ran (see evaluate_tofu)
     retain = _retain_folder(out_dir, settings)
     run_info = {
         "source": str(source),

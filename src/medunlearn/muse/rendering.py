@@ -8,7 +8,8 @@ src/data/utils.py:166-169``, ``insert_space`` for verbmem only: ``configs/data/d
 MUSE_forget_verbmem.yaml:11``), ``tok(wrapped_prompt + answer)`` and ``tok(wrapped_prompt)`` for a knowmem
 question (``src/data/utils.py:99-111``). :class:`RawTextRendering` answers the runner's calls that way: the
 prompt is the question's text, the full sequence the question's text followed by the answer's, both
-tokenised with the special tokens. The runner's answer then starts at ``len(tok(prompt))``, the reference's
+tokenised with the special tokens (the class lives in :mod:`medunlearn.evaluation.raw_text`, which AMNESIA's
+notes memorization shares). The runner's answer then starts at ``len(tok(prompt))``, the reference's
 ``len_matched`` (``src/data/utils.py:116, 173``), and never at position 0, which nothing predicts
 (``:174-175``; :func:`medunlearn.evaluation.encoding.encode_examples`).
 
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from medunlearn.evaluation.raw_text import RawTextRendering
 from medunlearn.metrics.verbatim_memorization import reference_ground_truth
 
 RENDERING_ID = "muse raw text v1"
@@ -67,44 +69,6 @@ def clean_up_spaces(text: str) -> str:
     for before, after in _SPACE_CLEAN_UP:
         text = text.replace(before, after)
     return text
-
-
-class RawTextRendering:
-    """A tokenizer whose ``apply_chat_template`` joins a conversation's texts as they are (no template) and
-    whose ``__call__`` adds the tokenizer's special tokens, as the reference tokenises MUSE (module
-    docstring); everything else is the wrapped tokenizer's.
-
-    >>> from types import SimpleNamespace
-    >>> rendering = RawTextRendering(SimpleNamespace(eos_token="</s>"))
-    >>> rendering.apply_chat_template([[{"role": "user", "content": "Once"}], [
-    ...     {"role": "user", "content": "Once"}, {"role": "assistant", "content": " upon"}]])
-    ['Once', 'Once upon']
-    """
-
-    def __init__(self, tokenizer):
-        self._tokenizer = tokenizer
-
-    def __getattr__(self, name):
-        return getattr(self._tokenizer, name)
-
-    def __call__(self, text, *args, add_special_tokens: bool = True, **kwargs):
-        # The runner asks for no special tokens (its templates write them); raw text gets the tokenizer's.
-        return self._tokenizer(text, *args, add_special_tokens=True, **kwargs)
-
-    def apply_chat_template(
-        self, conversations, tokenize: bool = False, add_generation_prompt: bool = False, **kwargs
-    ):
-        if tokenize:
-            raise ValueError("RawTextRendering renders text only (tokenize=False)")
-        single = bool(conversations) and isinstance(conversations[0], dict)
-        batch = [conversations] if single else list(conversations)
-        rendered = []
-        for conversation in batch:
-            roles = [message["role"] for message in conversation]
-            if roles not in (["user"], ["user", "assistant"]):
-                raise ValueError(f"raw text renders a prompt and its continuation, not turns {roles}")
-            rendered.append("".join(message["content"] for message in conversation))
-        return rendered[0] if single else rendered
 
 
 def reference_ground_truths(

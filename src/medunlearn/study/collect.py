@@ -8,6 +8,8 @@ population (MIA, privleak, forget quality) go in ``results.json``'s ``stages`` l
 A cell whose attack stage is finished (``cells/<cell>/attacks/``, a study with ``attacks:``) adds its
 robustness summary to its stage and rows: ``worst_case_recovery`` and ``worst_case_attack``
 (docs/attacks.md); an unfinished attack stage is listed in ``missing``.
+
+A MUSE protocol study's results are one row per stage instead (:mod:`medunlearn.study.muse_collect`).
 """
 
 from __future__ import annotations
@@ -84,6 +86,10 @@ def collect_results(study_dir: str | Path) -> dict:
     if not (study_dir / "study.json").is_file():
         raise MissingInputError(f"{study_dir} has no study.json: not a study folder")
     state = read_json(study_dir / "study.json", expect=dict)  # the shared reader names a damaged file
+    if state.get("grid", {}).get("benchmark") == "muse":
+        from medunlearn.study.muse_collect import collect_muse_results
+
+        return collect_muse_results(study_dir, state)
     rows, stages, missing = [], [], []
     for stage in _stages(study_dir, state):
         attack_fp = stage.pop("attack_fingerprint", None)

@@ -27,6 +27,9 @@ A study file::
       attacks: [relearn, quantize, holdout, membership]
       relearn_steps: [5, 10]
 
+``benchmark: muse`` with ``protocol: scalability`` or ``sustainability`` makes it a MUSE protocol study, whose
+data, fine-tune, forget folds and evaluation sections are MUSE's (:mod:`medunlearn.study.muse_config`).
+
 Only the shape is checked here (no torch import), and every number: a count, a rate, an epoch number or a seed
 that cannot be (``-5``, ``0`` patients, ``.nan``, ``fast``) is named with the file and its key, by the checks
 of the command-line options (:mod:`medunlearn.utils.numbers`). :func:`medunlearn.study.grid.validate_study`
@@ -39,10 +42,10 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from medunlearn.config_names import is_forget_config
-from medunlearn.errors import MedunlearnError, MissingInputError
+from medunlearn.errors import FileContentError, MedunlearnError, MissingInputError
 from medunlearn.utils.numbers import (
     CONFIG_NUMBERS,
     checked_numbers,
@@ -50,11 +53,16 @@ from medunlearn.utils.numbers import (
     non_negative_float,
     non_negative_int,
     number_type,
+    patient_count,
     positive_float,
     positive_int,
     positive_int_or_auto,
+    seed_int,
 )
 from medunlearn.utils.user_files import read_yaml
+
+if TYPE_CHECKING:
+    from medunlearn.study.muse_config import MuseEvaluationSpec, MuseFinetuneSpec
 
 TOP = "<top level>"
 TOP_LEVEL = (
@@ -68,7 +76,11 @@ TOP_LEVEL = (
     "evaluation",
     "slurm",
     "attacks",
+    "benchmark",
+    "protocol",
 )
+# What a study runs: AMNESIA's grid (this module) or MUSE's protocols (medunlearn.study.muse_config).
+BENCHMARKS = ("amnesia", "muse")
 
 
 class StudyConfigError(MedunlearnError, ValueError):
@@ -79,8 +91,8 @@ class StudyConfigError(MedunlearnError, ValueError):
 # ``sft`` fields are a trainer config's: :data:`medunlearn.utils.numbers.CONFIG_NUMBERS`.
 MODEL_NUMBERS = {"lora_r": positive_int, "lora_alpha": positive_int, "tiny_vocab_size": positive_int}
 BUILD_NUMBERS = {
-    "patients": positive_int,
-    "seed": non_negative_int,
+    "patients": patient_count,
+    "seed": seed_int,
     "qa_per_type": positive_int,
     "holdout_per_type": positive_int,
 }
@@ -90,12 +102,12 @@ RUNNER_NUMBERS = {
     "max_new_tokens": positive_int,
     "max_batch_size": positive_int,
 }
-POPULATION_NUMBERS = {"max_retain_patients": positive_int, "seed": non_negative_int}
+POPULATION_NUMBERS = {"max_retain_patients": positive_int, "seed": seed_int}
 ATTACK_NUMBERS = {
     "relearn_share": fraction,
     "relearn_learning_rate": positive_float,
     "relearn_batch_size": positive_int,
-    "seed": non_negative_int,
+    "seed": seed_int,
     "max_retain_patients": non_negative_int,  # 0 keeps every retained patient (as --max-retain-patients)
 }
 
@@ -177,13 +189,15 @@ class StudyConfig:
     source: str  # the file it was read from (named in errors)
     model: dict[str, Any]
     data: DataSpec
-    finetune: FinetuneSpec
+    finetune: FinetuneSpec | MuseFinetuneSpec
     methods: list[MethodSpec]
     forget: list[str]
     seeds: list[int]
-    evaluation: EvaluationSpec
+    evaluation: EvaluationSpec | MuseEvaluationSpec
     slurm: dict[str, Any] = field(default_factory=dict)
     attacks: AttackSpec | None = None  # None: no attack stage (and no change to any fingerprint)
+    benchmark: str = "amnesia"  # or "muse": MUSE's protocols (docs/study.md, "MUSE protocols")
+    protocol: str | None = None  # MUSE: "scalability" or "sustainability"
 
     def error(self, key: str, message: str) -> StudyConfigError:
         return StudyConfigError(f"{self.source}: key '{key}': {message}")
@@ -241,6 +255,15 @@ def _dataclass_fields(source: str, key: str, values: dict, cls) -> dict:
 def parse_study(raw: dict, source: str = "<study>") -> StudyConfig:
     """A :class:`StudyConfig` from a loaded YAML mapping; ``source`` names the file in errors."""
     raw = _mapping(source, TOP, raw, TOP_LEVEL)
+    benchmark = raw.get("benchmark", "amnesia")
+    if benchmark not in BENCHMARKS:
+        raise _fail(source, "benchmark", f"must be one of {', '.join(BENCHMARKS)}, got {benchmark!r}")
+    if benchmark == "muse":
+        from medunlearn.study.muse_config import parse_muse_study
+
+        return parse_muse_study(raw, source)
+    if raw.get("protocol") is not None:
+        raise _fail(source, "protocol", "only a MUSE study (benchmark: muse) has a protocol")
     for required in ("model", "data", "methods", "forget"):
         if raw.get(required) is None:
             raise _fail(source, required, "is required")
@@ -374,22 +397,15 @@ def _parse_seeds(source: str, value) -> list[int]:
         raise _fail(source, "seeds", f"must be a non-empty list of integers, got {seeds!r}")
     if len(set(seeds)) != len(seeds):
         raise _fail(source, "seeds", "lists a seed twice")
-    return _number_list(source, "seeds", seeds, non_negative_int)
+    return _number_list(source, "seeds", seeds, seed_int)
 
 
 def _parse_evaluation(source: str, value) -> EvaluationSpec:
     """``evaluation:``: ``RunnerConfig`` and ``PopulationConfig`` fields and the similarity switch."""
     from medunlearn.evaluation.populations import PopulationConfig
-    from medunlearn.evaluation.runner import RunnerConfig
 
     ev_raw = _mapping(source, "evaluation", value, ("runner", "populations", "embedding_similarity"))
-    runner = _dataclass_fields(
-        source, "evaluation.runner", _mapping(source, "evaluation.runner", ev_raw.get("runner")), RunnerConfig
-    )
-    runner = _numbers(source, "evaluation.runner", runner, RUNNER_NUMBERS)
-    runner.pop("progress", None)  # a display option: never part of a result
-    if runner.get("stop_after_batches") is not None:
-        raise _fail(source, "evaluation.runner.stop_after_batches", "a study evaluates every batch")
+    runner = _parse_runner(source, ev_raw.get("runner"))
     populations = _dataclass_fields(
         source,
         "evaluation.populations",
@@ -401,6 +417,20 @@ def _parse_evaluation(source: str, value) -> EvaluationSpec:
     if not isinstance(embedding, bool):
         raise _fail(source, "evaluation.embedding_similarity", "must be true or false")
     return EvaluationSpec(runner, populations, embedding)
+
+
+def _parse_runner(source: str, value) -> dict[str, Any]:
+    """``evaluation.runner:``: ``RunnerConfig`` fields, without the display option and with every batch."""
+    from medunlearn.evaluation.runner import RunnerConfig
+
+    runner = _dataclass_fields(
+        source, "evaluation.runner", _mapping(source, "evaluation.runner", value), RunnerConfig
+    )
+    runner = _numbers(source, "evaluation.runner", runner, RUNNER_NUMBERS)
+    runner.pop("progress", None)  # a display option: never part of a result
+    if runner.get("stop_after_batches") is not None:
+        raise _fail(source, "evaluation.runner.stop_after_batches", "a study evaluates every batch")
+    return runner
 
 
 def _attack_spec(source: str, value) -> AttackSpec:
@@ -433,7 +463,9 @@ def _attack_spec(source: str, value) -> AttackSpec:
 def load_study(path: str | Path) -> StudyConfig:
     """Read and check a study file (shape only; see :func:`medunlearn.study.grid.validate_study`)."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise MissingInputError(f"study file {path} does not exist")
+    if not path.is_file():
+        raise FileContentError(f"study file {path}", None, None, "is a folder, not a file")
     # The shared reader: encodings, YAML syntax and a key given twice are named with their line.
     return parse_study(read_yaml(path, expect=None), str(path))

@@ -75,12 +75,12 @@ def evaluation_settings(study: StudyConfig) -> dict:
     return settings
 
 
-def resolved_method_config(method: str, fields: dict, seed: int) -> dict:
+def resolved_method_config(method: str, fields: dict, seed: int, benchmark: str = "amnesia") -> dict:
     """The method config a cell trains with (paper defaults < the study's fields < the seed), as a dict
-    without the fields that only affect display or paths."""
+    without the fields that only affect display or paths (``benchmark``: its corpus's ``data_format``)."""
     from medunlearn.unlearn.run import make_method_config
 
-    config = make_method_config(method, "unused", **cell_fields(fields, seed))
+    config = make_method_config(method, "unused", benchmark=benchmark, **cell_fields(fields, seed))
     resolved = {k: v for k, v in config.to_dict().items() if not PRESENTATION_FIELDS.match(k)}
     if resolved.get("eval_probe_steps") is None:  # probing off: its settings change nothing
         resolved = {k: v for k, v in resolved.items() if not PROBE_FIELDS.match(k)}
@@ -260,6 +260,7 @@ def attack_settings(study: StudyConfig) -> dict:
 
 
 def _resolve(study: StudyConfig, entry, seed: int) -> dict:
+    """``entry``'s resolved config for ``seed``; a bad method, field or value is named by its study key."""
     import dataclasses
 
     from medunlearn.errors import MedunlearnError
@@ -279,7 +280,7 @@ def _resolve(study: StudyConfig, entry, seed: int) -> dict:
     captured = io.StringIO()
     try:
         with contextlib.redirect_stderr(captured):  # TRL's parser prints its usage before exiting
-            return resolved_method_config(entry.method, entry.fields, seed)
+            return resolved_method_config(entry.method, entry.fields, seed, study.benchmark)
     except MedunlearnError as error:
         raise study.error(f"methods.{entry.label}", str(error)) from None
     except SystemExit:  # a value the field's type rejects: argparse's own message names the field
@@ -290,10 +291,15 @@ def _resolve(study: StudyConfig, entry, seed: int) -> dict:
 def validate_study(study: StudyConfig, data_dir: Path | None = None) -> Grid | None:
     """Check what the file's shape cannot tell: every method and its fields (resolved with
     ``make_method_config``), the ``sft`` fields, and, when the data folder exists, that it has every forget
-    config. Returns the grid when the data fingerprint can be computed (a folder, or build options)."""
+    config. Returns the grid when the data fingerprint can be computed (a folder, or build options). A MUSE
+    study is checked by :func:`medunlearn.study.muse_grid.validate_muse_study`."""
     from medunlearn.errors import MedunlearnError
     from medunlearn.unlearn.methods import resolve_method
 
+    if study.benchmark == "muse":
+        from medunlearn.study.muse_grid import validate_muse_study
+
+        return validate_muse_study(study, data_dir)
     for entry in study.methods:
         try:
             resolve_method(entry.method)
@@ -328,7 +334,8 @@ def _check_sft_fields(study: StudyConfig) -> None:
         if name not in names:
             raise study.error(f"finetune.sft.{name}", "not a field of SFTConfig")
         if name in ("output_dir", "num_train_epochs"):
-            raise study.error(f"finetune.sft.{name}", "is set by the study (notes_epochs, qa_epochs)")
+            epochs = "epochs" if study.benchmark == "muse" else "notes_epochs, qa_epochs"
+            raise study.error(f"finetune.sft.{name}", f"is set by the study ({epochs})")
 
 
 def _check_build_forget(study: StudyConfig) -> None:

@@ -13,6 +13,10 @@ A study folder::
                                its own done.json; the robustness section goes in cells/<cell>/model/README.md
     results.parquet / .json    one row per (stage × population × QA type), see medunlearn.study.collect
 
+A MUSE protocol study (``benchmark: muse``, :mod:`medunlearn.study.muse_stages`) also has ``retain/model/``
+(the retain model), ``baseline/finetuned/`` and ``baseline/retain/`` (the two models' evaluations), one
+results row per stage and the protocol's figures (docs/study.md, "MUSE protocols").
+
 A stage is finished when its ``done.json`` holds its fingerprint (:mod:`medunlearn.utils.stage_marker`);
 anything else found in its folder (a killed run's leftovers, a changed setting's outputs) is removed and the
 stage runs again. Each stage is a job (:mod:`medunlearn.study.stages`: one class per kind) run through an
@@ -143,14 +147,24 @@ def prepare_study(study: StudyConfig | str | Path, out: str | Path) -> tuple[Stu
         data_fp = data_fingerprint(study)
         if not is_done(study_dir, data_fp, DATA_MARKER):
             validate_study(study, data_dir=Path("/nonexistent"))  # fail on the file before building
-            from medunlearn.amnesia.pipeline import build_amnesia
-
-            build_amnesia(data_dir, overwrite=True, **study.data.build)
+            _build_data(study, data_dir)
             mark_done(study_dir, data_fp, {"build": study.data.build}, DATA_MARKER)
     else:
         data_dir = study.data_path()
     grid = validate_study(study, data_dir=data_dir)
     return study, study_dir, data_dir, grid
+
+
+def _build_data(study: StudyConfig, data_dir: Path) -> None:
+    """Build the data folder: AMNESIA's, or a MUSE-format one (``benchmark: muse``)."""
+    if study.benchmark == "muse":
+        from medunlearn.muse.build import build_muse_folder
+
+        build_muse_folder(data_dir, overwrite=True, **study.data.build)
+        return
+    from medunlearn.amnesia.pipeline import build_amnesia
+
+    build_amnesia(data_dir, overwrite=True, **study.data.build)
 
 
 def run_study(
@@ -177,12 +191,23 @@ def run_study(
     study, study_dir, data_dir, grid = prepare_study(study, out)
     finetune_threads = torch.get_num_threads()  # the fine-tune runs alone: every core this process has
     with open_executor(settings.executor, settings.jobs, study_dir, study.slurm) as stages:
-        grid = _subset(study, grid, settings.methods, settings.forget)
         context = StudyContext(
             str(study_dir), str(data_dir), study.model, _evaluation(study), settings.threads
         )
-        phases = plan_phases(study, grid, context, settings.jobs, finetune_threads)
+        grid, phases = _plan(study, grid, context, settings, finetune_threads)
         return StudyRun(study, study_dir, grid, settings, log or (lambda text: None)).run(phases, stages)
+
+
+def _plan(study: StudyConfig, grid, context: StudyContext, settings: StudyRunSettings, finetune_threads: int):
+    """The grid restricted to ``--methods`` / ``--forget``, and its phases (a MUSE study: its protocol's)."""
+    if study.benchmark == "muse":
+        from medunlearn.study.muse_grid import subset_muse_grid
+        from medunlearn.study.muse_stages import plan_muse_phases
+
+        grid = subset_muse_grid(study, grid, settings.methods, settings.forget)
+        return grid, plan_muse_phases(study, grid, context, settings.jobs, finetune_threads)
+    grid = _subset(study, grid, settings.methods, settings.forget)
+    return grid, plan_phases(study, grid, context, settings.jobs, finetune_threads)
 
 
 def _evaluation(study: StudyConfig) -> dict:

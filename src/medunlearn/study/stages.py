@@ -64,14 +64,11 @@ class FinetuneJob(Job):
 
     def run(self, folder: Path) -> None:
         from medunlearn.models import ModelArguments
-        from medunlearn.unlearn.run import FinetuneArguments, default_sft_config, run_finetune
+        from medunlearn.unlearn.run import FinetuneArguments, run_finetune
 
         model_args = ModelArguments(**self.context.model)
         out = folder / "model"
-        sft_config = default_sft_config(model_args, out)
-        sft_config.disable_tqdm = True
-        for name, value in self.finetune["sft"].items():
-            setattr(sft_config, name, value)
+        sft_config = study_sft_config(model_args, out, self.finetune["sft"])
         arguments = FinetuneArguments(
             self.context.data_dir, str(out), self.finetune["notes_epochs"], self.finetune["qa_epochs"]
         )
@@ -153,12 +150,24 @@ class AttackJob(Job):
         )
 
 
-def finetuned_model_arguments(model: dict[str, Any]):
-    """The study's model options applied to the fine-tuned model (which has its own tokenizer)."""
+def study_sft_config(model_args, out: Path, fields: dict[str, Any]):
+    """The ``SFTConfig`` of a study's fine-tune: the defaults of ``medunlearn finetune`` < the file's ``sft``
+    fields, without progress bars."""
+    from medunlearn.unlearn.run import default_sft_config
+
+    sft_config = default_sft_config(model_args, out)
+    sft_config.disable_tqdm = True
+    for name, value in fields.items():
+        setattr(sft_config, name, value)
+    return sft_config
+
+
+def finetuned_model_arguments(model: dict[str, Any], path: str = FINETUNED):
+    """The study's model options applied to the fine-tuned model at ``path`` (it has its own tokenizer)."""
     from medunlearn.models import ModelArguments
 
     options = {k: v for k, v in model.items() if k not in ("model_name_or_path", "tiny_vocab_size")}
-    return ModelArguments(FINETUNED, **options)
+    return ModelArguments(path, **options)
 
 
 def evaluate_stage_model(job: Job, folder: Path, model: str, forget: str, before_outputs: str) -> None:

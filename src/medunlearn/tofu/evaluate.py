@@ -50,6 +50,7 @@ from medunlearn.tofu.scoring import (
     summarise_tofu,
     token_statistics,
 )
+from medunlearn.utils.files import relocated, staged_overwrite
 
 GENERATED_SETS = ("forget", "retain", "real_authors", "world_facts")
 RETAIN_MODEL_SETS = ("forget", "holdout")
@@ -286,10 +287,21 @@ def evaluate_tofu(model, source, forget: str, out_dir, **settings) -> dict:
     check_role_names(Tofu(conventions, None), settings.runner_config or RunnerConfig(), models, ("--model",))
     examples = tofu_examples(source, forget)  # validates the data before any model loads
     benchmark = Tofu(conventions, examples)
-    config = benchmark.runner_config(settings.runner_config)
     out_dir = Path(out_dir)
+    # --overwrite of a folder holding outputs: staged beside it, swapped in when done (evaluate_unlearning).
+    with staged_overwrite(out_dir, settings.overwrite, records=["run.json"]) as work:
+        settings.retain_outputs = relocated(settings.retain_outputs, out_dir, work)
+        return _evaluate_tofu_into(work, model, source, forget, settings, benchmark)
+
+
+def _evaluate_tofu_into(
+    out_dir: Path, model, source, forget: str, settings: TofuEvaluation, benchmark
+) -> dict:
+    """:func:`evaluate_tofu`'s run into ``out_dir``: the evaluation folder, or the staging folder that
+    replaces it."""
+    examples, conventions = benchmark.examples, benchmark.conventions
+    config = benchmark.runner_config(settings.runner_config)
     out_dir.mkdir(parents=True, exist_ok=True)
-    examples.to_parquet(out_dir / "examples.parquet", index=False)
     roles = [
         Role(
             "model",
@@ -309,6 +321,8 @@ def evaluate_tofu(model, source, forget: str, out_dir, **settings) -> dict:
         overwrite = Overwrite.for_folder(settings.overwrite, shared=settings.retain_outputs is not None)
         roles.append(Role("retain", "--retain-model", settings.retain_model, runs, overwrite=overwrite))
     finished, models = run_roles(benchmark, roles, config)
+    # Written once the roles ran: a run refused on stale outputs leaves an existing folder as it was.
+    examples.to_parquet(out_dir / "examples.parquet", index=False)
     run_info = {
         "source": str(source),
         "forget": forget,

@@ -194,16 +194,31 @@ def _forget_author_count(authors: int, config: str) -> int:
     return max(1, math.ceil(authors * SplitName.parse(config).percent / 100))
 
 
+# The bounds of build_tofu_configs' counts (the command's options are checked against them when parsed): at
+# least 2 authors (forget10 takes one, the retain set needs another), at most as many as leave enough invented
+# names for the holdout authors, who are forget10's size and never in `full`.
+MIN_AUTHORS = 2
+MAX_AUTHORS = max(
+    n
+    for n in range(MIN_AUTHORS, len(_FIRST) * len(_LAST) + 1)
+    if n + _forget_author_count(n, FORGET_CONFIGS[-1]) <= len(_FIRST) * len(_LAST)
+)
+MAX_QA_PER_AUTHOR = len(_QUESTION_KINDS)
+MAX_PERTURBED = 5  # TOFU's five; the smallest value pools (awards, jobs) have six values
+
+
 def build_tofu_configs(
     *, authors: int = 20, qa_per_author: int = 4, perturbed: int = 3, options: int = 8, seed: int = 0
 ) -> dict[str, list[dict]]:
     """Every TOFU config's rows (config -> list of row dicts with that config's columns, in order)."""
-    if not 1 <= qa_per_author <= len(_QUESTION_KINDS):
-        raise InputError(f"qa_per_author must be in 1..{len(_QUESTION_KINDS)}, got {qa_per_author}")
+    if not 1 <= qa_per_author <= MAX_QA_PER_AUTHOR:
+        raise InputError(f"qa_per_author must be in 1..{MAX_QA_PER_AUTHOR}, got {qa_per_author}")
     if not 1 <= options <= MAX_OPTIONS:
         raise InputError(f"options must be in 1..{MAX_OPTIONS}, got {options}")
-    if not 1 <= perturbed <= 5:  # TOFU's five; the smallest value pools (awards, jobs) have six values
-        raise InputError(f"perturbed must be in 1..5, got {perturbed}")
+    if not 1 <= perturbed <= MAX_PERTURBED:
+        raise InputError(f"perturbed must be in 1..{MAX_PERTURBED}, got {perturbed}")
+    if authors > MAX_AUTHORS:  # the names of full and of the holdout authors would run out
+        raise InputError(f"authors must be at most {MAX_AUTHORS} (the invented names run out), got {authors}")
     rng = np.random.default_rng(seed)
     largest_forget = _forget_author_count(authors, FORGET_CONFIGS[-1])
     if largest_forget >= authors:

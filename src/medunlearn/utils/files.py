@@ -24,7 +24,7 @@ import re
 import shutil
 import socket
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -309,6 +309,71 @@ def staged_folder(out_dir: str | os.PathLike, *, overwrite: bool = True) -> Iter
 
 
 @contextmanager
+def staged_overwrite(
+    out_dir: str | os.PathLike, overwrite: bool, *, writer: bool = True, records: Sequence[str] = ()
+) -> Iterator[Path]:
+    """Where a command that resumes in its output folder (an evaluation) writes: ``out_dir`` itself, whose
+    finished batches a rerun reuses; but with ``overwrite`` and an ``out_dir`` that holds something, a staging
+    folder beside it that replaces ``out_dir`` whole when the block ends (:func:`commit_staging`, by the
+    ``writer`` process only: launched processes share the staging folder) and is removed on any failure,
+    KeyboardInterrupt included. The old folder stays as it was until the new run is done. The JSON files
+    ``records`` (a ``run.json`` naming its output folders) get their staging paths :func:`relocated` first.
+
+    >>> import tempfile
+    >>> out = Path(tempfile.mkdtemp()) / "eval"
+    >>> _ = atomic_write_text(out / "summary.json", "old")
+    >>> with staged_overwrite(out, overwrite=True, records=["run.json"]) as work:
+    ...     _ = atomic_write_text(work / "summary.json", "new")
+    ...     _ = atomic_write_text(work / "run.json", json.dumps({"model": str(work / "outputs")}))
+    ...     (work != out, (out / "summary.json").read_text())
+    (True, 'old')
+    >>> (out / "summary.json").read_text(), json.loads((out / "run.json").read_text()) == {
+    ...     "model": str(out / "outputs")
+    ... }
+    ('new', True)
+    """
+    out_dir = Path(out_dir)
+    if not (overwrite and _is_non_empty(out_dir)):
+        yield out_dir
+        return
+    staging = open_staging(out_dir)
+    try:
+        yield staging
+        if writer:
+            for name in records:
+                if (staging / name).is_file():
+                    recorded = relocated(json.loads((staging / name).read_text()), staging, out_dir)
+                    atomic_write_text(staging / name, json.dumps(recorded, indent=2))
+            commit_staging(staging, out_dir, overwrite=True)
+    except BaseException:
+        if writer:
+            discard_staging(staging)
+        raise
+
+
+def relocated(value: Any, source: str | os.PathLike, target: str | os.PathLike) -> Any:
+    """``value`` (a path, or paths nested in dicts and lists, as a run records them) with every path inside
+    ``source`` moved to the same place inside ``target``; anything else as it was.
+
+    >>> relocated({"model": "runs/.ev.partial-1/outputs/model", "n": 3}, "runs/.ev.partial-1", "runs/ev")
+    {'model': 'runs/ev/outputs/model', 'n': 3}
+    """
+    if isinstance(value, dict):
+        return {key: relocated(item, source, target) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(relocated(item, source, target) for item in value)
+    if isinstance(value, (str, os.PathLike)) and str(value):
+        path, source = Path(value), Path(source)
+        # As written first (a recorded path keeps its form), else resolved: a relative path and an absolute
+        # one may name the same folder.
+        for inside, root in ((path, source), (path.resolve(), source.resolve())):
+            if inside == root or root in inside.parents:
+                moved = Path(target) / inside.relative_to(root)
+                return str(moved) if isinstance(value, str) else moved
+    return value
+
+
+@contextmanager
 def output_folder(
     out_dir: str | os.PathLike,
     *,
@@ -365,7 +430,7 @@ def no_empty_output_on_failure(folder: str | os.PathLike) -> Iterator[None]:
     """A command that writes `folder` progressively (the evaluation's resumable shards, the mining stages)
     and fails: a folder it created and left without a file is removed, so that nothing that looks like a
     result stays behind. A folder holding outputs is kept, since the same command resumes from it; a line on
-    stderr says so."""
+    stderr says so and names what it holds (the error that follows speaks for its own step only)."""
     import sys
 
     folder = Path(folder)
@@ -375,9 +440,11 @@ def no_empty_output_on_failure(folder: str | os.PathLike) -> Iterator[None]:
     except BaseException:
         if not existed and folder.is_dir():
             if any(path.is_file() or path.is_symlink() for path in folder.rglob("*")):
+                names = sorted(path.name + ("/" if path.is_dir() else "") for path in folder.iterdir())
+                shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
                 print(
-                    f"note: the outputs computed so far are kept in {folder}; the same command resumes "
-                    "from them (or delete the folder)",
+                    f"note: the outputs computed so far are kept in {folder} ({shown}); the same command "
+                    "resumes from them (or delete the folder)",
                     file=sys.stderr,
                 )
             else:

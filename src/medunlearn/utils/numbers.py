@@ -21,23 +21,24 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from medunlearn.errors import InputError
+from medunlearn.errors import InputError, shown
 
 
 def _number(value, kind: type) -> int | float:
     """``value`` (a command-line string or an already-parsed number) as ``kind``; a finite number only."""
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise argparse.ArgumentTypeError(f"expected a number, got {value!r}")
+        raise argparse.ArgumentTypeError(f"expected a number, got {shown(value)}")
     try:
         number = kind(value.strip()) if isinstance(value, str) else value
-    except ValueError:
+    except ValueError:  # also a whole number of more than 4300 digits (Python's int() limit)
         what = "a whole number" if kind is int else "a number"
-        raise argparse.ArgumentTypeError(f"expected {what}, got {value!r}") from None
+        raise argparse.ArgumentTypeError(f"expected {what}, got {shown(value)}") from None
     if kind is int and isinstance(number, float) and number.is_integer():
         number = int(number)
-    if kind is int and not isinstance(number, int) or not math.isfinite(number):
+    # A Python int is always finite: math.isfinite() would convert it to a float, which overflows past 1e308.
+    if kind is int and not isinstance(number, int) or isinstance(number, float) and not math.isfinite(number):
         raise argparse.ArgumentTypeError(
-            f"expected a finite {'whole ' if kind is int else ''}number, got {value!r}"
+            f"expected a finite {'whole ' if kind is int else ''}number, got {shown(value)}"
         )
     return kind(number)
 
@@ -49,11 +50,22 @@ def number_type(kind: type, description: str, accepts: Callable[[float], bool]) 
     def parse(value):
         number = _number(value, kind)
         if not accepts(number):
-            raise argparse.ArgumentTypeError(f"must be {description}, got {value!r}")
+            raise argparse.ArgumentTypeError(f"must be {description}, got {shown(value)}")
         return number
 
     parse.__name__ = description  # argparse names the type in some of its own messages
     return parse
+
+
+def whole_number_from(low: int, high: int) -> Callable:
+    """An argparse ``type=`` function: a whole number from ``low`` to ``high``, both included.
+
+    >>> whole_number_from(1, 5)("99999999999999999999")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: must be a whole number from 1 to 5, got '99999999999999999999'
+    """
+    return number_type(int, f"a whole number from {low:,} to {high:,}", lambda n: low <= n <= high)
 
 
 positive_int = number_type(int, "a whole number of at least 1", lambda n: n >= 1)
@@ -62,6 +74,15 @@ positive_float = number_type(float, "a number above 0", lambda n: n > 0)
 non_negative_float = number_type(float, "a number of at least 0", lambda n: n >= 0)
 probability = number_type(float, "a number from 0 to 1", lambda n: 0 <= n <= 1)
 fraction = number_type(float, "a number between 0 and 1, both excluded", lambda n: 0 < n < 1)
+# A seed is at most 2**32 - 1: numpy's legacy seeding (np.random.seed, which transformers' set_seed and the
+# MinHash / ANN index of the BioDivergence mining call) refuses more with a bare ValueError.
+MAX_SEED = 2**32 - 1
+seed_int = whole_number_from(0, MAX_SEED)
+# Cohort sizes: the generator holds the whole cohort in memory (about 11 KB a patient, 1 ms a patient measured
+# on one CPU core), so 100,000 patients (over 11x the paper's 8,820) take about 1 GB and two minutes; a size
+# past that is a typo far more often than a study, and 10**20 overflowed numpy's int64 (docs/cli.md).
+MAX_PATIENTS = 100_000
+patient_count = whole_number_from(1, MAX_PATIENTS)
 # Trainer: -1 means "no step limit, the epochs decide"; 0 or below is not a step count.
 steps_limit = number_type(
     int, "-1 (no limit: the epochs decide) or a whole number of at least 1", lambda n: n == -1 or n >= 1
@@ -97,8 +118,8 @@ CONFIG_NUMBERS: dict[str, Callable] = {
     "adam_beta1": probability,
     "adam_beta2": probability,
     "adam_epsilon": positive_float,
-    "seed": non_negative_int,
-    "data_seed": non_negative_int,
+    "seed": seed_int,
+    "data_seed": seed_int,
     "dataloader_num_workers": non_negative_int,
     "max_length": positive_int,
     "forget_weight": non_negative_float,
@@ -182,14 +203,19 @@ __all__ = [
     "CONFIG_NUMBERS",
     "check_config_numbers",
     "checked_numbers",
+    "MAX_PATIENTS",
+    "MAX_SEED",
     "fraction",
     "non_negative_float",
     "non_negative_int",
+    "patient_count",
     "number_type",
     "parse_config_arguments",
     "positive_float",
     "positive_int",
     "positive_int_or_auto",
     "probability",
+    "seed_int",
     "steps_limit",
+    "whole_number_from",
 ]

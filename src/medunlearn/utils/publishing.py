@@ -7,11 +7,13 @@ folder, and :func:`upload_files` commits exactly those (docs/cli.md, "Publishing
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from medunlearn.errors import InputError, MedunlearnError, MissingInputError
+from medunlearn.errors import InputError, MedunlearnError
+
+# A folder given as an input, named as missing or as a file: the readers' check (kept importable from here).
+from medunlearn.utils.user_files import existing_folder as existing_folder
 
 
 class PublishError(MedunlearnError, RuntimeError):
@@ -39,13 +41,6 @@ def check_repo_id(repo_id: str, flag: str = "--repo") -> str:
     except HFValidationError as error:
         raise InputError(f"{flag} {repo_id!r} is not a Hub repository id (owner/name): {error}") from None
     return repo_id
-
-
-def existing_folder(folder: str | os.PathLike, what: str) -> Path:
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise MissingInputError(f"{what} {folder} does not exist or is not a folder")
-    return folder
 
 
 def file_inside(folder: Path, name: str, named_by: str) -> Path:

@@ -56,6 +56,17 @@ def existing_file(path: str | Path) -> Path:
     return path
 
 
+def existing_folder(path: str | Path, what: str) -> Path:
+    """`path` as a `Path` when it is a folder; else a named error that says which of the two it is not: a
+    missing path (``MissingInputError``) or a file (``FileContentError``: ``is a file, not a folder``)."""
+    path = Path(path)
+    if not path.exists():
+        raise MissingInputError(f"{what} {path} does not exist")
+    if not path.is_dir():
+        raise FileContentError(f"{what} {path}", None, None, "is a file, not a folder")
+    return path
+
+
 def encoding_of(head: bytes) -> str:
     """The encoding a file's first bytes announce with a byte-order mark; UTF-8 when there is none."""
     for bom, encoding in _BOMS:
@@ -483,19 +494,24 @@ def read_parquet(path: str | Path, columns: list[str] | None = None):
         ) from error
 
 
-def parquet_column_names(path: str | Path) -> list[str]:
-    """The column names of a parquet file, read from its footer; a truncated or corrupt file is a named
-    error."""
+def parquet_schema(path: str | Path):
+    """The schema (a `pyarrow.Schema`: column names and types) of a parquet file, read from its footer; a
+    truncated or corrupt file is a named error."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     path = existing_file(path)
     try:
-        return pq.read_schema(path).names
+        return pq.read_schema(path)
     except (pa.ArrowException, OSError) as error:
         raise FileContentError(
             str(path), None, None, f"is not a readable parquet file (truncated or corrupt?): {error}"
         ) from error
+
+
+def parquet_column_names(path: str | Path) -> list[str]:
+    """The column names of a parquet file (:func:`parquet_schema`)."""
+    return parquet_schema(path).names
 
 
 def check_text_length(text: str, limit: int, source: str, row: int | None, field_name: str) -> None:

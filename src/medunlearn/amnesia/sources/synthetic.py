@@ -12,10 +12,16 @@ each question is answerable only from that patient's note.
 
 QA per patient: 4 factual (the answer is stated in the note) and 4 reasoning (the answer combines two or more
 findings of the note), each with a gold answer.
+
+Held-out notes [ours] (:func:`generate_holdout_notes`): notes of extra patients, drawn the same way from a
+random stream of their own, ``default_rng([seed, HOLDOUT_NOTES_STREAM])``, so that adding them changes no draw
+of the cohort: every cohort file of a build stays byte-identical. Fine-tuning never reads them; they are the
+non-members of the notes membership test (docs/benchmarks/amnesia.md, "Notes memorization").
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -30,6 +36,10 @@ from medunlearn.ontology.amnesia import DISEASE_SHARES
 from medunlearn.ontology.vocabulary import DiseaseVocabulary, default_vocabulary
 
 N_PAPER_PATIENTS = 8820
+HOLDOUT_NOTES_STREAM = (
+    1  # the held-out notes' stream: default_rng([seed, 1]); the cohort's is default_rng(seed)
+)
+HOLDOUT_ID_PREFIX = "H"  # held-out patients are H000000, H000001, ...; cohort patients P000000, ...
 
 
 @dataclass(frozen=True)
@@ -266,9 +276,16 @@ def _append_patient(
 
 
 def generate_cohort(
-    patients: int = 200, seed: int = 0, vocabulary: DiseaseVocabulary | None = None, disease_shares=None
+    patients: int = 200,
+    seed: int | Sequence[int] = 0,
+    vocabulary: DiseaseVocabulary | None = None,
+    disease_shares=None,
+    id_prefix: str = "P",
 ) -> tuple[pa.Table, pa.Table]:
     """Draw ``patients`` fictitious patients; return ``(notes, qa)`` tables (``NOTES_SCHEMA``, ``QA_SCHEMA``).
+
+    ``seed`` is anything ``numpy.random.default_rng`` takes (an int, or a list of ints naming a stream);
+    patient ids are ``id_prefix`` and six digits.
 
     >>> notes, qa = generate_cohort(patients=20, seed=1)
     >>> notes.num_rows, qa.num_rows, sorted(set(qa["qa_type"].to_pylist()))
@@ -298,8 +315,29 @@ def generate_cohort(
         descriptor = {name: values[i] for name, values in descriptors.items()}
         fields = _note_fields(condition, context, descriptor, u[i], template_choice[i])
         note = _note_text(context, fields, template_choice[i])
-        _append_patient(notes_rows, qa_rows, f"P{i:06d}", condition, disease[i], fields, note)
+        _append_patient(notes_rows, qa_rows, f"{id_prefix}{i:06d}", condition, disease[i], fields, note)
 
     # one batched pass (the keywords' negation detection runs spaCy over the notes)
     notes_rows["disease_keywords"] = vocabulary.record_keywords(notes_rows["title"], notes_rows["note"])
     return pa.table(notes_rows, schema=NOTES_SCHEMA), pa.table(qa_rows, schema=QA_SCHEMA)
+
+
+def generate_holdout_notes(
+    patients: int, seed: int = 0, vocabulary: DiseaseVocabulary | None = None, disease_shares=None
+) -> pa.Table:
+    """The notes of ``patients`` extra fictitious patients (``NOTES_SCHEMA``, ids ``H000000`` …), drawn as the
+    cohort's but from the stream ``[seed, HOLDOUT_NOTES_STREAM]`` (module docstring); their QA are not kept.
+
+    >>> holdout = generate_holdout_notes(3, seed=1)
+    >>> holdout["patient_id"].to_pylist()
+    ['H000000', 'H000001', 'H000002']
+    >>> cohort, _ = generate_cohort(patients=3, seed=1)
+    >>> set(holdout["note"].to_pylist()) & set(cohort["note"].to_pylist())
+    set()
+    """
+    if patients < 1:
+        raise InputError(f"held-out notes: `patients` must be at least 1, got {patients}")
+    notes, _ = generate_cohort(
+        patients, [seed, HOLDOUT_NOTES_STREAM], vocabulary, disease_shares, id_prefix=HOLDOUT_ID_PREFIX
+    )
+    return notes
