@@ -22,6 +22,7 @@ from medunlearn.cli.options import (
 )
 from medunlearn.evaluation.runner import RunnerConfig
 from medunlearn.utils.files import check_not_an_input
+from medunlearn.utils.tables import in_sections
 
 EPILOG = (
     """example (the models of `medunlearn demo --quick --out runs/demo-quick`):
@@ -200,11 +201,7 @@ def render_table(payload: dict):
     table.add_column("method", no_wrap=True)
     for index, header in enumerate(RESULT_HEADERS):
         table.add_column(header, no_wrap=True, justify="left" if index < 3 else "right")
-    previous = None
-    for row in payload["rows"]:
-        if previous is not None and row["method"] != previous:
-            table.add_section()
-        previous = row["method"]
+    for row in in_sections(table, payload["rows"], "method"):
         table.add_row(row["method"], *result_cells(row))
     summary = Table(title="robustness summary (worst case over attacks, selection-aware interval)")
     for index, header in enumerate(SUMMARY_HEADERS):

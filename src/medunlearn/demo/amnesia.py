@@ -13,6 +13,7 @@ from pathlib import Path
 from medunlearn.config_names import ConfigNameError, SplitName
 from medunlearn.data_loading import load_config
 from medunlearn.demo.settings import DemoContext, DemoMethod
+from medunlearn.evaluation.notes_settings import NotesMemorizationConfig
 from medunlearn.evaluation.pipeline import evaluate_unlearning
 from medunlearn.evaluation.populations import PopulationConfig
 from medunlearn.evaluation.runner import RunnerConfig
@@ -34,6 +35,7 @@ from medunlearn.unlearn.run import (
     run_finetune,
     run_unlearning,
 )
+from medunlearn.utils.tables import in_sections
 
 # ---------------------------------------------------------------------------------------------------------
 # Pure pieces (tested on hand-made numbers)
@@ -180,11 +182,7 @@ def comparison_table(rows: list[dict]):
         table.add_column(header, no_wrap=True)
     for header in ("AFE", "LS", "DS", "MU same-dis.", "MU out-of-dis.", "ΔMU same", "ΔMU out"):
         table.add_column(header, justify="right", no_wrap=True)
-    previous = None
-    for row in rows:
-        if previous is not None and row["forget_config"] != previous:
-            table.add_section()
-        previous = row["forget_config"]
+    for row in in_sections(table, rows, "forget_config"):
         table.add_row(
             row["method"],
             row["forget_config"],
@@ -273,7 +271,16 @@ class ForgetEvaluation:
     before_outputs: Path
 
 
-def evaluate_model(context: DemoContext, plan: ForgetEvaluation, model: Path, name: str, out: Path) -> dict:
+def evaluate_model(
+    context: DemoContext,
+    plan: ForgetEvaluation,
+    model: Path,
+    name: str,
+    out: Path,
+    notes_memorization: NotesMemorizationConfig | None = None,
+) -> dict:
+    """``model``'s evaluation against the fine-tuned model, whose before outputs ``plan`` holds (QA, and the
+    notes too when ``notes_memorization`` is given)."""
     return evaluate_unlearning(
         str(model),
         plan.data_dir,
@@ -287,6 +294,7 @@ def evaluate_model(context: DemoContext, plan: ForgetEvaluation, model: Path, na
             max_retain_patients=context.settings.max_retain_patients, seed=context.seed
         ),
         overwrite=True,
+        notes_memorization=notes_memorization,
     )
 
 

@@ -20,9 +20,6 @@ from medunlearn.evaluation.notes_report import (
     privleak_text,
     render_notes_table,
 )
-from medunlearn.evaluation.pipeline import evaluate_unlearning
-from medunlearn.evaluation.populations import PopulationConfig
-from medunlearn.evaluation.runner import RunnerConfig
 from medunlearn.models import ModelArguments
 from medunlearn.unlearn.run import UnlearningDataArguments, make_method_config, run_unlearning
 from medunlearn.unlearn.sources import corpus_format
@@ -52,28 +49,6 @@ def unlearn_notes(context: DemoContext, model: Path, data_dir: Path, forget: str
     config = make_method_config(method, out, **fields)
     data_args = UnlearningDataArguments(str(data_dir), forget, forget_on="notes")
     return run_unlearning(config, ModelArguments(str(model)), data_args, overwrite=True)
-
-
-def evaluate_notes(context: DemoContext, plan, model: Path, name: str, out: Path) -> dict:
-    """The notes-unlearned model's evaluation, QA and notes, against the fine-tuned model (``plan``: the
-    :class:`~medunlearn.demo.amnesia.ForgetEvaluation` of its forget config, whose before outputs it
-    shares)."""
-    settings = context.settings
-    return evaluate_unlearning(
-        str(model),
-        plan.data_dir,
-        plan.forget,
-        out,
-        before=str(plan.before),
-        before_outputs=plan.before_outputs,
-        name=name,
-        runner_config=RunnerConfig(max_new_tokens=settings.max_new_tokens, progress=context.progress),
-        population_config=PopulationConfig(
-            max_retain_patients=settings.max_retain_patients, seed=context.seed
-        ),
-        overwrite=True,
-        notes_memorization=settings.notes_memorization,
-    )
 
 
 # ours: below this verbmem before unlearning, the fine-tuned model reproduced too little of the notes for a
@@ -126,7 +101,6 @@ def notes_table(name: str, section: dict):
 
 __all__ = [
     "LITTLE_MEMORIZED",
-    "evaluate_notes",
     "notes_run_name",
     "notes_sentence",
     "notes_table",

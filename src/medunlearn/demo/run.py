@@ -32,7 +32,7 @@ from medunlearn.demo.amnesia import (
     unlearn_model,
 )
 from medunlearn.demo.biodivergence import biodivergence_table, gap_sentence, run_biodivergence
-from medunlearn.demo.notes import evaluate_notes, notes_run_name, notes_sentence, notes_table, unlearn_notes
+from medunlearn.demo.notes import notes_run_name, notes_sentence, notes_table, unlearn_notes
 from medunlearn.demo.settings import (
     BEFORE_NAME,
     DISEASE_FORGET,
@@ -251,7 +251,9 @@ def _evaluate(
         plan = ForgetEvaluation(data_dir, DISEASE_FORGET, finetuned, evals / f"before-{DISEASE_FORGET}")
         name = notes_run_name(context.settings.notes_method, DISEASE_FORGET)
         eval_dirs.append(evals / f"notes-{DISEASE_FORGET}")
-        section = evaluate_notes(quiet_runs, plan, notes_model, name, eval_dirs[-1])["notes_memorization"]
+        notes_config = quiet_runs.settings.notes_memorization
+        summary = evaluate_model(quiet_runs, plan, notes_model, name, eval_dirs[-1], notes_config)
+        section = summary["notes_memorization"]
         notes = {"name": name, "section": section, "sentence": notes_sentence(name, section)}
         bar.update()
     bar.close()

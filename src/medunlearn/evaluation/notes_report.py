@@ -9,6 +9,7 @@ patient; docs/benchmarks/amnesia.md, "Notes memorization").
 from __future__ import annotations
 
 from medunlearn.evaluation.notes_memorization import NOTE_POPULATIONS
+from medunlearn.utils.tables import in_sections
 
 POPULATION_LABELS = {
     "forget": "forget",
@@ -106,11 +107,7 @@ def render_notes_table(rows: list[dict], level: float = 0.95):
         table.add_column(header, no_wrap=True)
     for header in ("verbmem", f"{percent} CI", "before", "Δ", f"Δ {percent} CI", "ES", "ES before"):
         table.add_column(header, justify="right", no_wrap=True)
-    previous = None
-    for row in rows:
-        if previous is not None and row["method"] != previous:
-            table.add_section()
-        previous = row["method"]
+    for row in in_sections(table, rows, "method"):
         table.add_row(
             escape(row["method"]),  # a name like "GradDiff [forget_10]" is text, not rich markup
             POPULATION_LABELS[row["population"]],

@@ -34,6 +34,7 @@ from medunlearn.evaluation.robustness import (
 )
 from medunlearn.evaluation.uncertainty import PER_EXAMPLE, TRAINING_SEED, afe_interval, mu_interval
 from medunlearn.metrics.bootstrap import BootstrapConfig
+from medunlearn.utils.tables import in_sections
 from medunlearn.utils.user_files import read_json
 
 # (column header, summary key). Cells where a metric does not apply (MU on forget rows) stay empty.
@@ -154,11 +155,7 @@ def render_table(rows: list[dict], level: float = 0.95):
         if header == "AFE" and attacked:  # beside AFE and MU: a method that recovers shows at once
             table.add_column("worst-case recovery", justify="right", no_wrap=True)
             table.add_column("worst attack", no_wrap=True)
-    previous = None
-    for row in rows:
-        if previous is not None and row["method"] != previous:
-            table.add_section()
-        previous = row["method"]
+    for row in in_sections(table, rows, "method"):
         robustness = []
         if attacked:
             robustness = [

@@ -210,6 +210,14 @@ class StudyConfig:
         return path if path.is_absolute() else (Path(self.source).resolve().parent / path)
 
 
+def _study_name(source: str, raw: dict) -> str:
+    """The study's ``name`` key, the study file's stem when absent."""
+    name = raw.get("name") or Path(source).stem
+    if not isinstance(name, str):
+        raise _fail(source, "name", "must be a string")
+    return name
+
+
 def _fail(source: str, key: str, message: str) -> StudyConfigError:
     return StudyConfigError(f"{source}: key '{key}': {message}")
 
@@ -277,11 +285,8 @@ def parse_study(raw: dict, source: str = "<study>") -> StudyConfig:
     evaluation = _parse_evaluation(source, raw.get("evaluation"))
     attacks = _attack_spec(source, raw["attacks"]) if raw.get("attacks") is not None else None
 
-    name = raw.get("name") or Path(source).stem
-    if not isinstance(name, str):
-        raise _fail(source, "name", "must be a string")
     return StudyConfig(
-        name=name,
+        name=_study_name(source, raw),
         source=source,
         model=model,
         data=data,

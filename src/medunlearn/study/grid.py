@@ -356,3 +356,23 @@ def _check_build_forget(study: StudyConfig) -> None:
                 f"forget[{index}]",
                 f"{forget}: disease {parts['disease']!r} is not built ({', '.join(diseases)})",
             )
+
+
+def check_subset_names(
+    study: StudyConfig, methods: list[str] | None, forget: list[str] | None, noun: str
+) -> None:
+    """``--methods`` must be method labels of ``study`` and ``--forget`` its forget sets (``noun``: what a
+    forget set is called there, "forget config" or "fold"); a named error otherwise."""
+    from medunlearn.errors import InputError
+
+    labels = [m.label for m in study.methods]
+    for name in methods or []:
+        if name not in labels:
+            raise InputError(
+                f"--methods: {name!r} is not a method label of {study.source} ({', '.join(labels)})"
+            )
+    for name in forget or []:
+        if name not in study.forget:
+            raise InputError(
+                f"--forget: {name!r} is not a {noun} of {study.source} ({', '.join(study.forget)})"
+            )

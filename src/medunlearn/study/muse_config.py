@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from medunlearn.config_names import MUSE_FOLDS
@@ -47,6 +46,7 @@ from medunlearn.study.config import (
     _parse_model,
     _parse_runner,
     _parse_seeds,
+    _study_name,
 )
 from medunlearn.utils.numbers import CONFIG_NUMBERS, positive_float, positive_int, seed_int, whole_number_from
 
@@ -118,11 +118,8 @@ def parse_muse_study(raw: dict, source: str) -> StudyConfig:
     forget = _parse_folds(source, raw.get("forget", list(MUSE_FOLDS)), protocol)
     seeds = _parse_seeds(source, raw.get("seeds", [0]))
     evaluation = _parse_muse_evaluation(source, raw.get("evaluation"))
-    name = raw.get("name") or Path(source).stem
-    if not isinstance(name, str):
-        raise _fail(source, "name", "must be a string")
     return StudyConfig(
-        name=name,
+        name=_study_name(source, raw),
         source=source,
         model=model,
         data=data,

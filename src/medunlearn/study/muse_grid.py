@@ -15,7 +15,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from medunlearn.study.config import StudyConfig
-from medunlearn.study.grid import SERVER_LOCATION, _check_sft_fields, _resolve, data_fingerprint, fingerprint
+from medunlearn.study.grid import (
+    SERVER_LOCATION,
+    _check_sft_fields,
+    _resolve,
+    check_subset_names,
+    data_fingerprint,
+    fingerprint,
+)
 from medunlearn.study.muse_config import PROTOCOLS, muse_conventions
 from medunlearn.study.stages import FINETUNED
 
@@ -205,17 +212,7 @@ def subset_muse_grid(study: StudyConfig, grid: MuseGrid, methods: list[str] | No
     earlier requests must be run too (each starts from the one before)."""
     from medunlearn.errors import InputError
 
-    labels = [m.label for m in study.methods]
-    for name in methods or []:
-        if name not in labels:
-            raise InputError(
-                f"--methods: {name!r} is not a method label of {study.source} ({', '.join(labels)})"
-            )
-    for name in forget or []:
-        if name not in study.forget:
-            raise InputError(
-                f"--forget: {name!r} is not a fold of {study.source} ({', '.join(study.forget)})"
-            )
+    check_subset_names(study, methods, forget, "fold")
     if forget and study.protocol == "sustainability":
         wanted = study.forget[: max(study.forget.index(name) for name in forget) + 1]
         if set(forget) != set(wanted):

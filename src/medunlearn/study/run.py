@@ -43,6 +43,7 @@ from medunlearn.study.grid import (
     Grid,
     attack_settings,
     cell_fields,
+    check_subset_names,
     data_fingerprint,
     validate_study,
 )
@@ -353,15 +354,7 @@ class StudyRun:
 
 
 def _subset(study: StudyConfig, grid: Grid, methods: list[str] | None, forget: list[str] | None) -> Grid:
-    labels = [m.label for m in study.methods]
-    for name in methods or []:
-        if name not in labels:
-            raise InputError(
-                f"--methods: {name!r} is not a method label of {study.source} ({', '.join(labels)})"
-            )
-    for name in forget or []:
-        if name not in study.forget:
-            raise InputError(f"--forget: {name!r} is not a forget config of {study.source}")
+    check_subset_names(study, methods, forget, "forget config")
     grid.cells = [
         c for c in grid.cells if (not methods or c.label in methods) and (not forget or c.forget in forget)
     ]

@@ -245,6 +245,19 @@ def _pad_right(tensor: torch.Tensor, length: int, value: int) -> torch.Tensor:
     return F.pad(tensor, (0, length - tensor.shape[1]), value=value)
 
 
+def has_dropout(model: torch.nn.Module) -> bool:
+    """Whether training draws dropout masks: a dropout module with p > 0, or a config dropout rate > 0
+    (attention dropout is a function argument in transformers, not a module)."""
+    if any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in model.modules()):
+        return True
+    config = getattr(model, "config", None)
+    settings = config.to_dict() if config is not None else {}
+    return any(
+        ("dropout" in name or "pdrop" in name) and isinstance(value, float) and value > 0
+        for name, value in settings.items()
+    )
+
+
 def concatenate_batches(
     first: dict[str, torch.Tensor], second: dict[str, torch.Tensor], pad_token_id: int
 ) -> dict[str, torch.Tensor]:

@@ -95,6 +95,7 @@ from medunlearn.unlearn.ops import (
     IGNORE_INDEX,
     TwoTermWeighting,
     concatenate_batches,
+    has_dropout,
     nll_loss,
     padded_token_ratio,
     predicting_positions,
@@ -108,19 +109,6 @@ ReferenceUsage = Literal["none", "sequence_logps", "model"]
 
 UnlearningLoss = dict[str, torch.Tensor]
 """``{"loss": total, "forget_loss": ..., "retain_loss": ..., ...}``; each entry is logged (step mean)."""
-
-
-def has_dropout(model: torch.nn.Module) -> bool:
-    """Whether training draws dropout masks: a dropout module with p > 0, or a config dropout rate > 0
-    (attention dropout is a function argument in transformers, not a module)."""
-    if any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in model.modules()):
-        return True
-    config = getattr(model, "config", None)
-    settings = config.to_dict() if config is not None else {}
-    return any(
-        ("dropout" in name or "pdrop" in name) and isinstance(value, float) and value > 0
-        for name, value in settings.items()
-    )
 
 
 def _is_peft_model(model) -> bool:
