@@ -19,7 +19,9 @@ the curve costs ``max(steps)`` steps instead of their sum and is exactly as dete
 the run saves and restores the RNG state, so it does not change the training that follows.
 
 The fine-tune is TRL's ``SFTTrainer`` on our QA rows (:func:`medunlearn.unlearn.run.qa_training_rows`, loss on
-the answer only) with :func:`medunlearn.unlearn.run.default_sft_config` (CPU float32 without CUDA). A model
+the answer only) with :func:`medunlearn.unlearn.run.default_sft_config` (CPU without CUDA), in the precision
+its evaluations run in (``RunnerConfig.dtype``: float32 unless the caller says otherwise, as the study's
+attack stage does with its ``dtype``; bf16 trains under autocast over float32 weights). A model
 unlearned as a LoRA adapter is merged and relearned through a new LoRA adapter of the same rank.
 """
 
@@ -237,7 +239,8 @@ def relearning_attack(
     conventions = resolve_conventions(read_model_conventions(model_path) or "medunlearn")
     torch.manual_seed(config.seed)
     model, tokenizer = load_model(model_args, merge_adapter=True)
-    sft_config = default_sft_config(model_args, out_dir / "relearn-trainer")
+    # The attack trains in the precision it evaluates in (the runner's dtype; docs/scaling.md, "Precision").
+    sft_config = default_sft_config(model_args, out_dir / "relearn-trainer", dtype=runner_config.dtype)
     sft_config.max_steps = max(config.steps)
     sft_config.learning_rate = config.learning_rate
     sft_config.lr_scheduler_type = "constant"  # step k of this run == a separate k-step run (docstring)

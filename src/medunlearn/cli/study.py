@@ -5,10 +5,17 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from medunlearn.cli.options import add_engine_arguments, engine_settings, positive_int
+from medunlearn.cli.options import (
+    DTYPE_HELP,
+    add_engine_arguments,
+    announce_precision,
+    engine_settings,
+    positive_int,
+)
 from medunlearn.evaluation.engines import refuse_one_url_for_many_models
 from medunlearn.study.config import load_study
 from medunlearn.study.executors import EXECUTORS
+from medunlearn.study.grid import study_precision
 from medunlearn.study.run import run_study
 
 EPILOG = """examples:
@@ -19,6 +26,7 @@ EPILOG = """examples:
   medunlearn study recipes/studies/paper.yaml --executor slurm --jobs 16   # one Slurm job per stage
   medunlearn study recipes/studies/mini.yaml --out runs/mini --engine vllm  # generations on vLLM servers
   medunlearn study recipes/studies/muse-sustainability.yaml --out runs/muse-sust   # MUSE's C6 protocol
+  medunlearn study recipes/studies/tiny.yaml --validate --dtype bfloat16   # a bf16 study (over the file)
 
 Rerunning the same command resumes: finished stages (fingerprint matches) are skipped, a changed method
 setting reruns that method's cells only. The folder holds study.json (grid, fingerprints, status),
@@ -54,8 +62,22 @@ def build_parser(prog: str = "medunlearn study") -> argparse.ArgumentParser:
     parser.add_argument(
         "--validate", action="store_true", help="check the file (methods, fields, forget configs) and stop"
     )
+    add_dtype_option(parser)
     add_engine_arguments(parser)
     return parser
+
+
+def add_dtype_option(parser: argparse.ArgumentParser) -> None:
+    """``--dtype``: the study's precision over the file's ``dtype`` (docs/study.md, "Precision")."""
+    from medunlearn.utils.precision import DTYPE_CHOICES
+
+    parser.add_argument(
+        "--dtype",
+        choices=DTYPE_CHOICES,
+        default=None,
+        help=DTYPE_HELP + "; every stage that trains (bf16 autocast over float32 weights) or evaluates "
+        "computes in it (default: the study file's `dtype`, else auto); bfloat16 changes the fingerprints",
+    )
 
 
 def _split(value: str | None) -> list[str] | None:
@@ -73,6 +95,9 @@ def run(args: argparse.Namespace) -> int:
     study = load_study(args.study)
     study.evaluation.runner.update(engine_settings(args))  # over the file's evaluation.runner
     refuse_one_url_for_many_models(study.evaluation.runner)  # every cell is another model
+    if args.dtype is not None:
+        study.dtype = args.dtype  # over the file's dtype
+    announce_precision(study_precision(study))  # once; every stage computes in it
     console = Console(width=160)
     if args.validate:
         from medunlearn.study.grid import validate_study

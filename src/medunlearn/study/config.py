@@ -23,9 +23,15 @@ A study file::
       populations: {max_retain_patients: 10, seed: 0}       # PopulationConfig fields
       embedding_similarity: false
     slurm: {timeout_min: 240, gpus_per_node: 1}             # submitit parameters (--executor slurm)
+    dtype: auto                                 # or float32, bfloat16: every stage's precision
     attacks:                                    # optional: an attack stage per cell (docs/attacks.md)
       attacks: [relearn, quantize, holdout, membership]
       relearn_steps: [5, 10]
+
+``dtype`` is the precision of every stage that trains or evaluates (``medunlearn study --dtype`` overrides
+it): resolved once, as ``medunlearn finetune`` / ``unlearn`` / ``evaluate`` resolve ``--dtype``, for the
+device the stages run on (:func:`medunlearn.study.grid.study_precision`); the trainers' own ``bf16`` /
+``fp16`` / ``dtype`` fields and ``evaluation.runner.dtype`` are refused in its favour.
 
 ``benchmark: muse`` with ``protocol: scalability`` or ``sustainability`` makes it a MUSE protocol study, whose
 data, fine-tune, forget folds and evaluation sections are MUSE's (:mod:`medunlearn.study.muse_config`).
@@ -78,9 +84,14 @@ TOP_LEVEL = (
     "attacks",
     "benchmark",
     "protocol",
+    "dtype",
 )
 # What a study runs: AMNESIA's grid (this module) or MUSE's protocols (medunlearn.study.muse_config).
 BENCHMARKS = ("amnesia", "muse")
+# The choices of the top-level ``dtype`` (as ``--dtype``'s: medunlearn.utils.precision.DTYPE_CHOICES).
+DTYPES = ("auto", "float32", "bfloat16")
+# Trainer and runner fields that set a precision: the study's ``dtype`` sets them for every stage.
+PRECISION_FIELDS = ("dtype", "bf16", "fp16")
 
 
 class StudyConfigError(MedunlearnError, ValueError):
@@ -198,6 +209,7 @@ class StudyConfig:
     attacks: AttackSpec | None = None  # None: no attack stage (and no change to any fingerprint)
     benchmark: str = "amnesia"  # or "muse": MUSE's protocols (docs/study.md, "MUSE protocols")
     protocol: str | None = None  # MUSE: "scalability" or "sustainability"
+    dtype: str = "auto"  # every stage's precision: auto, float32 or bfloat16 (docs/study.md, "Precision")
 
     def error(self, key: str, message: str) -> StudyConfigError:
         return StudyConfigError(f"{self.source}: key '{key}': {message}")
@@ -284,6 +296,7 @@ def parse_study(raw: dict, source: str = "<study>") -> StudyConfig:
     seeds = _parse_seeds(source, raw.get("seeds", [0]))
     evaluation = _parse_evaluation(source, raw.get("evaluation"))
     attacks = _attack_spec(source, raw["attacks"]) if raw.get("attacks") is not None else None
+    dtype = parse_dtype(source, raw.get("dtype"))
 
     return StudyConfig(
         name=_study_name(source, raw),
@@ -297,7 +310,29 @@ def parse_study(raw: dict, source: str = "<study>") -> StudyConfig:
         evaluation=evaluation,
         slurm=_mapping(source, "slurm", raw.get("slurm")),
         attacks=attacks,
+        dtype=dtype,
     )
+
+
+def parse_dtype(source: str, value) -> str:
+    """``dtype:``: ``auto`` (absent or empty: the default), ``float32`` or ``bfloat16``."""
+    if value is None:
+        return "auto"
+    if value not in DTYPES:
+        raise _fail(source, "dtype", f"must be one of {', '.join(DTYPES)}, got {value!r}")
+    return value
+
+
+def refuse_precision_fields(source: str, key: str, fields: dict) -> None:
+    """A trainer's or the runner's own precision field (``dtype``, ``bf16``, ``fp16``) under ``key`` is
+    refused: the study's top-level ``dtype`` sets every stage's."""
+    for name in PRECISION_FIELDS:
+        if name in fields:
+            raise _fail(
+                source,
+                f"{key}.{name}",
+                f"is set by the study's top-level `dtype` ({', '.join(DTYPES)}) for every stage",
+            )
 
 
 def _parse_model(source: str, value) -> dict[str, Any]:
@@ -346,6 +381,7 @@ def _parse_finetune(source: str, value) -> FinetuneSpec:
     sft = _numbers(
         source, "finetune.sft", _mapping(source, "finetune.sft", ft_raw.get("sft")), CONFIG_NUMBERS
     )
+    refuse_precision_fields(source, "finetune.sft", sft)
     epochs = _numbers(source, "finetune", ft_raw, FINETUNE_NUMBERS)
     return FinetuneSpec(
         **{key: float(epochs[key]) for key in FINETUNE_NUMBERS if epochs.get(key) is not None}, sft=sft
@@ -372,6 +408,7 @@ def _parse_methods(source: str, value) -> list[MethodSpec]:
                 raise _fail(
                     source, f"methods.{label}.{reserved}", "is set by the study (cells folder, `seeds`)"
                 )
+        refuse_precision_fields(source, f"methods.{label}", fields)
         methods.append(MethodSpec(label, method, fields))
     return methods
 
@@ -433,6 +470,7 @@ def _parse_runner(source: str, value) -> dict[str, Any]:
     )
     runner = _numbers(source, "evaluation.runner", runner, RUNNER_NUMBERS)
     runner.pop("progress", None)  # a display option: never part of a result
+    refuse_precision_fields(source, "evaluation.runner", runner)
     if runner.get("stop_after_batches") is not None:
         raise _fail(source, "evaluation.runner.stop_after_batches", "a study evaluates every batch")
     return runner

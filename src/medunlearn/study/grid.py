@@ -7,6 +7,12 @@ default reruns the cells it affects — forget config, seed, evaluation settings
 fingerprint matches is skipped; any other is run again from scratch. With an ``attacks:`` mapping each cell
 also has an attack stage: cell fingerprint → attack settings (changing them reruns only the attack stages;
 without the mapping there is no attack stage and no fingerprint changes).
+
+Precision: the study's ``dtype`` (``auto``, ``float32``, ``bfloat16``) is resolved once, for the device the
+stages run on (:func:`study_precision`), and every stage computes in that resolved dtype. It enters the
+fingerprints only when it is ``bfloat16`` (the fine-tune's, the evaluation settings' runner, and through the
+cell's resolved config, its ``bf16``), so a float32 study, ``auto`` on a CPU without fast native bf16
+included, keeps the fingerprints of earlier versions and its finished stages are reused.
 """
 
 from __future__ import annotations
@@ -57,8 +63,35 @@ def data_fingerprint(study: StudyConfig) -> str:
     return folder_fingerprint(study.data_path())
 
 
-def finetune_fingerprint(study: StudyConfig, data_fp: str) -> str:
-    return fingerprint({"data": data_fp, "model": study.model, "finetune": asdict(study.finetune)})
+def study_precision(study: StudyConfig):
+    """The study's ``dtype`` resolved for the device its stages run on (CUDA when this machine has it), by
+    the rule of ``--dtype`` (:func:`medunlearn.utils.precision.resolve_precision`, as ``medunlearn evaluate``
+    resolves it): under a parity preset (a MUSE study's ``evaluation.preset: open-unlearning``) ``auto`` stays
+    float32 on a CPU. Returns a :class:`~medunlearn.utils.precision.Precision` (``.dtype``, ``.reason``).
+
+    Stages receive the resolved dtype, never ``auto``: what they compute in is what the fingerprints say,
+    wherever they run (under ``--executor slurm``, ``auto`` is resolved on the machine that runs the study
+    command; give ``bfloat16`` to train and evaluate in bf16 on a cluster's GPUs from a login node)."""
+    from medunlearn.chat import preset
+    from medunlearn.unlearn.reference_recipe import is_reference_preset
+    from medunlearn.utils.precision import default_device, resolve_precision
+
+    parity = None
+    if study.benchmark == "muse" and is_reference_preset(preset(study.evaluation.preset)):
+        parity = study.evaluation.preset
+    return resolve_precision(study.dtype, default_device(), parity)
+
+
+def precision_fields(dtype: str) -> dict:
+    """What a fingerprint holds about the resolved ``dtype``: ``{"dtype": "bfloat16"}``, or nothing for
+    float32 (the fingerprints of earlier versions, which ran float32)."""
+    return {"dtype": dtype} if dtype == "bfloat16" else {}
+
+
+def finetune_fingerprint(study: StudyConfig, data_fp: str, dtype: str = "float32") -> str:
+    return fingerprint(
+        {"data": data_fp, "model": study.model, "finetune": asdict(study.finetune), **precision_fields(dtype)}
+    )
 
 
 # Runner fields that say where a vLLM server runs, not what it computes (the engine itself is fingerprinted):
@@ -66,22 +99,31 @@ def finetune_fingerprint(study: StudyConfig, data_fp: str) -> str:
 SERVER_LOCATION = ("vllm_url", "vllm_model", "vllm_python", "vllm_args")
 
 
-def evaluation_settings(study: StudyConfig) -> dict:
-    """The evaluation settings a stage's fingerprint covers."""
+def evaluation_settings(study: StudyConfig, dtype: str | None = None) -> dict:
+    """The evaluation settings a stage's fingerprint covers; ``dtype``: the resolved precision (default
+    :func:`study_precision`), in the runner's settings when it is bfloat16."""
     settings = asdict(study.evaluation)
     settings["runner"] = {k: v for k, v in settings["runner"].items() if k not in SERVER_LOCATION}
     if settings["runner"].get("engine") == "hf":
         del settings["runner"]["engine"]  # the default, named or not: the fingerprints of earlier studies
+    dtype = study_precision(study).dtype if dtype is None else dtype
+    settings["runner"].update(precision_fields(dtype))
     return settings
 
 
-def resolved_method_config(method: str, fields: dict, seed: int, benchmark: str = "amnesia") -> dict:
-    """The method config a cell trains with (paper defaults < the study's fields < the seed), as a dict
-    without the fields that only affect display or paths (``benchmark``: its corpus's ``data_format``)."""
+def resolved_method_config(
+    method: str, fields: dict, seed: int, benchmark: str = "amnesia", dtype: str = "float32"
+) -> dict:
+    """The method config a cell trains with (paper defaults < the study's fields < the seed, in the
+    study's resolved ``dtype``), as a dict without the fields that only affect display or paths
+    (``benchmark``: its corpus's ``data_format``). Its ``bf16`` is what the cell trains in; its ``dtype``
+    field is kept as ``auto`` for float32 (as every earlier version fingerprinted it), else ``bfloat16``."""
     from medunlearn.unlearn.run import make_method_config
 
-    config = make_method_config(method, "unused", benchmark=benchmark, **cell_fields(fields, seed))
+    fields = cell_fields(fields, seed)
+    config = make_method_config(method, "unused", benchmark=benchmark, dtype=dtype, **fields)
     resolved = {k: v for k, v in config.to_dict().items() if not PRESENTATION_FIELDS.match(k)}
+    resolved["dtype"] = precision_fields(dtype).get("dtype", "auto")
     if resolved.get("eval_probe_steps") is None:  # probing off: its settings change nothing
         resolved = {k: v for k, v in resolved.items() if not PROBE_FIELDS.match(k)}
     return resolved
@@ -189,8 +231,9 @@ def build_grid(study: StudyConfig, data_fp: str) -> Grid:
     """Every stage of ``study`` with its fingerprint (resolves each method config: imports the trainers)."""
     from medunlearn.unlearn.methods import resolve_method
 
-    finetune_fp = finetune_fingerprint(study, data_fp)
-    evaluation = evaluation_settings(study)
+    dtype = study_precision(study).dtype
+    finetune_fp = finetune_fingerprint(study, data_fp, dtype)
+    evaluation = evaluation_settings(study, dtype)
     attacks = attack_settings(study) if study.attacks is not None else None
     baselines = [
         Baseline(forget, fingerprint({"finetune": finetune_fp, "forget": forget, "evaluation": evaluation}))
@@ -201,7 +244,7 @@ def build_grid(study: StudyConfig, data_fp: str) -> Grid:
         stem = resolve_method(entry.method).stem
         for forget in study.forget:
             for seed in study.seeds:
-                config = _resolve(study, entry, seed)
+                config = _resolve(study, entry, seed, dtype)
                 cell = Cell(entry.label, stem, forget, seed, dict(entry.fields), config)
                 cell.fingerprint = fingerprint(
                     {
@@ -259,8 +302,9 @@ def attack_settings(study: StudyConfig) -> dict:
     return settings
 
 
-def _resolve(study: StudyConfig, entry, seed: int) -> dict:
-    """``entry``'s resolved config for ``seed``; a bad method, field or value is named by its study key."""
+def _resolve(study: StudyConfig, entry, seed: int, dtype: str = "float32") -> dict:
+    """``entry``'s resolved config for ``seed`` in ``dtype``; a bad method, field or value is named by its
+    study key."""
     import dataclasses
 
     from medunlearn.errors import MedunlearnError
@@ -280,7 +324,7 @@ def _resolve(study: StudyConfig, entry, seed: int) -> dict:
     captured = io.StringIO()
     try:
         with contextlib.redirect_stderr(captured):  # TRL's parser prints its usage before exiting
-            return resolved_method_config(entry.method, entry.fields, seed, study.benchmark)
+            return resolved_method_config(entry.method, entry.fields, seed, study.benchmark, dtype)
     except MedunlearnError as error:
         raise study.error(f"methods.{entry.label}", str(error)) from None
     except SystemExit:  # a value the field's type rejects: argparse's own message names the field

@@ -20,6 +20,7 @@ and the key, as an AMNESIA study's (docs/study.md, "MUSE protocols")::
       preset: medunlearn                      # or open-unlearning (docs/muse.md, "Presets")
       knowmem_max_new_tokens: 8               # default: the preset's (32)
       verbmem_max_new_tokens: 16              # default: the preset's (128)
+    dtype: auto                               # or float32, bfloat16: every stage's precision
 
 The protocols [MUSE, Shi et al. 2024, criteria C5 and C6]:
 
@@ -47,6 +48,8 @@ from medunlearn.study.config import (
     _parse_runner,
     _parse_seeds,
     _study_name,
+    parse_dtype,
+    refuse_precision_fields,
 )
 from medunlearn.utils.numbers import CONFIG_NUMBERS, positive_float, positive_int, seed_int, whole_number_from
 
@@ -131,6 +134,7 @@ def parse_muse_study(raw: dict, source: str) -> StudyConfig:
         slurm=_mapping(source, "slurm", raw.get("slurm")),
         benchmark="muse",
         protocol=protocol,
+        dtype=parse_dtype(source, raw.get("dtype")),
     )
 
 
@@ -155,6 +159,7 @@ def _parse_muse_finetune(source: str, value) -> MuseFinetuneSpec:
     sft = _numbers(
         source, "finetune.sft", _mapping(source, "finetune.sft", ft_raw.get("sft")), CONFIG_NUMBERS
     )
+    refuse_precision_fields(source, "finetune.sft", sft)
     epochs = _numbers(source, "finetune", ft_raw, {"epochs": positive_float}).get("epochs")
     return MuseFinetuneSpec(sft=sft) if epochs is None else MuseFinetuneSpec(float(epochs), sft)
 

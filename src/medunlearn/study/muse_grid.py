@@ -7,6 +7,10 @@ once) → the target's evaluation and the cells (method, resolved config, fold, 
 scalability cell starts from the target model. A sustainability cell of request k starts from the model of
 request k - 1 (same method and seed), and its fingerprint holds that cell's: a changed request reruns every
 later one, a finished chain is never redone (docs/study.md, "MUSE protocols").
+
+The study's resolved precision (:func:`medunlearn.study.grid.study_precision`) enters the fine-tunes', the
+evaluation settings' and (as the config's ``bf16``) the cells' fingerprints only when it is ``bfloat16``:
+float32 studies keep the fingerprints of earlier versions.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from medunlearn.study.grid import (
     check_subset_names,
     data_fingerprint,
     fingerprint,
+    precision_fields,
+    study_precision,
 )
 from medunlearn.study.muse_config import PROTOCOLS, muse_conventions
 from medunlearn.study.stages import FINETUNED
@@ -105,11 +111,13 @@ class MuseGrid:
         }
 
 
-def muse_evaluation_settings(study: StudyConfig) -> dict:
-    """What an evaluation stage's fingerprint covers: the runner settings (not where a server runs) and the
+def muse_evaluation_settings(study: StudyConfig, dtype: str | None = None) -> dict:
+    """What an evaluation stage's fingerprint covers: the runner settings (not where a server runs; the
+    resolved ``dtype``, default :func:`~medunlearn.study.grid.study_precision`, when it is bfloat16) and the
     *resolved* MUSE conventions (a changed default in the code reruns the evaluations)."""
     evaluation = asdict(study.evaluation)
     runner = {k: v for k, v in evaluation["runner"].items() if k not in SERVER_LOCATION}
+    runner.update(precision_fields(study_precision(study).dtype if dtype is None else dtype))
     return {"runner": runner, "conventions": muse_conventions(evaluation).to_dict()}
 
 
@@ -120,12 +128,10 @@ def build_muse_grid(
     ``fold_documents``: rows per fold, when the data is there."""
     from medunlearn.unlearn.methods import resolve_method
 
-    evaluation = muse_evaluation_settings(study)
-    finetune = asdict(study.finetune)
-    finetunes = {
-        role: fingerprint({"data": data_fp, "model": study.model, "finetune": finetune, "role": role})
-        for role in ROLES
-    }
+    dtype = study_precision(study).dtype
+    evaluation = muse_evaluation_settings(study, dtype)
+    finetune = {"data": data_fp, "model": study.model, "finetune": asdict(study.finetune)}
+    finetunes = {role: fingerprint({**finetune, "role": role, **precision_fields(dtype)}) for role in ROLES}
     retain = MuseBaseline(
         RETAIN_BASELINE, fingerprint({"model": finetunes["retain"], "evaluation": evaluation})
     )
@@ -138,7 +144,7 @@ def build_muse_grid(
     for entry in study.methods:
         stem = resolve_method(entry.method).stem
         for seed in study.seeds:
-            config = _resolve(study, entry, seed)
+            config = _resolve(study, entry, seed, dtype)
             start, start_fp, previous = TARGET_MODEL, finetunes["target"], None
             for request, fold in enumerate(study.forget, start=1):
                 cell = MuseCell(

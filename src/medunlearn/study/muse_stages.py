@@ -35,7 +35,14 @@ from medunlearn.study.muse_grid import (
     MuseGrid,
 )
 from medunlearn.study.run import Phase
-from medunlearn.study.stages import Job, StageKind, StudyContext, finetuned_model_arguments, study_sft_config
+from medunlearn.study.stages import (
+    Job,
+    StageKind,
+    StudyContext,
+    finetuned_model_arguments,
+    stage_runner_config,
+    study_sft_config,
+)
 
 # role -> (stage name, folder) of the two fine-tunes.
 FINETUNE_STAGES = {"target": ("finetune", "finetune"), "retain": ("finetune-retain", "retain")}
@@ -56,7 +63,8 @@ class MuseFinetuneJob(Job):
         model_args = ModelArguments(**self.context.model)
         out = folder / "model"
         arguments = MuseFinetuneArguments(self.context.data_dir, str(out), self.role, self.finetune["epochs"])
-        run_muse_finetune(arguments, model_args, study_sft_config(model_args, out, self.finetune["sft"]))
+        sft_config = study_sft_config(model_args, out, self.finetune["sft"], self.context.dtype)
+        run_muse_finetune(arguments, model_args, sft_config)
 
 
 @dataclass
@@ -86,7 +94,9 @@ class MuseCellJob(Job):
         from medunlearn.unlearn.run import UnlearningDataArguments, make_method_config, run_unlearning
 
         out = folder / "model"
-        config = make_method_config(self.method, out, benchmark="muse", **self.fields)
+        config = make_method_config(
+            self.method, out, benchmark="muse", dtype=self.context.dtype, **self.fields
+        )
         run_unlearning(
             config,
             finetuned_model_arguments(self.context.model, self.start_model),
@@ -98,7 +108,6 @@ class MuseCellJob(Job):
 def evaluate_muse_stage(job: Job, folder: Path, model: str, retain_outputs: str | None) -> None:
     """:func:`medunlearn.muse.evaluate.evaluate_muse` of ``model`` into ``folder/eval``, the retain model
     normalising PrivLeak."""
-    from medunlearn.evaluation.runner import RunnerConfig
     from medunlearn.muse.evaluate import evaluate_muse
 
     settings = job.context.evaluation
@@ -109,7 +118,7 @@ def evaluate_muse_stage(job: Job, folder: Path, model: str, retain_outputs: str 
         retain_model=RETAIN_MODEL,
         retain_outputs=retain_outputs,
         conventions=muse_conventions(settings),
-        runner_config=RunnerConfig(**settings["runner"], progress=False),
+        runner_config=stage_runner_config(job.context),
     )
     if not summary:
         raise RuntimeError(f"{job.name}: the evaluation did not complete")  # a bug: every batch is asked for

@@ -45,6 +45,7 @@ from medunlearn.study.grid import (
     cell_fields,
     check_subset_names,
     data_fingerprint,
+    study_precision,
     validate_study,
 )
 from medunlearn.study.stages import (
@@ -183,20 +184,26 @@ def run_study(
 
     ``jobs``: stages at once; ``threads``: torch threads per stage (1: ``--jobs N`` on N cores; the numbers
     depend on it only through float rounding); ``methods`` / ``forget``: run only these labels / forget
-    configs (the fingerprints do not change, so the full study later reuses them).
+    configs (the fingerprints do not change, so the full study later reuses them). Every stage computes in
+    the study's ``dtype`` resolved here (:func:`~medunlearn.study.grid.study_precision`; set
+    ``study.dtype`` on a :class:`StudyConfig` to override the file's), recorded in the run's entry of
+    ``study.json``.
     """
     settings = StudyRunSettings(jobs, executor, threads, methods, forget)
     settings.check()
     import torch
 
     study, study_dir, data_dir, grid = prepare_study(study, out)
+    dtype = study_precision(study).dtype  # as the grid's fingerprints resolved it
     finetune_threads = torch.get_num_threads()  # the fine-tune runs alone: every core this process has
     with open_executor(settings.executor, settings.jobs, study_dir, study.slurm) as stages:
         context = StudyContext(
-            str(study_dir), str(data_dir), study.model, _evaluation(study), settings.threads
+            str(study_dir), str(data_dir), study.model, _evaluation(study), settings.threads, dtype
         )
         grid, phases = _plan(study, grid, context, settings, finetune_threads)
-        return StudyRun(study, study_dir, grid, settings, log or (lambda text: None)).run(phases, stages)
+        invocation = StudyRun(study, study_dir, grid, settings, log or (lambda text: None))
+        invocation.record["dtype"] = dtype
+        return invocation.run(phases, stages)
 
 
 def _plan(study: StudyConfig, grid, context: StudyContext, settings: StudyRunSettings, finetune_threads: int):

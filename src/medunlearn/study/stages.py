@@ -3,7 +3,10 @@
 A job is everything one stage needs, picklable: it is sent to a worker process, a submitit job or a Slurm
 node, where :func:`run_job` runs it from scratch in its folder and writes its marker
 (:mod:`medunlearn.utils.stage_marker`) last. Jobs name models by their path inside the study folder (they
-``chdir`` into it), so a study folder can be moved or copied and still resumes (docs/study.md).
+``chdir`` into it), so a study folder can be moved or copied and still resumes (docs/study.md). Every job
+that trains or evaluates computes in the study's resolved precision (``StudyContext.dtype``), passed as the
+single commands pass ``--dtype``: to ``default_sft_config`` and the method config for training, as
+``RunnerConfig.dtype`` for evaluation.
 
 =========== ======================================================== ==============================
 kind        what it does                                             folder
@@ -39,6 +42,7 @@ class StudyContext:
     model: dict[str, Any]  # ModelArguments fields of the study
     evaluation: dict[str, Any]  # the study's evaluation settings (runner, populations, ...), resolved
     threads: int | None = 1  # torch threads per stage (None: leave torch's default)
+    dtype: str = "float32"  # every stage's precision: the study's dtype resolved (grid.study_precision)
 
 
 @dataclass
@@ -68,7 +72,7 @@ class FinetuneJob(Job):
 
         model_args = ModelArguments(**self.context.model)
         out = folder / "model"
-        sft_config = study_sft_config(model_args, out, self.finetune["sft"])
+        sft_config = study_sft_config(model_args, out, self.finetune["sft"], self.context.dtype)
         arguments = FinetuneArguments(
             self.context.data_dir, str(out), self.finetune["notes_epochs"], self.finetune["qa_epochs"]
         )
@@ -100,7 +104,7 @@ class CellJob(Job):
         from medunlearn.unlearn.run import UnlearningDataArguments, make_method_config, run_unlearning
 
         out = folder / "model"
-        config = make_method_config(self.method, out, **self.fields)
+        config = make_method_config(self.method, out, dtype=self.context.dtype, **self.fields)
         run_unlearning(
             config,
             finetuned_model_arguments(self.context.model),
@@ -123,7 +127,6 @@ class AttackJob(Job):
     def run(self, folder: Path) -> None:
         from medunlearn.attacks.relearning import RelearnConfig
         from medunlearn.attacks.run import AttackArguments, run_attacks
-        from medunlearn.evaluation.runner import RunnerConfig
 
         settings = self.attacks
         extra = {}
@@ -142,7 +145,7 @@ class AttackJob(Job):
                 names=[self.label],
                 seed=settings["seed"],
                 max_retain_patients=settings["max_retain_patients"],
-                runner=RunnerConfig(**self.context.evaluation["runner"], progress=False),
+                runner=stage_runner_config(self.context),  # its relearning trains in its dtype too
                 overwrite=True,  # the stage folder, just emptied by run_job
                 write_card=True,
                 **extra,
@@ -150,12 +153,13 @@ class AttackJob(Job):
         )
 
 
-def study_sft_config(model_args, out: Path, fields: dict[str, Any]):
-    """The ``SFTConfig`` of a study's fine-tune: the defaults of ``medunlearn finetune`` < the file's ``sft``
-    fields, without progress bars."""
+def study_sft_config(model_args, out: Path, fields: dict[str, Any], dtype: str = "float32"):
+    """The ``SFTConfig`` of a study's fine-tune: the defaults of ``medunlearn finetune --dtype DTYPE`` (bf16
+    autocast over float32 weights for ``bfloat16``) < the file's ``sft`` fields, without progress bars.
+    ``dtype`` is the study's, already resolved (a parity preset's float32 pin included)."""
     from medunlearn.unlearn.run import default_sft_config
 
-    sft_config = default_sft_config(model_args, out)
+    sft_config = default_sft_config(model_args, out, dtype=dtype)
     sft_config.disable_tqdm = True
     for name, value in fields.items():
         setattr(sft_config, name, value)
@@ -170,11 +174,18 @@ def finetuned_model_arguments(model: dict[str, Any], path: str = FINETUNED):
     return ModelArguments(path, **options)
 
 
+def stage_runner_config(context: StudyContext):
+    """The ``RunnerConfig`` of a stage's evaluations: the study's runner settings, in its resolved dtype
+    (``RunnerConfig.dtype``, as ``medunlearn evaluate --dtype`` sets it), without progress bars."""
+    from medunlearn.evaluation.runner import RunnerConfig
+
+    return RunnerConfig(**context.evaluation["runner"], dtype=context.dtype, progress=False)
+
+
 def evaluate_stage_model(job: Job, folder: Path, model: str, forget: str, before_outputs: str) -> None:
     """Evaluate ``model`` on ``forget`` into ``folder/eval``, the fine-tuned model as ``before``."""
     from medunlearn.evaluation.pipeline import evaluate_unlearning
     from medunlearn.evaluation.populations import PopulationConfig
-    from medunlearn.evaluation.runner import RunnerConfig
 
     settings = job.context.evaluation
     summary = evaluate_unlearning(
@@ -185,7 +196,7 @@ def evaluate_stage_model(job: Job, folder: Path, model: str, forget: str, before
         before=FINETUNED,
         before_outputs=before_outputs,
         name=job.name,
-        runner_config=RunnerConfig(**settings["runner"], progress=False),
+        runner_config=stage_runner_config(job.context),
         population_config=PopulationConfig(**settings["populations"]),
         embedding_similarity=settings["embedding_similarity"],
     )
