@@ -5,8 +5,11 @@ file, row and field, never a traceback or a numpy repr, and no output folder wri
 
 from __future__ import annotations
 
+import argparse
+import os
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pyarrow as pa
@@ -43,9 +46,12 @@ def test_a_count_past_its_bound_is_refused_when_parsed(tmp_path, capsys, argv, m
     assert "Traceback" not in err and not out.exists()
 
 
-def test_the_shared_whole_number_check_takes_a_number_past_a_float():
-    """math.isfinite() of a 401-digit int overflowed converting it to a float (a traceback)."""
-    assert positive_int("1" + "0" * 400) == 10**400
+def test_the_shared_whole_number_check_names_a_number_past_a_float():
+    """math.isfinite() of a 401-digit int overflowed converting it to a float (a traceback); a count past a
+    64-bit integer is named too (numpy and torch overflowed on it)."""
+    with pytest.raises(argparse.ArgumentTypeError, match="must be at most 9,223,372,036,854,775,807, got"):
+        positive_int("1" + "0" * 400)
+    assert positive_int(str(2**63 - 1)) == 2**63 - 1
 
 
 def test_a_study_files_cohort_is_bounded_like_the_option():
@@ -65,6 +71,260 @@ def test_a_verbmem_prompt_longer_than_the_articles_is_named():
 
     with pytest.raises(InputError, match=r"prompt_words \(--prompt-words\) must leave a continuation: 1000"):
         build_muse_configs(articles=5, prompt_words=1000)
+
+
+# -- issue 22 leftovers: numbers past their bound, Ctrl-C, unwritable and misplaced output folders
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["biodivergence", "build", "--synthetic", "--pairs", HUGE],
+            "--pairs: must be at most 200,000, got",
+        ),
+        (
+            ["biodivergence", "compare", "--data", "d", "--resamples", HUGE],
+            "--resamples: must be at most 10,000, got",
+        ),
+        (["report", "e", "--resamples", "100000000"], "--resamples: must be at most 10,000, got"),
+        (["evaluate", "--max-new-tokens", HUGE], "--max-new-tokens: must be at most 32,768, got"),
+        (
+            ["biodivergence", "eval", "--data", "d", "--max-new-tokens", HUGE],
+            "--max-new-tokens: must be at most 32,768",
+        ),
+        (
+            ["evaluate", "--batch-size", HUGE],
+            "--batch-size: must be at most 65,536 or 'auto', got",
+        ),
+        (["unlearn", "--lora-r", HUGE], "--lora-r: must be at most 16,384, got"),
+        (["finetune", "--qa-epochs", "1e300"], "--qa-epochs: must be at most 10,000, got"),
+        (
+            ["attack", "--relearn-steps", f"5,{HUGE}"],
+            "--relearn-steps: comma-separated step counts: must be at most 10,000,000",
+        ),
+        (
+            ["report", "e", "--resamples", "1" + "0" * 400],
+            "--resamples: must be at most 10,000, got",
+        ),
+        (["biodivergence", "eval", "--data", "d", "--limit", HUGE], "--limit: must be at most 9,223,372,036"),
+    ],
+)
+def test_a_count_that_sizes_a_run_is_bounded_when_parsed(tmp_path, capsys, argv, message):
+    """Each of these was a numpy or torch traceback, an out-of-memory error or a run without end."""
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as stop:
+        main([*argv, "--out", str(out)])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and f"error: argument {message}" in err, err
+    assert "Traceback" not in err and not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        # The data loader's islice() refused a batch past sys.maxsize, with a traceback.
+        (
+            ["--per_device_train_batch_size", HUGE],
+            "--per_device_train_batch_size must be at most 65,536, got",
+        ),
+        (
+            ["--max_steps", HUGE],
+            "--max_steps must be at most 10,000,000, got",
+        ),
+        # TRL's parser printed its usage under the name `__main__.py`, without the command's prefix.
+        (["--learning_rate", "abc"], "argument --learning_rate/--learning-rate: invalid float value: 'abc'"),
+    ],
+)
+def test_a_trainer_override_is_refused_as_the_commands_own_error(tmp_path, capsys, override, message):
+    out = tmp_path / "unlearned"
+    argv = ["unlearn", "--method", "grad_diff", "--model", "tiny-llama", "--data", str(tmp_path / "data")]
+    assert main([*argv, "--forget", "forget_10", "--out", str(out), *override]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"medunlearn unlearn: error: {message}"), err
+    assert "(from the command line)" in err and "usage:" not in err and not out.exists()
+
+
+def test_ctrl_c_is_one_line_exit_130_and_leaves_the_previous_folder_whole(
+    amnesia_folder, tmp_path, capsys, monkeypatch
+):
+    """A KeyboardInterrupt was a traceback; the staged folder is removed on the way up."""
+    from medunlearn.amnesia import hub
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    out = _copy(amnesia_folder, tmp_path)
+    before = sorted(path.relative_to(out) for path in out.rglob("*"))
+    monkeypatch.setattr(hub, "render_card", interrupted)  # called once every parquet file is staged
+    argv = ["amnesia", "build", "--out", str(out), "--patients", "20", "--overwrite"]
+    assert main(argv) == 130
+    assert capsys.readouterr().err.splitlines()[-1:] == ["medunlearn amnesia: interrupted"]
+    assert sorted(path.relative_to(out) for path in out.rglob("*")) == before
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["copy"]  # no staging folder beside it
+
+
+@pytest.fixture()
+def unwritable(tmp_path) -> Path:
+    """A folder in which no file can be created: read-only for a user, immutable (chattr +i) for root."""
+    folder = tmp_path / "locked"
+    folder.mkdir()
+    folder.chmod(0o555)
+    immutable = False
+    try:
+        (folder / "probe").touch()  # root ignores permissions
+    except PermissionError:
+        pass
+    else:
+        (folder / "probe").unlink()
+        immutable = subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode == 0
+        if not immutable:
+            folder.chmod(0o755)
+            pytest.skip("no way to make a folder unwritable here (root without chattr)")
+    yield folder
+    if immutable:
+        subprocess.run(["chattr", "-i", str(folder)], check=True)
+    folder.chmod(0o755)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["report", "e"],
+        ["evaluate", "--model", "tiny-llama", "--data", "d", "--forget", "forget_10"],
+        ["tofu", "evaluate", "--model", "tiny-llama", "--data", "d"],
+        ["biodivergence", "eval", "--data", "d", "--baseline", "lexical"],
+        ["biodivergence", "compare", "--data", "d"],
+        ["attack", "--model", "tiny-llama", "--before", "tiny-llama", "--data", "d", "--forget", "forget_10"],
+    ],
+)
+def test_an_unwritable_out_is_named_before_any_work(unwritable, capsys, argv):
+    """Each of these wrote as it went and met a PermissionError traceback (after the models ran)."""
+    out = unwritable / "out"
+    assert main([*argv, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"error: cannot write --out {out}: " in err and "Traceback" not in err, err
+
+
+def test_overwriting_an_immutable_folder_is_named_and_leaves_nothing_beside_it(unwritable, tmp_path):
+    """The swap's first rename failed: a .old-* folder stayed beside it, with a traceback."""
+    from medunlearn.utils.files import output_folder
+
+    if os.access(unwritable.parent, os.W_OK) is False:
+        pytest.skip("the parent must stay writable")
+    with pytest.raises(InputError, match=f"cannot replace {unwritable}: "):
+        with output_folder(unwritable, overwrite=True) as staging:
+            (staging / "new.txt").write_text("new")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["locked"]
+
+
+def _fake_evaluation(tmp_path: Path) -> Path:
+    folder = tmp_path / "eval"
+    (folder / "outputs" / "model").mkdir(parents=True)
+    (folder / "outputs" / "model" / "generation-00000.parquet").write_bytes(b"PAR1")
+    (folder / "summary.json").write_text("{}")
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("out", "message"),
+    [
+        ("", "--out is empty: name the folder to write"),
+        ("file.txt", "--out file.txt is a file, not a folder"),
+        ("file.txt/sub", "--out file.txt/sub lies below "),
+        ("eval/outputs", "--out eval/outputs is eval/outputs, which holds model/ (an evaluation's files"),
+        ("eval/outputs/new", "--out eval/outputs/new lies inside eval/outputs, which holds model/"),
+        ("eval/outputs/model", "--out eval/outputs/model lies inside eval/outputs, which holds model/"),
+    ],
+)
+def test_a_report_out_that_is_a_file_or_among_an_evaluations_outputs_is_named(
+    tmp_path, capsys, monkeypatch, out, message
+):
+    """A file was a FileExistsError traceback; "" wrote into the current folder; a report landed among the
+    outputs an evaluation resumes from."""
+    monkeypatch.chdir(tmp_path)
+    _fake_evaluation(tmp_path)
+    (tmp_path / "file.txt").write_text("x")
+    before = sorted(tmp_path.rglob("*"))
+    assert main(["report", "eval", "--out", out]) == 2
+    err = capsys.readouterr().err
+    assert f"medunlearn report: error: {message}" in err and "Traceback" not in err, err
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_a_report_may_go_into_a_new_folder_or_a_report_folder_of_an_evaluation(tmp_path):
+    from medunlearn.cli.report import _check_out
+
+    evaluation = _fake_evaluation(tmp_path)
+    (evaluation / "report").mkdir()
+    (evaluation / "report" / "report.json").write_text("{}")
+    for out in (evaluation / "report", evaluation / "figures", tmp_path / "elsewhere"):
+        _check_out(str(out), [str(evaluation)])  # no error
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (
+            ["--synthetic", "--save-pool", "{out}/pool.jsonl"],
+            "--save-pool {out}/pool.jsonl lies inside --out",
+        ),
+        (
+            ["--abstracts", "a.csv", "--mine-dir", "{out}"],
+            "--mine-dir {out} is --out {out}: give each its own",
+        ),
+        (
+            ["--abstracts", "a.csv", "--mine-dir", "{out}/m"],
+            "--mine-dir {out}/m lies inside --out {out}, which",
+        ),
+    ],
+)
+def test_what_a_build_writes_beside_its_folder_may_not_lie_inside_it(tmp_path, capsys, flags, message):
+    """The staged folder replaced --out whole: a saved pool inside it was lost without a word, and a mining
+    folder equal to --out ended in a FileNotFoundError traceback (timings.json)."""
+    out = tmp_path / "bd"
+    argv = ["biodivergence", "build", "--out", str(out), *(flag.format(out=out) for flag in flags)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"medunlearn biodivergence: error: {message.format(out=out)}" in err, err
+    assert not out.exists()
+
+
+def test_a_recipe_given_as_a_folder_is_named_as_a_folder(tmp_path, capsys):
+    assert main(["unlearn", "--config", str(tmp_path)]) == 2
+    assert f"medunlearn unlearn: error: recipe {tmp_path} is a folder, not a file" in capsys.readouterr().err
+
+
+def test_a_retain_set_equal_to_the_forget_set_is_refused(tmp_path, capsys):
+    from medunlearn.unlearn.errors import UnlearningInputError
+    from medunlearn.unlearn.run import UnlearningDataArguments
+
+    with pytest.raises(
+        UnlearningInputError, match="--retain forget_10 is the --forget config: give another one"
+    ):
+        UnlearningDataArguments(str(tmp_path), "forget_10", "forget_10")
+    shared = tmp_path / "shared"
+    argv = ["evaluate", "--model", "tiny-llama", "--data", "d", "--forget", "forget_10", "--out", "e"]
+    assert main([*argv, "--before-outputs", str(shared), "--retain-outputs", str(shared)]) == 2
+    err = capsys.readouterr().err
+    assert f"error: --retain-outputs {shared} is --before-outputs {shared}: " in err, err
+    assert not shared.exists()
+
+
+def test_a_study_inside_its_data_folder_is_refused_before_it_writes(tmp_path, capsys):
+    """study.json, study.log and finetune/ were written into the data folder before a stage refused."""
+    data = tmp_path / "amnesia"
+    data.mkdir()
+    (data / "README.md").write_text("an AMNESIA folder")
+    study = tmp_path / "s.yaml"
+    study.write_text(
+        "name: t\nmodel: tiny-llama\ndata: {path: amnesia}\nmethods: {grad_diff: {max_steps: 1}}\n"
+        "forget: [forget_10]\nseeds: [0]\n"
+    )
+    assert main(["study", str(study), "--out", str(data / "run")]) == 2
+    err = capsys.readouterr().err
+    assert f"error: --out {data / 'run'} lies inside {study}'s data.path {data}: " in err, err
+    assert sorted(path.name for path in data.iterdir()) == ["README.md"]
 
 
 # -- medunlearn amnesia audit: 2 for what is no AMNESIA folder, 1 for a violation found in one ---------------

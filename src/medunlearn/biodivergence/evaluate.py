@@ -27,7 +27,7 @@ from medunlearn.metrics.contextual_contradiction import (
     check_record,
     contextual_contradiction,
 )
-from medunlearn.utils.user_files import read_jsonl
+from medunlearn.utils.user_files import not_a_file, read_jsonl
 
 
 class PredictionsFormatError(MedunlearnError, ValueError):
@@ -57,7 +57,7 @@ def read_predictions(path: str | os.PathLike, pair_ids) -> list:
     a warning says how many there are."""
     path = Path(path)
     if not path.is_file():
-        raise PredictionsFormatError(f"predictions file {path} does not exist")
+        raise PredictionsFormatError(f"predictions file {path} {not_a_file(path)}")
     wanted = set(pair_ids)
     found: dict = {}
     # The shared reader: encodings (a byte-order mark honoured), JSON errors and NaN named by line.

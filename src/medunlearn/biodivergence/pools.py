@@ -18,7 +18,7 @@ import pandas as pd
 from medunlearn.biodivergence.schema import PAIR_COLUMNS, PoolFormatError, normalise_pool
 from medunlearn.errors import MedunlearnError
 from medunlearn.ontology.biodivergence import AXIS_IDS, NO_CONFOUNDER
-from medunlearn.utils.user_files import json_type_name, read_json, read_jsonl, read_parquet
+from medunlearn.utils.user_files import json_type_name, not_a_file, read_json, read_jsonl, read_parquet
 
 
 class PoolNotFoundError(MedunlearnError, FileNotFoundError):
@@ -29,7 +29,7 @@ def read_pool(path: str | Path) -> pd.DataFrame:
     """Read and validate a pool file (``.jsonl``, ``.json`` list of rows, or ``.parquet``)."""
     path = Path(path)
     if not path.is_file():
-        raise PoolNotFoundError(f"pool file {path} does not exist")
+        raise PoolNotFoundError(f"pool file {path} {not_a_file(path)}")
     if path.suffix == ".parquet":
         frame = read_parquet(path).to_pandas()
     elif path.suffix == ".jsonl":
@@ -199,7 +199,7 @@ def _pubmedqa_articles(path: Path) -> pd.DataFrame:
     """The abstracts of ``ori_pqal.json`` (indexed by PMID) with a claim, an abstract text and a domain; those
     whose conclusion yields no claim are left out."""
     if not path.is_file():
-        raise PoolNotFoundError(f"PubMedQA file {path} does not exist (expected ori_pqal.json)")
+        raise PoolNotFoundError(f"PubMedQA file {path} {not_a_file(path)} (expected ori_pqal.json)")
     raw = read_json(path, expect=dict, what="PubMedQA's ori_pqal.json (an object keyed by PMID)")
     articles = pd.DataFrame.from_dict(raw, orient="index")
     articles.index = articles.index.astype(str)

@@ -79,6 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# The exit status of a command stopped by Ctrl-C (SIGINT): 128 + 2, as a shell reports it.
+INTERRUPTED = 130
 GLOBAL_FLAGS = frozenset({"-v", "--verbose", "-q", "--quiet"})
 
 
@@ -108,11 +110,16 @@ def main(argv: list[str] | None = None) -> int:
     # Before the subcommand's module imports any library: the libraries read their settings at import.
     # Everything the command prints goes through the secrets' redaction (medunlearn.utils.secrets).
     with output_at(level), redacted_output():
-        module = importlib.import_module(SUBCOMMANDS[ns.command][0])
-        parser = module.build_parser(f"medunlearn {ns.command}")
-        args = parser.parse_args(argv[1:])
         try:
+            module = importlib.import_module(SUBCOMMANDS[ns.command][0])
+            parser = module.build_parser(f"medunlearn {ns.command}")
+            args = parser.parse_args(argv[1:])
             return int(module.run(args) or 0)
         except MedunlearnError as error:
             print(f"medunlearn {ns.command}: error: {error}", file=sys.stderr)
             return 2
+        except KeyboardInterrupt:
+            # Ctrl-C: the staged writers have removed their staging folders on the way up (utils/files.py),
+            # so what --out held before is as it was; 130 is the shells' status for SIGINT.
+            print(f"medunlearn {ns.command}: interrupted", file=sys.stderr)
+            return INTERRUPTED

@@ -21,7 +21,7 @@ from medunlearn.cli.options import (
     seed_int,
 )
 from medunlearn.ontology.amnesia import DISEASE_LEVEL_DEFAULT, DISEASES
-from medunlearn.utils.files import atomic_write_text, check_output_file
+from medunlearn.utils.files import atomic_write_text, check_apart_from_output, check_output_file
 
 EXAMPLES = """examples:
   medunlearn amnesia build --out amnesia --patients 200 --seed 0
@@ -215,6 +215,7 @@ def construction_config(args: argparse.Namespace):
     out = Path(args.out)
     cache = Path(args.llm_cache) if args.llm_cache else out.with_name(out.name + ".llm-cache.sqlite")
     check_output_file(cache, {"--notes": args.notes, "--prompt": list(prompts.values())}, "--llm-cache")
+    check_apart_from_output(out, {"--llm-cache": cache})  # the built folder replaces --out whole
     return ConstructionConfig(
         generator=args.generate,
         judges=tuple(args.judge),

@@ -14,14 +14,16 @@ from medunlearn.attacks.run import ATTACK_DESCRIPTIONS, ATTACKS, AttackArguments
 from medunlearn.cli.options import (
     add_batch_size_arguments,
     add_retained_sample_argument,
+    batch_size_int,
     batch_size_settings,
     fraction,
+    new_tokens,
     positive_float,
-    positive_int,
     seed_int,
+    step_count,
 )
 from medunlearn.evaluation.runner import RunnerConfig
-from medunlearn.utils.files import check_not_an_input
+from medunlearn.utils.files import check_not_an_input, check_writable
 from medunlearn.utils.tables import in_sections
 
 EPILOG = (
@@ -46,11 +48,12 @@ one evaluation folder per attack."""
 )
 
 
-def _int_list(text: str) -> tuple[int, ...]:
+def _steps_list(text: str) -> tuple[int, ...]:
+    """``--relearn-steps 5,10,20``: step counts, each checked as a step count (:func:`step_count`)."""
     try:
-        return tuple(int(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+        return tuple(step_count(part) for part in text.split(",") if part.strip())
+    except argparse.ArgumentTypeError as error:
+        raise argparse.ArgumentTypeError(f"comma-separated step counts: {error} (in {text!r})") from None
 
 
 def _name_list(text: str) -> tuple[str, ...]:
@@ -61,7 +64,7 @@ def _add_relearn_arguments(parser: argparse.ArgumentParser) -> None:
     """The relearning attack's options (``RelearnConfig`` fields, its defaults shown)."""
     parser.add_argument(
         "--relearn-steps",
-        type=_int_list,
+        type=_steps_list,
         default=DEFAULT_STEPS,
         help=f"steps at which the relearned model is evaluated (default {','.join(map(str, DEFAULT_STEPS))})",
     )
@@ -85,7 +88,10 @@ def _add_relearn_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"constant relearning learning rate (default {defaults.learning_rate}; a tiny demo model: 1e-3)",
     )
     parser.add_argument(
-        "--relearn-batch-size", type=positive_int, default=defaults.batch_size, help="QA per relearning step"
+        "--relearn-batch-size",
+        type=batch_size_int,
+        default=defaults.batch_size,
+        help="QA per relearning step",
     )
 
 
@@ -131,7 +137,7 @@ def build_parser(prog: str = "medunlearn attack") -> argparse.ArgumentParser:
     add_batch_size_arguments(parser)
     parser.add_argument(
         "--max-new-tokens",
-        type=positive_int,
+        type=new_tokens,
         default=RunnerConfig.max_new_tokens,
         help=f"generation length limit (default {RunnerConfig.max_new_tokens})",
     )
@@ -221,6 +227,7 @@ def run(args: argparse.Namespace) -> int:
     check_not_an_input(
         args.out, {"--model": list(args.model or []), "--before": args.before, "--data": args.data}
     )
+    check_writable(args.out)  # an unwritable folder is named now, not after the attacks ran
     arguments = arguments_from(args)
     payload = run_attacks(arguments, log=lambda line: console.print(line, highlight=False))
     for table in render_table(payload):

@@ -11,11 +11,25 @@ import sys
 import warnings
 from pathlib import Path
 
-from medunlearn.cli.options import non_negative_int, positive_float, positive_int, seed_int
+from medunlearn.cli.options import (
+    batch_size_int,
+    epoch_count,
+    lora_rank,
+    new_tokens,
+    non_negative_int,
+    pair_count,
+    positive_float,
+    positive_int,
+    resample_count,
+    seed_int,
+    sequence_tokens,
+)
 from medunlearn.utils.files import (
+    check_apart_from_output,
     check_not_an_input,
     check_output_file,
     check_output_folder,
+    check_writable,
     no_empty_output_on_failure,
 )
 
@@ -99,7 +113,10 @@ def build_parser(prog: str = "medunlearn biodivergence") -> argparse.ArgumentPar
     build.add_argument("--out", type=Path, required=True, help="output folder")
     build.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     build.add_argument(
-        "--pairs", type=positive_int, default=2000, help="pairs of the synthetic pool (default 2000)"
+        "--pairs",
+        type=pair_count,
+        default=2000,
+        help="pairs of the synthetic pool (default 2000; at most 200,000)",
     )
     build.add_argument("--seed", type=seed_int, default=0, help="seed of the pool generator and the splits")
     build.add_argument(
@@ -167,10 +184,10 @@ def add_eval_parser(commands) -> None:
     )
     evaluate.add_argument("--limit", type=positive_int, default=None, help="score only the first N pairs")
     evaluate.add_argument(
-        "--max-new-tokens", type=positive_int, default=160, help="zero-shot: tokens to generate (160)"
+        "--max-new-tokens", type=new_tokens, default=160, help="zero-shot: tokens to generate (160)"
     )
     evaluate.add_argument(
-        "--batch-size", type=positive_int, default=8, help="zero-shot: prompts per generate call (8)"
+        "--batch-size", type=batch_size_int, default=8, help="zero-shot: prompts per generate call (8)"
     )
     evaluate.add_argument(
         "--device", default=None, help="zero-shot: torch device (default: cuda if available)"
@@ -185,15 +202,17 @@ def add_finetuned_arguments(parser: argparse.ArgumentParser) -> None:
     """The fine-tuned baseline's options (eval --baseline finetuned, compare)."""
     group = parser.add_argument_group("fine-tuned baseline")
     group.add_argument(
-        "--epochs", type=positive_int, default=4, help="most epochs (early stopping on dev loss; 4)"
+        "--epochs", type=epoch_count, default=4, help="most epochs (early stopping on dev loss; 4)"
     )
     group.add_argument(
         "--learning-rate", type=positive_float, default=5e-5, help="AdamW learning rate (5e-5)"
     )
     group.add_argument(
-        "--train-batch-size", type=positive_int, default=16, help="pairs per training step (16)"
+        "--train-batch-size", type=batch_size_int, default=16, help="pairs per training step (16)"
     )
-    group.add_argument("--max-length", type=positive_int, default=256, help="tokens of the pair input (256)")
+    group.add_argument(
+        "--max-length", type=sequence_tokens, default=256, help="tokens of the pair input (256)"
+    )
     group.add_argument(
         "--patience", type=non_negative_int, default=1, help="epochs without dev improvement (1)"
     )
@@ -207,7 +226,7 @@ def add_finetuned_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--lora", action="store_true", help="train LoRA adapters (PEFT) instead of the encoder"
     )
-    group.add_argument("--lora-rank", type=positive_int, default=8, help="LoRA rank (8)")
+    group.add_argument("--lora-rank", type=lora_rank, default=8, help="LoRA rank (8)")
 
 
 def add_compare_parser(commands) -> None:
@@ -229,7 +248,9 @@ def add_compare_parser(commands) -> None:
         help="baselines to compare (default all three)",
     )
     compare.add_argument("--model", default=None, help="encoder of the fine-tuned baseline (default MiniLM)")
-    compare.add_argument("--resamples", type=positive_int, default=2000, help="bootstrap resamples (2000)")
+    compare.add_argument(
+        "--resamples", type=resample_count, default=2000, help="bootstrap resamples (2000; at most 10,000)"
+    )
     compare.add_argument("--out", type=Path, default=None, help="folder for compare.json (optional)")
     add_finetuned_arguments(compare)
 
@@ -363,6 +384,9 @@ def format_table(scores: dict) -> str:
 def run_build(args) -> int:
     from medunlearn.biodivergence.build import PoolSource, build_biodivergence, mine_dir_for
 
+    # Written beside --out, never inside it: the built folder replaces --out whole.
+    written = {"--save-pool": args.save_pool, "--llm-cache": args.llm_cache, "--mine-dir": args.mine_dir}
+    check_apart_from_output(args.out, written)
     check_output_folder(args.out, overwrite=args.overwrite, inputs=_build_inputs(args))
     read = {name: value for name, value in _build_inputs(args).items() if name != "--save-pool"}
     if args.save_pool is not None:
@@ -468,6 +492,7 @@ def run_eval(args) -> int:
 
     if args.out is not None:  # the eval folder is never written into the folder or file it scores
         check_not_an_input(args.out, {"--data": args.data, "--predictions": args.predictions})
+        check_writable(args.out)
     if args.baseline == "finetuned":
         options = finetuned_config(args)
     else:
@@ -510,12 +535,9 @@ def run_compare(args) -> int:
     from medunlearn.biodivergence.leakage_gap import compare_baselines, gap_lines, leakage_line
     from medunlearn.metrics.bootstrap import BootstrapConfig
 
-    if args.resamples < 1:
-        from medunlearn.errors import InputError
-
-        raise InputError("--resamples must be at least 1")
     if args.out is not None:
         check_not_an_input(args.out, {"--data": args.data})
+        check_writable(args.out)
     configs = read_hub_folder(args.data)
 
     def show(name: str, result: dict) -> None:

@@ -21,12 +21,13 @@ from medunlearn.cli.options import (
     engine_settings,
     evaluation_dtype,
     missing_options,
+    new_tokens,
     positive_int,
     seed_int,
 )
 from medunlearn.errors import InputError
 from medunlearn.evaluation.runner import RunnerConfig
-from medunlearn.utils.files import check_not_an_input, no_empty_output_on_failure
+from medunlearn.utils.files import check_not_an_input, check_writable, no_empty_output_on_failure
 
 # The evaluation itself (pandas, the metric stack) is imported by run(): `medunlearn evaluate --help` and the
 # parser need only RunnerConfig's defaults.
@@ -129,7 +130,7 @@ def build_parser(prog: str = "medunlearn evaluate") -> argparse.ArgumentParser:
     add_batch_size_arguments(parser, max_batch_size=False)  # --max-batch-size: with the GPU options below
     parser.add_argument(
         "--max-new-tokens",
-        type=positive_int,
+        type=new_tokens,
         default=None,
         help=f"generation length limit (default {RunnerConfig.max_new_tokens}; TOFU: the preset's)",
     )
@@ -193,7 +194,7 @@ def _add_notes_options(parser: argparse.ArgumentParser) -> None:
     )
     notes.add_argument(
         "--notes-max-new-tokens",
-        type=positive_int,
+        type=new_tokens,
         default=None,
         metavar="T",
         help="tokens of the greedy continuation (default 2*C)",
@@ -231,6 +232,9 @@ def run(args) -> int:
     for flag in ("--before-outputs", "--retain-outputs"):  # shared output folders: never in an input either
         if getattr(args, flag[2:].replace("-", "_"), None):
             check_not_an_input(getattr(args, flag[2:].replace("-", "_")), _evaluation_inputs(args), flag)
+            check_writable(getattr(args, flag[2:].replace("-", "_")), flag)
+    _check_shared_outputs(args)
+    check_writable(args.out)  # an unwritable folder is named now, not after the models ran
     if args.benchmark == "tofu":
         with no_empty_output_on_failure(args.out):
             return _run_tofu(args)
@@ -249,6 +253,17 @@ def run(args) -> int:
     elif summary is not None:
         print(f"stopped before every batch was done; rerun the same command to resume ({args.out})")
     return 0
+
+
+def _check_shared_outputs(args) -> None:
+    """--before-outputs and --retain-outputs hold two models' outputs: one folder for both would mix them
+    (with --overwrite, the retain model's would replace the before model's, which AFE then reads)."""
+    before, retain = getattr(args, "before_outputs", None), getattr(args, "retain_outputs", None)
+    if before and retain and Path(before).expanduser().resolve() == Path(retain).expanduser().resolve():
+        raise InputError(
+            f"--retain-outputs {retain} is --before-outputs {before}: the before model's and the retain "
+            "model's outputs need a folder each"
+        )
 
 
 def _evaluation_inputs(args) -> dict:

@@ -20,8 +20,8 @@ from medunlearn.cli.options import (
     add_training_overwrite_argument,
     announce_precision,
     conventions_from_args,
+    epochs,
     model_arguments,
-    non_negative_float,
     positive_int,
     reference_preset_name,
 )
@@ -60,10 +60,10 @@ def build_parser(prog: str = "medunlearn finetune") -> argparse.ArgumentParser:
     parser.add_argument("--out", required=True, type=Path, help="output folder")
     add_training_overwrite_argument(parser)
     parser.add_argument(
-        "--notes-epochs", type=non_negative_float, default=1.0, help="stage 1 epochs over the notes (0: skip)"
+        "--notes-epochs", type=epochs, default=1.0, help="stage 1 epochs over the notes (0: skip)"
     )
     parser.add_argument(
-        "--qa-epochs", type=non_negative_float, default=3.0, help="stage 2 epochs over the seen QA (above 0)"
+        "--qa-epochs", type=epochs, default=3.0, help="stage 2 epochs over the seen QA (above 0)"
     )
     parser.add_argument(
         "--tiny-vocab-size", type=positive_int, default=2048, help="tiny-llama tokenizer size"

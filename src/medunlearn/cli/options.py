@@ -10,16 +10,27 @@ from medunlearn.models import ModelArguments
 # in medunlearn.utils.numbers, below the layers that check a config's or a study file's numbers with them too;
 # they are re-exported here, where the commands import them.
 from medunlearn.utils.numbers import CONFIG_NUMBERS as CONFIG_NUMBERS
+from medunlearn.utils.numbers import MAX_BATCH_SIZE, MAX_LORA_RANK
+from medunlearn.utils.numbers import batch_size_int as batch_size_int
 from medunlearn.utils.numbers import check_config_numbers as check_config_numbers
+from medunlearn.utils.numbers import epoch_count as epoch_count
+from medunlearn.utils.numbers import epochs as epochs
 from medunlearn.utils.numbers import fraction as fraction
+from medunlearn.utils.numbers import lora_alpha as lora_alpha
+from medunlearn.utils.numbers import lora_rank as lora_rank
+from medunlearn.utils.numbers import new_tokens as new_tokens
 from medunlearn.utils.numbers import non_negative_float as non_negative_float
 from medunlearn.utils.numbers import non_negative_int as non_negative_int
 from medunlearn.utils.numbers import number_type as number_type
+from medunlearn.utils.numbers import pair_count as pair_count
 from medunlearn.utils.numbers import patient_count as patient_count
 from medunlearn.utils.numbers import positive_float as positive_float
 from medunlearn.utils.numbers import positive_int as positive_int
 from medunlearn.utils.numbers import probability as probability
+from medunlearn.utils.numbers import resample_count as resample_count
 from medunlearn.utils.numbers import seed_int as seed_int
+from medunlearn.utils.numbers import sequence_tokens as sequence_tokens
+from medunlearn.utils.numbers import step_count as step_count
 from medunlearn.utils.numbers import steps_limit as steps_limit
 from medunlearn.utils.numbers import whole_number_from as whole_number_from
 
@@ -40,11 +51,14 @@ def add_model_arguments(parser: argparse.ArgumentParser, model_help: str) -> Non
     parser.add_argument("--model", help=model_help)
     parser.add_argument("--lora", action="store_true", help="train a LoRA adapter instead of all weights")
     parser.add_argument(
-        "--lora-r", type=positive_int, default=defaults.lora_r, help=f"LoRA rank (default {defaults.lora_r})"
+        "--lora-r",
+        type=lora_rank,
+        default=defaults.lora_r,
+        help=f"LoRA rank (default {defaults.lora_r}; at most {MAX_LORA_RANK:,})",
     )
     parser.add_argument(
         "--lora-alpha",
-        type=positive_int,
+        type=lora_alpha,
         default=defaults.lora_alpha,
         help=f"LoRA alpha (default {defaults.lora_alpha})",
     )
@@ -239,13 +253,15 @@ def batch_size_type(value: str) -> int | str:
         size = 0
     if size < 1:
         raise argparse.ArgumentTypeError(f"must be a positive number or 'auto', got {value!r}")
+    if size > MAX_BATCH_SIZE:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_BATCH_SIZE:,} or 'auto', got {value!r}")
     return size
 
 
 def _add_max_batch_size(container) -> None:
     container.add_argument(
         "--max-batch-size",
-        type=positive_int,
+        type=batch_size_int,
         default=None,
         metavar="N",
         help="where --batch-size auto starts its out-of-memory search on CUDA (default 256)",

@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from medunlearn.cli.options import positive_int, seed_int
+from medunlearn.cli.options import resample_count, seed_int
 from medunlearn.errors import InputError
 from medunlearn.metrics.bootstrap import BootstrapConfig
+from medunlearn.utils.files import check_not_an_input, check_writable
 
 # The report itself (pandas, matplotlib) is imported by run(): `medunlearn report --help` needs none of it.
 
@@ -49,9 +50,9 @@ def build_parser(prog: str = "medunlearn report") -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--resamples",
-        type=positive_int,
+        type=resample_count,
         default=2000,
-        help="patient-bootstrap resamples of every interval (2000)",
+        help="patient-bootstrap resamples of every interval (2000; at most 10,000)",
     )
     parser.add_argument("--seed", type=seed_int, default=0, help="seed of the bootstrap (default 0)")
     parser.add_argument(
@@ -72,16 +73,44 @@ def is_study_folder(path) -> bool:
     return (Path(path) / "study.json").is_file()
 
 
-def _check_out(out, eval_dirs) -> None:
+# What a report writes (report.json, study_report.json, the PNG figures, table2.md / .tex, muse_results.md): a
+# folder holding only such files may take another report; any other file or a subfolder is an evaluation's.
+REPORT_SUFFIXES = frozenset({".json", ".png", ".md", ".tex"})
+
+
+def _not_a_report_folder(folder: Path) -> str | None:
+    """The first entry of ``folder`` that no report writes (a subfolder, a parquet shard), else ``None``."""
+    for entry in sorted(folder.iterdir()):
+        if not entry.is_file() or entry.suffix not in REPORT_SUFFIXES:
+            return entry.name + ("/" if entry.is_dir() else "")
+    return None
+
+
+def _check_out(out, eval_dirs, attack_dirs=()) -> Path:
     """--out may lie inside an evaluation or study folder (a study's report/ does), but never be one of them
-    or hold one: the report's files would land among, or replace, what it reads."""
-    target = Path(out).expanduser().resolve()
-    for folder in eval_dirs:
+    or hold one, nor lie inside a folder of theirs that holds more than a report's files (the evaluation's
+    outputs/, whose shards a rerun reuses): the report's files would land among, or replace, what it reads.
+    It is a folder (not a file, not below one, not the current folder, not ``""``) this process may write."""
+    target = check_not_an_input(out, {}, "--out")
+    for folder in [*eval_dirs, *attack_dirs]:
         source = Path(folder).expanduser().resolve()
         if target == source or target in source.parents:
             raise InputError(
                 f"--out {out} is or holds EVAL_DIR {folder}: a command never writes into its input"
             )
+        if source not in target.parents:
+            continue
+        for inside in [*reversed(target.relative_to(source).parents[:-1]), target.relative_to(source)]:
+            entry = _not_a_report_folder(source / inside) if (source / inside).is_dir() else None
+            if entry is not None:
+                where = "is" if inside == target.relative_to(source) else "lies inside"
+                raise InputError(
+                    f"--out {out} {where} {Path(folder) / inside}, which holds {entry} (an evaluation's "
+                    f"files, not a report's): a report goes into a folder of its own, e.g. "
+                    f"{Path(folder) / 'report'}"
+                )
+    check_writable(out)
+    return target
 
 
 def run(args) -> int:
@@ -93,7 +122,7 @@ def run(args) -> int:
     from medunlearn.attacks.summary import write_robustness_plot
     from medunlearn.evaluation.report import write_report, write_study_report
 
-    _check_out(args.out, args.eval_dirs)
+    _check_out(args.out, args.eval_dirs, tuple(getattr(args, "attacks", ()) or ()))
     bootstrap = BootstrapConfig(n_resamples=args.resamples, seed=args.seed)
     if len(args.eval_dirs) == 1 and is_study_folder(args.eval_dirs[0]):
         from medunlearn.study.collect import collect_results

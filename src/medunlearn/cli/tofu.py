@@ -15,8 +15,8 @@ from medunlearn.cli.options import (
     add_dtype_argument,
     batch_size_settings,
     evaluation_dtype,
+    new_tokens,
     non_negative_float,
-    positive_int,
     seed_int,
     whole_number_from,
 )
@@ -25,7 +25,7 @@ from medunlearn.evaluation.runner import RunnerConfig
 from medunlearn.tofu.conventions import PRESETS, TofuConventions, preset
 from medunlearn.tofu.data import FORGET_CONFIGS
 from medunlearn.tofu.synthetic import MAX_AUTHORS, MAX_PERTURBED, MAX_QA_PER_AUTHOR, MIN_AUTHORS
-from medunlearn.utils.files import check_not_an_input, no_empty_output_on_failure
+from medunlearn.utils.files import check_not_an_input, check_writable, no_empty_output_on_failure
 
 EPILOG = """examples:
   medunlearn tofu build --out /tmp/tofu --authors 20 --seed 0
@@ -96,9 +96,7 @@ def build_parser(prog: str = "medunlearn tofu") -> argparse.ArgumentParser:
         help="conventions preset; use the one the model was fine-tuned with (open-unlearning: 200 new "
         "tokens, as OpenUnlearning's configs/generation/default.yaml at d3d7cf9)",
     )
-    evaluate.add_argument(
-        "--max-new-tokens", type=positive_int, help="override the preset's generation length"
-    )
+    evaluate.add_argument("--max-new-tokens", type=new_tokens, help="override the preset's generation length")
     evaluate.add_argument("--stop", action="append", help="stop string cutting generations (repeatable)")
     evaluate.add_argument("--system-prompt", help="override the preset's system prompt")
     add_batch_size_arguments(evaluate)
@@ -123,10 +121,10 @@ def build_parser(prog: str = "medunlearn tofu") -> argparse.ArgumentParser:
 
 
 def _read_json(path: Path) -> dict:
-    from medunlearn.utils.user_files import read_json
+    from medunlearn.utils.user_files import not_a_file, read_json
 
     if not path.is_file():
-        raise MissingInputError(f"{path} does not exist")
+        raise MissingInputError(f"{path} {not_a_file(path)}")
     return read_json(path, expect=dict)  # the shared reader: encoding, syntax, NaN and a list named
 
 
@@ -198,6 +196,8 @@ def run(args) -> int:
     check_not_an_input(args.out, inputs)
     if args.retain_outputs:  # a shared output folder: never in an input either
         check_not_an_input(args.retain_outputs, inputs, "--retain-outputs")
+        check_writable(args.retain_outputs, "--retain-outputs")
+    check_writable(args.out)  # an unwritable folder is named now, not after the models ran
     with no_empty_output_on_failure(args.out):
         summary = evaluate_tofu(
             args.model,

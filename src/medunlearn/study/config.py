@@ -54,9 +54,13 @@ from medunlearn.config_names import is_forget_config
 from medunlearn.errors import FileContentError, MedunlearnError, MissingInputError
 from medunlearn.utils.numbers import (
     CONFIG_NUMBERS,
+    batch_size_int,
     checked_numbers,
+    epochs,
     fraction,
-    non_negative_float,
+    lora_alpha,
+    lora_rank,
+    new_tokens,
     non_negative_int,
     number_type,
     patient_count,
@@ -64,6 +68,7 @@ from medunlearn.utils.numbers import (
     positive_int,
     positive_int_or_auto,
     seed_int,
+    step_count,
 )
 from medunlearn.utils.user_files import read_yaml
 
@@ -100,24 +105,24 @@ class StudyConfigError(MedunlearnError, ValueError):
 
 # The numbers of each section and their checks (those of the matching command-line options); the method and
 # ``sft`` fields are a trainer config's: :data:`medunlearn.utils.numbers.CONFIG_NUMBERS`.
-MODEL_NUMBERS = {"lora_r": positive_int, "lora_alpha": positive_int, "tiny_vocab_size": positive_int}
+MODEL_NUMBERS = {"lora_r": lora_rank, "lora_alpha": lora_alpha, "tiny_vocab_size": positive_int}
 BUILD_NUMBERS = {
     "patients": patient_count,
     "seed": seed_int,
     "qa_per_type": positive_int,
     "holdout_per_type": positive_int,
 }
-FINETUNE_NUMBERS = {"notes_epochs": non_negative_float, "qa_epochs": non_negative_float}
+FINETUNE_NUMBERS = {"notes_epochs": epochs, "qa_epochs": epochs}
 RUNNER_NUMBERS = {
     "batch_size": positive_int_or_auto,
-    "max_new_tokens": positive_int,
-    "max_batch_size": positive_int,
+    "max_new_tokens": new_tokens,
+    "max_batch_size": batch_size_int,
 }
 POPULATION_NUMBERS = {"max_retain_patients": positive_int, "seed": seed_int}
 ATTACK_NUMBERS = {
     "relearn_share": fraction,
     "relearn_learning_rate": positive_float,
-    "relearn_batch_size": positive_int,
+    "relearn_batch_size": batch_size_int,
     "seed": seed_int,
     "max_retain_patients": non_negative_int,  # 0 keeps every retained patient (as --max-retain-patients)
 }
@@ -497,9 +502,7 @@ def _attack_spec(source: str, value) -> AttackSpec:
     if raw.get("relearn_data") is not None and not isinstance(raw["relearn_data"], str):
         raise _fail(source, "attacks.relearn_data", "must be a str")
     if "relearn_steps" in raw:
-        raw["relearn_steps"] = _number_list(
-            source, "attacks.relearn_steps", raw["relearn_steps"], positive_int
-        )
+        raw["relearn_steps"] = _number_list(source, "attacks.relearn_steps", raw["relearn_steps"], step_count)
     return AttackSpec(**_numbers(source, "attacks", raw, ATTACK_NUMBERS))
 
 

@@ -51,7 +51,14 @@ from medunlearn.study.config import (
     parse_dtype,
     refuse_precision_fields,
 )
-from medunlearn.utils.numbers import CONFIG_NUMBERS, positive_float, positive_int, seed_int, whole_number_from
+from medunlearn.utils.numbers import (
+    CONFIG_NUMBERS,
+    new_tokens,
+    positive_float,
+    positive_int,
+    seed_int,
+    whole_number_from,
+)
 
 # protocol -> the MUSE config whose folds it unlearns.
 PROTOCOLS = {"scalability": "scal", "sustainability": "sust"}
@@ -201,7 +208,7 @@ def _parse_muse_evaluation(source: str, value) -> MuseEvaluationSpec:
     preset = ev_raw.pop("preset", "medunlearn")
     if preset not in MUSE_PRESETS:
         raise _fail(source, "evaluation.preset", f"must be one of {', '.join(MUSE_PRESETS)}, got {preset!r}")
-    lengths = dict.fromkeys(ev_raw, positive_int)
+    lengths = dict.fromkeys(ev_raw, new_tokens)
     return MuseEvaluationSpec(runner, preset, **_numbers(source, "evaluation", ev_raw, lengths))
 
 

@@ -58,7 +58,7 @@ from medunlearn.study.stages import (
     StudyContext,
     run_job,
 )
-from medunlearn.utils.files import atomic_write_text
+from medunlearn.utils.files import atomic_write_text, check_outside_inputs
 from medunlearn.utils.stage_marker import DONE, is_done, mark_done, read_marker
 
 DATA_MARKER = "data.json"  # beside data/: the fingerprint of the build options it was built with
@@ -139,6 +139,8 @@ def prepare_study(study: StudyConfig | str | Path, out: str | Path) -> tuple[Stu
     """Parse and validate the study, build its data if needed; ``(study, study_dir, data_dir, grid)``."""
     if not isinstance(study, StudyConfig):
         study = load_study(study)
+    # Refused before anything is written (study.json, the fine-tune): a study folder inside its inputs.
+    check_outside_inputs(out, _study_inputs(study))
     study_dir = Path(out).resolve()
     marker = study_dir / "study.json"
     if study_dir.is_dir() and any(study_dir.iterdir()) and not marker.is_file():
@@ -155,6 +157,11 @@ def prepare_study(study: StudyConfig | str | Path, out: str | Path) -> tuple[Stu
         data_dir = study.data_path()
     grid = validate_study(study, data_dir=data_dir)
     return study, study_dir, data_dir, grid
+
+
+def _study_inputs(study: StudyConfig) -> dict:
+    """The data folder a study is given (``data.path``), which its folder may not be nor lie in."""
+    return {} if study.data.build is not None else {f"{study.source}'s data.path": study.data_path()}
 
 
 def _build_data(study: StudyConfig, data_dir: Path) -> None:

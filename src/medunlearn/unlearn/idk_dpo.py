@@ -47,7 +47,7 @@ from medunlearn.unlearn.data import tokenize_prompt_completion
 from medunlearn.unlearn.errors import UnlearningInputError
 from medunlearn.unlearn.ops import sequence_logps
 from medunlearn.unlearn.trainer import UnlearningTrainer
-from medunlearn.utils.user_files import text_lines
+from medunlearn.utils.user_files import not_a_file, text_lines
 
 IDK_ANSWERS_PATH = Path(__file__).with_name("idk_answers.txt")
 IDK_PREFIX = "idk_"
@@ -96,7 +96,7 @@ def load_idk_answers(path: str | Path | None = None) -> list[str]:
     """Refusal answers from ``path`` (one per line, blank lines and ``#`` comments skipped)."""
     path = Path(path) if path is not None else IDK_ANSWERS_PATH
     if not path.is_file():
-        raise UnlearningInputError(f"refusal answers file {path} does not exist")
+        raise UnlearningInputError(f"refusal answers file {path} {not_a_file(path)}")
     lines = (line.strip() for line in text_lines(path))  # the shared reader: a bad byte named by its line
     answers = [line for line in lines if line and not line.startswith("#")]
     if not answers:

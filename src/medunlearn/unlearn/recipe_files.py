@@ -7,14 +7,14 @@ from pathlib import Path
 
 from medunlearn.errors import MissingInputError
 from medunlearn.unlearn.errors import UnlearningInputError
-from medunlearn.utils.user_files import read_yaml
+from medunlearn.utils.user_files import not_a_file, read_yaml
 
 
 def read_recipe(path: str | Path) -> dict:
     """A recipe YAML (``recipes/<method>.yaml``): a mapping of config fields, optionally with ``method:``."""
     path = Path(path)
     if not path.is_file():
-        raise MissingInputError(f"recipe {path} does not exist")
+        raise MissingInputError(f"recipe {path} {not_a_file(path)}")
     recipe = read_yaml(path)
     if not isinstance(recipe, dict):
         raise UnlearningInputError(f"recipe {path} must be a YAML mapping of config fields")

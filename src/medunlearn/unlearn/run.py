@@ -104,6 +104,8 @@ class UnlearningDataArguments:
     def __post_init__(self):
         self.conventions = resolve_conventions(self.conventions)
         check_forget_on(self.benchmark, self.forget_on)
+        if self.retain is not None and self.retain == self.forget:  # it would train against itself
+            raise UnlearningInputError(f"--retain {self.retain} is the --forget config: give another one")
 
     def retain_config(self) -> str:
         if self.benchmark == "muse":

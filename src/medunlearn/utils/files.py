@@ -182,6 +182,8 @@ def check_not_an_input(
     Then the staging folders that killed runs left beside `out_dir` are removed (:func:`remove_stale_staging`)
     whatever happens next: a rerun that fails on its inputs, or is refused an existing output, leaves no
     debris of an earlier run either."""
+    if isinstance(out_dir, str) and not out_dir.strip():
+        raise InputError(f"{flag} is empty: name the folder to write")
     out = Path(out_dir).expanduser().resolve()
     for name, value in (inputs or {}).items():
         for one in value if isinstance(value, (list, tuple)) else [value]:  # e.g. several --abstracts
@@ -194,6 +196,26 @@ def check_not_an_input(
     # Named as the command names it (a link's own name): the staging folders are named after it.
     with suppress(OSError):  # a folder we may not list or write: the run's own staging says so, by name
         remove_stale_staging(Path(out_dir).expanduser())
+    return out
+
+
+def check_outside_inputs(out_dir: str | os.PathLike, inputs: Mapping[str, Any], flag: str = "--out") -> Path:
+    """`out_dir` is not one of ``inputs`` and does not lie inside one: the check, run before anything is
+    written, of a command that writes into its folder without ever replacing it whole (a study, whose folder
+    may hold its own data). Returns it resolved.
+
+    >>> import tempfile
+    >>> data = Path(tempfile.mkdtemp())
+    >>> check_outside_inputs(data / "runs", {"data.path": data})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    medunlearn.errors.InputError: --out .../runs lies inside data.path ...: a command never writes into ...
+    """
+    out = Path(out_dir).expanduser().resolve()
+    for name, value in inputs.items():
+        conflict = _input_conflict(out, name, value)
+        if conflict and not conflict.startswith("contains"):
+            raise InputError(f"{flag} {out_dir} {conflict}: a command never writes into its input")
     return out
 
 
@@ -227,6 +249,34 @@ def check_output_file(path: str | os.PathLike, inputs: Mapping[str, Any], flag: 
     return out
 
 
+def check_apart_from_output(
+    out_dir: str | os.PathLike, paths: Mapping[str, Any], flag: str = "--out"
+) -> None:
+    """What a command writes beside its output folder (a saved pool, the mining stage files, an LLM cache) is
+    neither ``out_dir`` nor inside it, whether it exists yet or not: the output folder is built in a staging
+    folder that replaces ``out_dir`` whole, so a file written there would be lost (or, for a resumable
+    folder, the build would replace its own stage files). ``paths``: ``{"--save-pool": path, ...}``;
+    ``None`` is skipped.
+
+    >>> check_apart_from_output("runs/bd", {"--save-pool": "runs/bd/pool.jsonl"})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    medunlearn.errors.InputError: --save-pool runs/bd/pool.jsonl lies inside --out runs/bd, ... put it outside
+    """
+    out = Path(out_dir).expanduser().resolve()
+    for name, value in paths.items():
+        if value is None or str(value) == "":
+            continue
+        path = Path(value).expanduser().resolve()
+        if path == out:
+            raise InputError(f"{name} {value} is {flag} {out_dir}: give each its own place")
+        if out in path.parents:
+            raise InputError(
+                f"{name} {value} lies inside {flag} {out_dir}, which is built aside and replaces that folder "
+                "whole when done, so it would be lost: put it outside"
+            )
+
+
 def check_output_folder(
     out_dir: str | os.PathLike,
     *,
@@ -249,6 +299,33 @@ def check_output_folder(
     return out_dir
 
 
+def cannot_write(target: str | os.PathLike, error: OSError, verb: str = "write") -> InputError:
+    """The named error of an ``OSError`` met writing ``target`` (a folder a user gave): ``cannot write
+    runs/eval: Permission denied (runs/eval/summary.json)``."""
+    return InputError(f"cannot {verb} {target}: {error.strerror or error} ({error.filename or target})")
+
+
+def check_writable(folder: str | os.PathLike, flag: str = "--out") -> Path:
+    """Raise before any work when ``folder`` (or, while it does not exist, the nearest folder above it, where
+    it would be created) does not let this process create a file: a read-only or immutable folder, a
+    read-only file system. Nothing is left behind (a probe file is created and removed). For the commands
+    that write into their output folder as they go (an evaluation, a report) instead of staging it.
+
+    >>> import tempfile
+    >>> check_writable(Path(tempfile.mkdtemp()) / "new" / "eval").name
+    'eval'
+    """
+    folder = Path(folder)
+    existing = next((path for path in (folder, *folder.parents) if path.exists()), Path("."))
+    try:
+        handle, probe = tempfile.mkstemp(prefix=".medunlearn-write-probe-", dir=existing)
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as error:
+        raise InputError(f"cannot write {flag} {folder}: {error.strerror or error} ({existing})") from error
+    return folder
+
+
 def open_staging(out_dir: str | os.PathLike) -> Path:
     """An empty staging folder beside ``out_dir`` (after removing the stale ones); launched processes share
     one.
@@ -269,9 +346,7 @@ def open_staging(out_dir: str | os.PathLike) -> Path:
             )
         os.chmod(staging, 0o777 & ~_umask())
     except OSError as error:
-        raise InputError(
-            f"cannot write {out_dir}: {error.strerror or error} ({error.filename or out_dir})"
-        ) from error
+        raise cannot_write(out_dir, error) from error
     return staging
 
 
@@ -285,9 +360,24 @@ def commit_staging(staging: Path, out_dir: str | os.PathLike, *, overwrite: bool
         os.replace(staging, out_dir)
         return out_dir
     old = Path(tempfile.mkdtemp(prefix=_staging_prefix(out_dir, "old", os.getpid()), dir=out_dir.parent))
-    os.replace(out_dir, old / out_dir.name)
-    os.replace(staging, out_dir)
-    shutil.rmtree(old)
+    try:
+        os.replace(out_dir, old / out_dir.name)
+    except OSError as error:  # an immutable or read-only folder: left as it was, and nothing beside it
+        old.rmdir()
+        raise cannot_write(out_dir, error, "replace") from error
+    try:
+        os.replace(staging, out_dir)
+    except OSError as error:
+        os.replace(old / out_dir.name, out_dir)  # the previous output back in its place
+        old.rmdir()
+        raise cannot_write(out_dir, error, "replace") from error
+    try:
+        shutil.rmtree(old)
+    except OSError as error:  # a file of the previous output that may not be deleted (immutable)
+        raise InputError(
+            f"wrote {out_dir}, but cannot delete its previous version, moved to {old}: "
+            f"{error.strerror or error}; delete it by hand"
+        ) from error
     return out_dir
 
 

@@ -43,14 +43,18 @@ def _number(value, kind: type) -> int | float:
     return kind(number)
 
 
-def number_type(kind: type, description: str, accepts: Callable[[float], bool]) -> Callable:
+def number_type(
+    kind: type, description: str, accepts: Callable[[float], bool], at_most: int | None = None
+) -> Callable:
     """An argparse ``type=`` function: the value as ``kind`` when ``accepts`` it, else an error saying it
-    must be ``description``."""
+    must be ``description``; past ``at_most``, an error saying so."""
 
     def parse(value):
         number = _number(value, kind)
         if not accepts(number):
             raise argparse.ArgumentTypeError(f"must be {description}, got {shown(value)}")
+        if at_most is not None and number > at_most:
+            raise argparse.ArgumentTypeError(f"must be at most {at_most:,}, got {shown(value)}")
         return number
 
     parse.__name__ = description  # argparse names the type in some of its own messages
@@ -68,8 +72,11 @@ def whole_number_from(low: int, high: int) -> Callable:
     return number_type(int, f"a whole number from {low:,} to {high:,}", lambda n: low <= n <= high)
 
 
-positive_int = number_type(int, "a whole number of at least 1", lambda n: n >= 1)
-non_negative_int = number_type(int, "a whole number of at least 0", lambda n: n >= 0)
+# Every count ends in numpy, torch or C code, which hold at most a signed 64-bit integer: past it a count is a
+# typo, and numpy's "Maximum allowed dimension exceeded" or torch's overflow was the traceback it gave.
+MAX_INT64 = 2**63 - 1
+positive_int = number_type(int, "a whole number of at least 1", lambda n: n >= 1, MAX_INT64)
+non_negative_int = number_type(int, "a whole number of at least 0", lambda n: n >= 0, MAX_INT64)
 positive_float = number_type(float, "a number above 0", lambda n: n > 0)
 non_negative_float = number_type(float, "a number of at least 0", lambda n: n >= 0)
 probability = number_type(float, "a number from 0 to 1", lambda n: 0 <= n <= 1)
@@ -83,31 +90,81 @@ seed_int = whole_number_from(0, MAX_SEED)
 # past that is a typo far more often than a study, and 10**20 overflowed numpy's int64 (docs/cli.md).
 MAX_PATIENTS = 100_000
 patient_count = whole_number_from(1, MAX_PATIENTS)
-# Trainer: -1 means "no step limit, the epochs decide"; 0 or below is not a step count.
+# Counts that size a run's memory or time have a bound past which a value is a typo far more often than a
+# study (docs/cli.md, "Numeric options"); each bound is far above any setting in the papers we reproduce.
+
+
+def count_up_to(high: int, low: int = 1) -> Callable:
+    """An argparse ``type=`` function: a whole number of at least ``low`` and at most ``high``.
+
+    >>> count_up_to(10)("11")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: must be at most 10, got '11'
+    """
+    return number_type(int, f"a whole number of at least {low}", lambda n: n >= low, high)
+
+
+# Trainer: -1 means "no step limit, the epochs decide"; 0 or below is not a step count; 10 million steps (the
+# unlearning recipes take tens to hundreds) is months of a GPU, and 10**20 ran without end.
+MAX_STEPS = 10_000_000
 steps_limit = number_type(
-    int, "-1 (no limit: the epochs decide) or a whole number of at least 1", lambda n: n == -1 or n >= 1
+    int,
+    "-1 (no limit: the epochs decide) or a whole number of at least 1",
+    lambda n: n == -1 or n >= 1,
+    MAX_STEPS,
 )
+step_count = count_up_to(MAX_STEPS)
+# Epochs (fractions allowed): the recipes take at most tens.
+MAX_EPOCHS = 10_000
+epochs = number_type(float, "a number of at least 0", lambda n: n >= 0, MAX_EPOCHS)
+epoch_count = count_up_to(MAX_EPOCHS)
+# Sequences per batch (and gradient accumulation steps): a batch of 65,536 sequences fills no GPU's memory
+# for a language model; 10**20 overflowed the data loader (islice past sys.maxsize).
+MAX_BATCH_SIZE = 65_536
+batch_size_int = count_up_to(MAX_BATCH_SIZE)
+# Tokens: a generation of at most 32,768 new tokens (the references generate 128 to 200; a longer one runs for
+# hours on a small model), and a sequence of at most 2**20 tokens (the longest context of open models).
+MAX_NEW_TOKENS = 32_768
+new_tokens = count_up_to(MAX_NEW_TOKENS)
+MAX_SEQUENCE_TOKENS = 2**20
+sequence_tokens = count_up_to(MAX_SEQUENCE_TOKENS)
+# LoRA: a rank past the largest hidden size of open models (16,384) adapts nothing more; torch overflowed on
+# 10**20. Its alpha is a scale, conventionally one to four times the rank.
+MAX_LORA_RANK = 16_384
+lora_rank = count_up_to(MAX_LORA_RANK)
+lora_alpha = count_up_to(4 * MAX_LORA_RANK)
+# Bootstrap resamples: each interval holds a resamples x clusters matrix (16 bytes a cell), so 10,000 (five
+# times the default, the usual count for a percentile interval) over 8,000 patients is 1.3 GB; 10**8 ran out
+# of memory.
+MAX_RESAMPLES = 10_000
+resample_count = count_up_to(MAX_RESAMPLES)
+# BioDivergence's synthetic pool: 200,000 pairs (four times the paper's 50,000-pair cap) take about 1 GB and
+# ten seconds; 120,000,000 asked numpy for 7 GB at once, 10**20 overflowed it.
+MAX_PAIRS = 200_000
+pair_count = count_up_to(MAX_PAIRS)
 
 
 def positive_int_or_auto(value):
-    """A batch size: ``auto`` (the runner searches for the largest that fits) or a whole number of at least 1.
+    """A batch size: ``auto`` (the runner searches for the largest that fits) or a whole number from 1 to
+    :data:`MAX_BATCH_SIZE`.
 
     >>> positive_int_or_auto("auto"), positive_int_or_auto("8")
     ('auto', 8)
     """
-    return value if value == "auto" else positive_int(value)
+    return value if value == "auto" else batch_size_int(value)
 
 
 # The numeric fields of TrainingArguments, SFTConfig and the method configs that have an impossible range,
 # with their check; a field a config lacks is skipped, ``None`` (unset) passes.
 CONFIG_NUMBERS: dict[str, Callable] = {
     "max_steps": steps_limit,
-    "num_train_epochs": non_negative_float,
+    "num_train_epochs": epochs,
     "learning_rate": positive_float,
     "weight_decay": non_negative_float,
-    "per_device_train_batch_size": positive_int,
-    "per_device_eval_batch_size": positive_int,
-    "gradient_accumulation_steps": positive_int,
+    "per_device_train_batch_size": batch_size_int,
+    "per_device_eval_batch_size": batch_size_int,
+    "gradient_accumulation_steps": batch_size_int,
     "logging_steps": positive_float,
     "save_steps": positive_float,
     "eval_steps": positive_float,
@@ -121,13 +178,13 @@ CONFIG_NUMBERS: dict[str, Callable] = {
     "seed": seed_int,
     "data_seed": seed_int,
     "dataloader_num_workers": non_negative_int,
-    "max_length": positive_int,
+    "max_length": sequence_tokens,
     "forget_weight": non_negative_float,
     "retain_weight": non_negative_float,
     "beta": positive_float,
     "eval_probe_steps": positive_int,
     "probe_patients": positive_int,
-    "probe_max_new_tokens": positive_int,
+    "probe_max_new_tokens": new_tokens,
     "max_retain_mu_drop": non_negative_float,
 }
 
@@ -189,7 +246,15 @@ def parse_config_arguments(parser, args: list[str], where: str):
     parser (``HfArgumentParser``), with the numbers checked first: a config's ``__post_init__`` raises a bare
     ``ValueError`` on an impossible value (``warmup_steps = -0.5``), and lets ``inf`` or ``nan`` through. A
     cross-field check of ``__post_init__`` (two options that contradict) is named as the config's complaint.
-    ``where`` says where the values may come from (``the command line or recipe X``)."""
+    ``where`` says where the values may come from (``the command line or recipe X``). A value argparse itself
+    refuses (``--learning_rate abc``, a ``Literal`` field's unknown choice) is an
+    :class:`~medunlearn.errors.InputError` too, which the command prints as its own error line, instead of
+    the parser's usage text under the parser's program name."""
+
+    def refuse(message: str):
+        raise InputError(f"{message} (from {where})")
+
+    parser.error = refuse  # argparse's error() prints the usage and exits; a named error instead
     namespace, _ = parser.parse_known_args(args=list(args))
     check_config_numbers(namespace, where)
     try:
@@ -201,21 +266,41 @@ def parse_config_arguments(parser, args: list[str], where: str):
 
 __all__ = [
     "CONFIG_NUMBERS",
+    "MAX_BATCH_SIZE",
+    "MAX_EPOCHS",
+    "MAX_INT64",
+    "MAX_LORA_RANK",
+    "MAX_NEW_TOKENS",
+    "MAX_PAIRS",
+    "MAX_PATIENTS",
+    "MAX_RESAMPLES",
+    "MAX_SEED",
+    "MAX_SEQUENCE_TOKENS",
+    "MAX_STEPS",
+    "batch_size_int",
     "check_config_numbers",
     "checked_numbers",
-    "MAX_PATIENTS",
-    "MAX_SEED",
+    "count_up_to",
+    "epoch_count",
+    "epochs",
     "fraction",
+    "lora_alpha",
+    "lora_rank",
+    "new_tokens",
     "non_negative_float",
     "non_negative_int",
-    "patient_count",
     "number_type",
+    "pair_count",
     "parse_config_arguments",
+    "patient_count",
     "positive_float",
     "positive_int",
     "positive_int_or_auto",
     "probability",
+    "resample_count",
     "seed_int",
+    "sequence_tokens",
+    "step_count",
     "steps_limit",
     "whole_number_from",
 ]

@@ -46,6 +46,19 @@ _BOMS = (
 )
 
 
+def not_a_file(path: str | Path) -> str:
+    """Why ``path``, which is not a regular file, cannot be read as one: the end of a message naming it.
+
+    >>> import tempfile
+    >>> not_a_file(tempfile.mkdtemp()), not_a_file("no/such.yaml")
+    ('is a folder, not a file', 'does not exist')
+    """
+    path = Path(path)
+    if path.is_dir():
+        return "is a folder, not a file"
+    return "is not a regular file" if path.exists() else "does not exist"
+
+
 def existing_file(path: str | Path) -> Path:
     """`path` as a `Path`, or a named error when it is missing or a folder."""
     path = Path(path)

@@ -57,6 +57,7 @@ from medunlearn.biodivergence.mining.read import read_abstracts
 from medunlearn.biodivergence.schema import domain_order
 from medunlearn.errors import InputError, MissingInputError
 from medunlearn.utils.files import atomic_write_text, file_fingerprint, fingerprint
+from medunlearn.utils.user_files import not_a_file
 
 __all__ = [
     "PAPER_PAIRS",
@@ -497,9 +498,8 @@ def _prepare(
     paths = [Path(p) for p in abstract_paths]
     if not paths:
         raise InputError("give at least one abstracts file")
-    for path in paths:
-        if not path.is_file():
-            raise MissingInputError(f"abstracts file {path} does not exist")
+    for path in (path for path in paths if not path.is_file()):
+        raise MissingInputError(f"abstracts file {path} {not_a_file(path)}")
     chat = llm if isinstance(llm, BulkChat) else None
     if isinstance(llm, str):
         config.labels.labeller = llm

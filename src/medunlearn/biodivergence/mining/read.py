@@ -51,6 +51,7 @@ import pandas as pd
 from medunlearn.errors import FileContentError, InputError, MissingInputError
 from medunlearn.utils.user_files import (
     encoding_of,
+    not_a_file,
     open_maybe_gzip,
     parse_json,
     read_text,
@@ -503,7 +504,7 @@ def read_abstracts(
     skipped = 0
     for path in map(Path, paths):
         if not path.is_file():
-            raise MissingInputError(f"abstracts file {path} does not exist")
+            raise MissingInputError(f"abstracts file {path} {not_a_file(path)}")
         for record in _read_file(path, format, missing_abstract == "skip"):
             if record is None:
                 skipped += 1
