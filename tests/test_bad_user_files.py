@@ -432,7 +432,8 @@ def test_evaluate_names_a_card_path_out_of_the_folder_and_a_data_file_of_other_c
     table = pq.read_table(columns / FORGET_TRAIN)
     pq.write_table(table.rename_columns(["qid", *table.column_names[1:]]), columns / FORGET_TRAIN)
     expected = {
-        outside: r"outside/README.md, line \d+, field 'configs\[\d+\].data_files': '../amnesia/data/forget_10",
+        outside: r"outside/README.md, line \d+, field 'configs\[\d+\].data_files': "
+        r"'../amnesia/data/forget_10",
         columns: r"holdout-00000-of-00001.parquet, field 'qa_id': has column\(s\) qa_id where .*forget_10/"
         r"train-00000-of-00001.parquet, another data file of config 'forget_10', has qid",
     }

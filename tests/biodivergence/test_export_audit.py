@@ -129,6 +129,13 @@ def _tamper(built_folder, tmp_path, edit):
             lambda test, train: test.assign(conflict_type=["maybe"] + test["conflict_type"].tolist()[1:]),
             "pair schema and label ontology",
         ),
+        (lambda test, train: test.drop(columns=["claim_b"]), "test: every row follows the pair schema"),
+        (
+            lambda test, train: test.assign(
+                confidence=["high"] + test["confidence"].astype(str).tolist()[1:]
+            ),
+            "test: every row follows the pair schema",
+        ),
     ],
 )
 def test_audit_names_the_first_violation(built_folder, tmp_path, edit, check):
