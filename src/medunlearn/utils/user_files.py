@@ -481,11 +481,13 @@ def open_maybe_gzip(path: str | Path):
 
 
 def read_parquet(path: str | Path, columns: list[str] | None = None):
-    """A parquet file as a `pyarrow.Table`; a truncated or corrupt file is a named error."""
+    """A parquet file as a `pyarrow.Table`; a truncated or corrupt file, or one with a column name given
+    twice, is a named error (:func:`parquet_schema`)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     path = existing_file(path)
+    parquet_schema(path)
     try:
         return pq.read_table(path, columns=columns)
     except (pa.ArrowException, OSError) as error:
@@ -496,17 +498,26 @@ def read_parquet(path: str | Path, columns: list[str] | None = None):
 
 def parquet_schema(path: str | Path):
     """The schema (a `pyarrow.Schema`: column names and types) of a parquet file, read from its footer; a
-    truncated or corrupt file is a named error."""
+    truncated or corrupt file is a named error, and so is a column name given twice (which of the two a
+    reader takes is arbitrary: pyarrow refuses to select it, pandas and ``datasets`` keep one)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     path = existing_file(path)
     try:
-        return pq.read_schema(path)
+        schema = pq.read_schema(path)
     except (pa.ArrowException, OSError) as error:
         raise FileContentError(
             str(path), None, None, f"is not a readable parquet file (truncated or corrupt?): {error}"
         ) from error
+    seen: set[str] = set()
+    for name in schema.names:
+        if name in seen:
+            raise FileContentError(
+                str(path), None, name, "the column name appears twice: every column needs its own name"
+            )
+        seen.add(name)
+    return schema
 
 
 def parquet_column_names(path: str | Path) -> list[str]:

@@ -1,0 +1,90 @@
+"""A data folder a command reads, damaged the way a careless edit damages it: each is one named error (the
+file, and the row or field at fault), exit 2, before a model is loaded."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from medunlearn.cli import main
+from medunlearn.errors import FileContentError
+from medunlearn.utils import user_files
+
+FORGET_TRAIN = "data/forget_10/train-00000-of-00001.parquet"
+
+
+@pytest.fixture(scope="module")
+def amnesia_folder(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("amnesia") / "amnesia"
+    assert main(["amnesia", "build", "--out", str(out), "--patients", "20", "--seed", "0"]) == 0
+    return out
+
+
+@pytest.fixture()
+def model(tmp_path) -> Path:
+    """A folder that passes for a model until its weights are loaded (every refusal here comes first)."""
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "llama"}')
+    return folder
+
+
+def _evaluate(model: Path, data: Path, out: Path) -> list[str]:
+    return [
+        "evaluate",
+        "--model",
+        str(model),
+        "--data",
+        str(data),
+        "--forget",
+        "forget_10",
+        "--out",
+        str(out),
+    ]
+
+
+def _one_error_line(capsys, command: str) -> str:
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("medunlearn")]
+    assert (
+        "Traceback" not in err and len(lines) == 1 and lines[0].startswith(f"medunlearn {command}: error:")
+    ), err
+    return lines[0]
+
+
+def test_a_parquet_column_name_given_twice_is_named(tmp_path):
+    """Before: `read_parquet` returned the table (pandas and datasets keep one of the two columns, pyarrow
+    cannot select either)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "train.parquet"
+    pq.write_table(pa.Table.from_arrays([pa.array([1]), pa.array(["a"])], names=["x", "x"]), path)
+    for read in (user_files.read_parquet, user_files.parquet_schema):
+        with pytest.raises(
+            FileContentError, match=r"train.parquet, field 'x': the column name appears twice"
+        ):
+            read(path)
+
+
+def test_a_data_file_with_a_column_name_given_twice_is_one_named_error(
+    amnesia_folder, tmp_path, capsys, model
+):
+    """Before: `evaluate` was a KeyError traceback ('Column answer does not exist in schema') and the
+    audit a failed invariant (exit 1) listing both column lists; the BioDivergence audit printed the whole
+    schema (21 lines)."""
+    import pyarrow.parquet as pq
+
+    data = tmp_path / "amnesia"
+    shutil.copytree(amnesia_folder, data)
+    table = pq.read_table(data / FORGET_TRAIN)
+    pq.write_table(table.append_column("answer", table.column("question")), data / FORGET_TRAIN)
+    message = r"forget_10/train-00000-of-00001.parquet, field 'answer': the column name appears twice"
+    assert main(_evaluate(model, data, tmp_path / "eval")) == 2
+    assert re.search(message, _one_error_line(capsys, "evaluate"))
+    assert not (tmp_path / "eval").exists()
+    assert main(["amnesia", "audit", str(data)]) == 2
+    assert re.search(message, _one_error_line(capsys, "amnesia"))
