@@ -88,3 +88,30 @@ def test_a_data_file_with_a_column_name_given_twice_is_one_named_error(
     assert not (tmp_path / "eval").exists()
     assert main(["amnesia", "audit", str(data)]) == 2
     assert re.search(message, _one_error_line(capsys, "amnesia"))
+
+
+def test_a_data_file_that_is_a_symbolic_link_loop_is_named(amnesia_folder, tmp_path, capsys, model):
+    """Before: a RuntimeError traceback ("Symlink loop from ...") from the card's path check, in the audit and
+    in `evaluate`."""
+    data = tmp_path / "amnesia"
+    shutil.copytree(amnesia_folder, data)
+    (data / FORGET_TRAIN).unlink()
+    (data / FORGET_TRAIN).symlink_to((data / FORGET_TRAIN).name)
+    message = (
+        rf"{re.escape(str(data / FORGET_TRAIN))}: is a symbolic link that loops back on itself "
+        rf"\({re.escape(str(data / 'README.md'))}, line \d+\)"
+    )
+    assert main(["amnesia", "audit", str(data)]) == 2
+    assert re.search(message, _one_error_line(capsys, "amnesia"))
+    assert main(_evaluate(model, data, tmp_path / "eval")) == 2
+    assert re.search(message, _one_error_line(capsys, "evaluate"))
+
+
+def test_a_file_given_as_a_link_to_nothing_is_named_as_a_link(tmp_path):
+    """Before: "no such file", though the file is there, as a link that loops or whose target is gone."""
+    loop, dangling = tmp_path / "loop.jsonl", tmp_path / "dangling.jsonl"
+    loop.symlink_to(loop.name)
+    dangling.symlink_to(tmp_path / "gone.jsonl")
+    for path in (loop, dangling):
+        with pytest.raises(FileContentError, match=rf"{path.name}: is a symbolic link that leads to no file"):
+            user_files.read_text(path)

@@ -50,6 +50,13 @@ def existing_file(path: str | Path) -> Path:
     """`path` as a `Path`, or a named error when it is missing or a folder."""
     path = Path(path)
     if not path.exists():
+        if path.is_symlink():  # a link loop or a link whose target is gone: not "no such file"
+            raise FileContentError(
+                str(path),
+                None,
+                None,
+                "is a symbolic link that leads to no file (a loop, or its target is gone)",
+            )
         raise MissingInputError(f"{path}: no such file")
     if not path.is_file():
         raise FileContentError(str(path), None, None, "is a folder, not a file")
@@ -453,7 +460,14 @@ def _check_inside(folder: Path, pattern: str, source: str, line: int | None, fie
         or ".." in parts.parts
     )
     if not leaves and not _GLOB_CHARACTERS.search(pattern) and os.path.lexists(folder / pattern):
-        leaves = folder.resolve() not in (folder / pattern).resolve().parents
+        try:
+            target = (folder / pattern).resolve()
+        except (RuntimeError, OSError) as error:  # Python 3.11 raises RuntimeError on a loop, later OSError
+            where = f"{source}, line {line}" if line is not None else source
+            raise FileContentError(
+                str(folder / pattern), None, None, f"is a symbolic link that loops back on itself ({where})"
+            ) from error
+        leaves = folder.resolve() not in target.parents
     if leaves:
         raise FileContentError(
             source,
