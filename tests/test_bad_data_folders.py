@@ -115,3 +115,34 @@ def test_a_file_given_as_a_link_to_nothing_is_named_as_a_link(tmp_path):
     for path in (loop, dangling):
         with pytest.raises(FileContentError, match=rf"{path.name}: is a symbolic link that leads to no file"):
             user_files.read_text(path)
+
+
+NOTE = (
+    "A 61-year-old man had crushing chest pain. Troponin was raised. Angiography showed an occluded artery."
+)
+
+
+def test_a_csv_header_that_names_a_column_twice_is_named(tmp_path, capsys):
+    """Before: accepted, each row keeping the later column's value (an empty one was refused as "empty
+    value" of the first, a non-empty one was used without a word)."""
+    notes, qa = tmp_path / "notes.csv", tmp_path / "qa.jsonl"
+    notes.write_text(
+        "patient_uid,title,patient,age,gender,patient\n"
+        f'1-1,Myocardial infarction,"{NOTE}","[[61.0, \'year\']]",M,"Another note."\n'
+    )
+    qa.write_text('{"patient_id": "1-1", "qa_type": "factual", "question": "Q?", "answer": "A."}\n')
+    argv = ["amnesia", "build", "--source", "pmc-patients", "--notes", str(notes), "--qa", str(qa)]
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 2
+    assert (
+        f"{notes}, line 1, field 'patient': the header names this column twice (columns 3 and 6)"
+        in _one_error_line(capsys, "amnesia")
+    )
+    abstracts = tmp_path / "abstracts.csv"
+    abstracts.write_text("pmid,title,abstract,title\n1,Vitamin D,Background: we studied it.,Other\n")
+    assert (
+        main(["biodivergence", "mine", "--abstracts", str(abstracts), "--out", str(tmp_path / "pool")]) == 2
+    )
+    assert f"{abstracts}, line 1, field 'title': the header names this column twice (columns 2 and 4)" in (
+        _one_error_line(capsys, "biodivergence")
+    )
+    assert not (tmp_path / "out").exists() and not (tmp_path / "pool").exists()

@@ -20,6 +20,7 @@ length) belong to the reader that knows what the value is; see `check_text_lengt
 from __future__ import annotations
 
 import codecs
+import csv
 import functools
 import gzip
 import json
@@ -141,6 +142,23 @@ def text_lines(path: str | Path) -> Iterator[str]:
                 ) from error
             check_no_nul(line, str(path), number)
             yield line
+
+
+def csv_dict_reader(path: str | Path) -> csv.DictReader:
+    """A `csv.DictReader` over the lines of `path` (:func:`text_lines`), its header read: a column named
+    twice is a named error (the reader would give each row the later column's value without a word)."""
+    reader = csv.DictReader(text_lines(path))
+    names = reader.fieldnames or []
+    for column, name in enumerate(names):
+        if name in names[:column]:
+            raise FileContentError(
+                str(path),
+                reader.line_num,
+                name,
+                f"the header names this column twice (columns {names.index(name) + 1} and {column + 1}): "
+                "every column needs its own name",
+            )
+    return reader
 
 
 def _byte_lines(head: bytes, handle) -> Iterator[bytes]:
