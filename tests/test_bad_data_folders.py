@@ -146,3 +146,42 @@ def test_a_csv_header_that_names_a_column_twice_is_named(tmp_path, capsys):
         _one_error_line(capsys, "biodivergence")
     )
     assert not (tmp_path / "out").exists() and not (tmp_path / "pool").exists()
+
+
+def _with_null(data: Path, relative: str, field: str, row: int) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(data / relative)
+    values = table[field].to_pylist()
+    values[row - 1] = None
+    pq.write_table(
+        table.set_column(table.schema.get_field_index(field), field, pa.array(values)), data / relative
+    )
+
+
+@pytest.mark.parametrize(
+    ("relative", "field", "argv"),
+    [
+        ("data/notes/train-00000-of-00001.parquet", "note", ["finetune"]),
+        (
+            "data/notes/train-00000-of-00001.parquet",
+            "note",
+            ["unlearn", "--method", "grad_diff", "--forget", "forget_10", "--forget-on", "notes"],
+        ),
+        (FORGET_TRAIN, "answer", ["unlearn", "--method", "grad_diff", "--forget", "forget_10"]),
+        ("data/full/train-00000-of-00001.parquet", "question", ["finetune"]),
+    ],
+)
+def test_a_null_text_a_command_would_train_on_is_named(
+    amnesia_folder, tmp_path, capsys, model, relative, field, argv
+):
+    """Before: a null note or answer was trained as the text "None" (the document "<title>\\nNone")."""
+    data = tmp_path / "amnesia"
+    shutil.copytree(amnesia_folder, data)
+    _with_null(data, relative, field, row=3)
+    out = tmp_path / "out"
+    assert main([*argv, "--model", str(model), "--data", str(data), "--out", str(out)]) == 2
+    line = _one_error_line(capsys, argv[0])
+    assert line.endswith(f"{data / relative}, row 3, field '{field}': expected text, got None"), line
+    assert not out.exists()

@@ -155,6 +155,30 @@ def _check_same_types(files: list[Path], config: str) -> None:
             )
 
 
+def split_source(folder: str | os.PathLike, config: str, split: str) -> str:
+    """How an error names a split's rows: its data file as the folder's README lists it (rows are counted
+    within it), or the folder, config and split when the split has several files (or ``folder`` is a Hub
+    id)."""
+    from medunlearn.utils.user_files import card_data_files
+
+    folder = Path(folder)
+    files = card_data_files(folder).get(config, {}).get(split, []) if folder.is_dir() else []
+    return str(folder / files[0]) if len(files) == 1 else f"{folder}: config {config!r} split {split!r}"
+
+
+def check_text_fields(split, columns, source: str) -> None:
+    """Every value of ``columns`` (those ``split``, a ``datasets.Dataset``, has) is text: a null or a number
+    (a parquet column of another type, read by ``datasets`` without a word) would reach a prompt, a score or
+    a training document as ``"None"`` or ``"3.5"``. Named by ``source`` (:func:`split_source`), row (from 1)
+    and field."""
+    from medunlearn.errors import FileContentError, shown
+
+    for column in (name for name in columns if name in split.column_names):
+        for row, value in enumerate(split[column], start=1):
+            if not isinstance(value, str):
+                raise FileContentError(source, row, column, f"expected text, got {shown(value)}", unit="row")
+
+
 def load_split(data: str | os.PathLike, config: str, split: str = "train"):
     """One split of a benchmark folder or Hub id, with errors that name the folder and the config."""
     if not (Path(data).exists() or "/" in str(data)):
