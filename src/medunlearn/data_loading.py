@@ -78,9 +78,7 @@ def check_local_folder(folder: str | os.PathLike, config: str) -> None:
     )
 
     folder = Path(folder)
-    splits = card_data_files(folder).get(config, {})
-    patterns = [pattern for split_patterns in splits.values() for pattern in split_patterns]
-    paths = [path for pattern in patterns for path in sorted(folder.glob(pattern))]
+    paths = _split_files(folder, config, card_data_files(folder).get(config, {}))
     for path in paths:
         if path.suffix in (".json", ".jsonl"):
             if not read_json_records(path):  # datasets stops on an empty file with a bare StopIteration
@@ -112,6 +110,46 @@ def check_local_folder(folder: str | os.PathLike, config: str) -> None:
                 "needs the same columns",
             )
     _check_same_types(files, config)
+
+
+def _split_files(folder: Path, config: str, splits: dict[str, list[str]]) -> list[Path]:
+    """The data files a config's README paths and globs match, each in one split only: a file that two
+    splits (or two paths of one split) match would have its rows read twice (``data/forget_10/*.parquet``
+    for ``train`` also matches ``holdout``'s file). Named by the README line of the glob that matched it."""
+    owner: dict[Path, tuple[str, str]] = {}
+    for split, patterns in splits.items():
+        for pattern in patterns:
+            for path in sorted(folder.glob(pattern)):
+                if path in owner:
+                    _refuse_shared_file(folder, config, path, owner[path], (split, pattern))
+                owner[path] = (split, pattern)
+    return list(owner)
+
+
+def _refuse_shared_file(folder: Path, config: str, path: Path, first: tuple, second: tuple) -> None:
+    from medunlearn.errors import FileContentError
+    from medunlearn.utils.user_files import read_text
+
+    readme = folder / "README.md"
+    text = read_text(readme)
+
+    def line(pattern: str) -> int | None:
+        found = text.find(pattern)
+        return text.count("\n", 0, found) + 1 if found >= 0 else None
+
+    is_glob = [any(c in pattern for c in "*?[") for _, pattern in (first, second)]
+    (split, pattern), (other_split, other_pattern) = (
+        (second, first) if is_glob == [False, True] else (first, second)
+    )
+    other = f"split {other_split!r}" if other_split != split else "another path of the split"
+    raise FileContentError(
+        str(readme),
+        line(pattern),
+        None,
+        f"config {config!r} split {split!r} path {pattern!r} matches {path.relative_to(folder)}, which "
+        f"{other} reads too ({other_pattern!r}, line {line(other_pattern)}): each data file belongs to one "
+        "split, read once",
+    )
 
 
 def _kind(arrow_type) -> str:
