@@ -142,13 +142,14 @@ def _refuse_shared_file(folder: Path, config: str, path: Path, first: tuple, sec
         (second, first) if is_glob == [False, True] else (first, second)
     )
     other = f"split {other_split!r}" if other_split != split else "another path of the split"
+    other_line = line(other_pattern)
+    other += f" reads too ({other_pattern!r}" + (f", line {other_line})" if other_line else ")")
     raise FileContentError(
         str(readme),
         line(pattern),
         None,
         f"config {config!r} split {split!r} path {pattern!r} matches {path.relative_to(folder)}, which "
-        f"{other} reads too ({other_pattern!r}, line {line(other_pattern)}): each data file belongs to one "
-        "split, read once",
+        f"{other}: each data file belongs to one split, read once",
     )
 
 
