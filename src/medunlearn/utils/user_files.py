@@ -10,7 +10,8 @@ and, where there is one, the line (1-based, as an editor shows it) and the field
   which Python's ``json`` accepts, are refused with the line and field) and a YAML mapping may not give a key
   twice (PyYAML keeps the last silently);
 - a JSON Lines row must be an object, a ``.gz`` file must be gzip (and a gzip file is read decompressed,
-  whatever its name), a parquet file must be readable whole;
+  whatever its name), a parquet file must be readable whole; a parquet file or a CSV header may not name a
+  column twice, and a file that is a symbolic link leading nowhere (a loop) is named as such;
 - a dataset card's ``configs:`` block (README front matter) names data files inside its folder only.
 
 Size: files are streamed where the format allows (CSV, JSON Lines). Limits on a single value (a note's
