@@ -78,9 +78,7 @@ def check_local_folder(folder: str | os.PathLike, config: str) -> None:
     )
 
     folder = Path(folder)
-    splits = card_data_files(folder).get(config, {})
-    patterns = [pattern for split_patterns in splits.values() for pattern in split_patterns]
-    paths = [path for pattern in patterns for path in sorted(folder.glob(pattern))]
+    paths = _split_files(folder, config, card_data_files(folder).get(config, {}))
     for path in paths:
         if path.suffix in (".json", ".jsonl"):
             if not read_json_records(path):  # datasets stops on an empty file with a bare StopIteration
@@ -112,6 +110,47 @@ def check_local_folder(folder: str | os.PathLike, config: str) -> None:
                 "needs the same columns",
             )
     _check_same_types(files, config)
+
+
+def _split_files(folder: Path, config: str, splits: dict[str, list[str]]) -> list[Path]:
+    """The data files a config's README paths and globs match, each in one split only: a file that two
+    splits (or two paths of one split) match would have its rows read twice (``data/forget_10/*.parquet``
+    for ``train`` also matches ``holdout``'s file). Named by the README line of the glob that matched it."""
+    owner: dict[Path, tuple[str, str]] = {}
+    for split, patterns in splits.items():
+        for pattern in patterns:
+            for path in sorted(folder.glob(pattern)):
+                if path in owner:
+                    _refuse_shared_file(folder, config, path, owner[path], (split, pattern))
+                owner[path] = (split, pattern)
+    return list(owner)
+
+
+def _refuse_shared_file(folder: Path, config: str, path: Path, first: tuple, second: tuple) -> None:
+    from medunlearn.errors import FileContentError
+    from medunlearn.utils.user_files import read_text
+
+    readme = folder / "README.md"
+    text = read_text(readme)
+
+    def line(pattern: str) -> int | None:
+        found = text.find(pattern)
+        return text.count("\n", 0, found) + 1 if found >= 0 else None
+
+    is_glob = [any(c in pattern for c in "*?[") for _, pattern in (first, second)]
+    (split, pattern), (other_split, other_pattern) = (
+        (second, first) if is_glob == [False, True] else (first, second)
+    )
+    other = f"split {other_split!r}" if other_split != split else "another path of the split"
+    other_line = line(other_pattern)
+    other += f" reads too ({other_pattern!r}" + (f", line {other_line})" if other_line else ")")
+    raise FileContentError(
+        str(readme),
+        line(pattern),
+        None,
+        f"config {config!r} split {split!r} path {pattern!r} matches {path.relative_to(folder)}, which "
+        f"{other}: each data file belongs to one split, read once",
+    )
 
 
 def _kind(arrow_type) -> str:
@@ -153,6 +192,30 @@ def _check_same_types(files: list[Path], config: str) -> None:
                 f"{right_kind}: every data file of a config needs the same column types",
                 unit="row",
             )
+
+
+def split_source(folder: str | os.PathLike, config: str, split: str) -> str:
+    """How an error names a split's rows: its data file as the folder's README lists it (rows are counted
+    within it), or the folder, config and split when the split has several files (or ``folder`` is a Hub
+    id)."""
+    from medunlearn.utils.user_files import card_data_files
+
+    folder = Path(folder)
+    files = card_data_files(folder).get(config, {}).get(split, []) if folder.is_dir() else []
+    return str(folder / files[0]) if len(files) == 1 else f"{folder}: config {config!r} split {split!r}"
+
+
+def check_text_fields(split, columns, source: str) -> None:
+    """Every value of ``columns`` (those ``split``, a ``datasets.Dataset``, has) is text: a null or a number
+    (a parquet column of another type, read by ``datasets`` without a word) would reach a prompt, a score or
+    a training document as ``"None"`` or ``"3.5"``. Named by ``source`` (:func:`split_source`), row (from 1)
+    and field."""
+    from medunlearn.errors import FileContentError, shown
+
+    for column in (name for name in columns if name in split.column_names):
+        for row, value in enumerate(split[column], start=1):
+            if not isinstance(value, str):
+                raise FileContentError(source, row, column, f"expected text, got {shown(value)}", unit="row")
 
 
 def load_split(data: str | os.PathLike, config: str, split: str = "train"):

@@ -79,3 +79,27 @@ def test_config_patient_ids_reads_both_splits_and_names_an_unknown_config(folder
     assert set(config_patient_ids(folder, "retain_90")) == qa_patients(folder, "retain_90")
     with pytest.raises(Exception, match="forget_99"):
         config_patient_ids(folder, "forget_99")
+
+
+@pytest.mark.parametrize("field", ["note", "title"])
+def test_a_null_note_or_title_is_named_not_read_as_the_text_none(folder, tmp_path, field):
+    """Before: ``note_document(title, None)`` made the document ``"<title>\\nNone"``, trained and scored."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from medunlearn.amnesia.note_sets import note_rows
+    from medunlearn.errors import FileContentError
+
+    copy = tmp_path / "data"
+    shutil.copytree(folder, copy)
+    path = copy / "data" / "notes" / "train-00000-of-00001.parquet"
+    table = pq.read_table(path)
+    values = table[field].to_pylist()
+    values[2] = None
+    pq.write_table(table.set_column(table.schema.get_field_index(field), field, pa.array(values)), path)
+    with pytest.raises(
+        FileContentError, match=rf"notes/train-00000-of-00001.parquet, row 3, field '{field}': "
+    ):
+        note_rows(copy)

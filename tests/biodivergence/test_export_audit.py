@@ -129,6 +129,13 @@ def _tamper(built_folder, tmp_path, edit):
             lambda test, train: test.assign(conflict_type=["maybe"] + test["conflict_type"].tolist()[1:]),
             "pair schema and label ontology",
         ),
+        (lambda test, train: test.drop(columns=["claim_b"]), "test: every row follows the pair schema"),
+        (
+            lambda test, train: test.assign(
+                confidence=["high"] + test["confidence"].astype(str).tolist()[1:]
+            ),
+            "test: every row follows the pair schema",
+        ),
     ],
 )
 def test_audit_names_the_first_violation(built_folder, tmp_path, edit, check):
@@ -193,3 +200,25 @@ def test_the_audit_fails_heuristic_dev_labels_of_a_folder_that_did_not_ask_for_t
     (folder / "build.json").write_text(json.dumps(build))
     report = audit_folder(folder)
     assert not report.ok and report.first_violation.name == "v1.0 dev: only LLM labels"
+
+
+def test_the_audit_of_a_split_with_a_column_name_given_twice_is_one_named_error(
+    built_folder, tmp_path, capsys
+):
+    """Before: exit 2 with pyarrow's "Multiple matches for FieldRef.Name(claim_a)" and the whole schema (21
+    lines)."""
+    import pyarrow.parquet as pq
+
+    from medunlearn.cli import main
+
+    folder = tmp_path / "folder"
+    shutil.copytree(built_folder, folder)
+    train = folder / "v1.0" / "train.parquet"
+    table = pq.read_table(train)
+    pq.write_table(table.append_column("claim_a", table.column("claim_b")), train)
+    assert main(["biodivergence", "audit", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [
+        f"medunlearn biodivergence: error: {train}, field 'claim_a': the column name appears twice: "
+        "every column needs its own name"
+    ], err

@@ -57,7 +57,8 @@ def test_an_audit_names_a_missing_confidence_and_shared_ids_in_plain_values(buil
     test.loc[0, "confidence"] = np.nan
     test.to_parquet(folder / "v1.0/test.parquet", index=False)
     err = _audit_error(folder, capsys)
-    assert "v1.0/test: row 1, field `confidence`: the value is missing (absent, null or NaN)" in err, err
+    missing = "the value is missing (absent, null or NaN)"
+    assert f"v1.0/test.parquet: row 1, field `confidence`: {missing}" in err, err
 
     shutil.copytree(built_folder, folder, dirs_exist_ok=True)
     train, test = (pd.read_parquet(folder / f"v1.0/{split}.parquet") for split in ("train", "test"))

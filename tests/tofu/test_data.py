@@ -89,6 +89,39 @@ def test_unknown_config_and_missing_folder_are_named(tmp_path):
         load_tofu(tmp_path / "nowhere", "full")
 
 
+@pytest.mark.parametrize(
+    ("edit", "row", "got"),
+    [
+        # a string in every row (datasets reads a column of one type): the first row is named
+        (lambda answers, row: answers[0], 1, "got 'Wrong answer 1 of row 1'"),
+        (lambda answers, row: [] if row == 1 else answers, 2, "got an empty list"),
+        (
+            lambda answers, row: [answers[0], None] if row == 1 else answers,
+            2,
+            "got ['Wrong answer 1 of row 2', None]",
+        ),
+    ],
+)
+def test_a_perturbed_answer_that_is_not_a_list_of_texts_is_named(tmp_path, edit, row, got):
+    """Before: a string was scored one character at a time (one "perturbed answer" per letter), an empty
+    list was named with a row counted from 0, a null inside the list reached the tokenizer."""
+    import json
+
+    folder = build_tofu_folder(tmp_path / "tofu", authors=10, qa_per_author=2, perturbed=2, options=3)
+    path = folder / "forget10_perturbed.json"
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    for index, record in enumerate(rows):
+        answers = [f"Wrong answer {i} of row {index + 1}" for i in (1, 2)]
+        record["perturbed_answer"] = edit(answers, index)
+    path.write_text("".join(json.dumps(record) + "\n" for record in rows), encoding="utf-8")
+    with pytest.raises(TofuInputError) as error:
+        load_tofu(folder, "forget10_perturbed")
+    where = f"config 'forget10_perturbed' row {row}, field 'perturbed_answer'"
+    assert str(error.value).endswith(
+        f'{where}: expected a non-empty list of texts (one wrong answer is ["..."]), {got}'
+    )
+
+
 @settings(max_examples=25, deadline=None)
 @given(authors=st.integers(2, 60), qa_per_author=st.integers(1, 5), seed=st.integers(0, 2**16))
 def test_split_invariants_hold_for_any_size(authors, qa_per_author, seed):

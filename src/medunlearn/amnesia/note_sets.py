@@ -25,7 +25,7 @@ import os
 from collections.abc import Iterable
 
 from medunlearn.config_names import folder_configs
-from medunlearn.data_loading import load_split
+from medunlearn.data_loading import check_text_fields, load_split, split_source
 from medunlearn.errors import InputError
 
 HOLDOUT_NOTES = "holdout_notes"  # medunlearn.amnesia.hub's name of the config
@@ -54,10 +54,19 @@ def config_patient_ids(folder: str | os.PathLike, config: str) -> list[str]:
     return sorted(ids)
 
 
+def load_notes(folder: str | os.PathLike, config: str = "notes"):
+    """The ``train`` split of a notes config (``notes``, or ``holdout_notes``), every patient id, title and
+    note text: a null would be trained and scored as the text ``"None"`` (named by data file, row and field
+    instead)."""
+    notes = load_split(folder, config)
+    check_text_fields(notes, ("patient_id", "title", "note"), split_source(folder, config, "train"))
+    return notes
+
+
 def note_rows(folder: str | os.PathLike, config: str = "notes") -> list[dict]:
     """Every note of ``config`` (``notes``, or ``holdout_notes``) as ``{patient_id, disease, title, note,
     text}``, sorted by patient id; ``text`` is :func:`note_document`."""
-    notes = load_split(folder, config)
+    notes = load_notes(folder, config)
     rows = [
         {
             "patient_id": pid,
@@ -129,6 +138,7 @@ __all__ = [
     "NoteSetError",
     "config_patient_ids",
     "holdout_note_rows",
+    "load_notes",
     "note_document",
     "note_rows",
     "notes_for_memorization",

@@ -158,18 +158,11 @@ def audit_configs(configs: dict, build_stats: dict | None = None, eval_labels: s
     )
     if missing:
         return report
-    for split in SPLITS:
-        try:
-            normalise_pool(v1[split], source=f"v1.0/{split}")
-            report.checks.append(
-                Check(f"v1.0 {split}: every row follows the pair schema and label ontology", True)
-            )
-        except PoolFormatError as error:
-            report.checks.append(
-                Check(
-                    f"v1.0 {split}: every row follows the pair schema and label ontology", False, str(error)
-                )
-            )
+    report.checks += [_schema_check(v1[split], f"v1.0 {split}", f"v1.0/{split}") for split in SPLITS]
+    if not report.ok:
+        # The checks below read the schema's columns and types: a missing column or a confidence that is
+        # no number is reported by the schema check, not as a crash of a later one.
+        return report
     for split in SPLITS:
         duplicated = v1[split]["pair_id"][v1[split]["pair_id"].duplicated()]
         report.checks.append(
@@ -198,8 +191,22 @@ def audit_configs(configs: dict, build_stats: dict | None = None, eval_labels: s
     report.label_sources = {split: v1[split]["label_source"].value_counts().to_dict() for split in SPLITS}
     legacy = configs.get("v1.0-pairlevel")
     if legacy and all(split in legacy for split in SPLITS):
-        report.pairlevel_leakage = pairlevel_leakage(legacy)
+        schema = [_schema_check(legacy[s], f"v1.0-pairlevel {s}", f"v1.0-pairlevel/{s}") for s in SPLITS]
+        report.checks += [check for check in schema if not check.ok]
+        if all(check.ok for check in schema):
+            report.pairlevel_leakage = pairlevel_leakage(legacy)
     return report
+
+
+def _schema_check(frame: pd.DataFrame, name: str, source: str) -> Check:
+    """Whether every row of one split follows the pair schema and the label ontology (the first bad row
+    named: the file read, or ``source`` for an in-memory split; row and field)."""
+    name = f"{name}: every row follows the pair schema and label ontology"
+    try:
+        normalise_pool(frame, source=frame.attrs.get("source", source))
+    except PoolFormatError as error:
+        return Check(name, False, str(error))
+    return Check(name, True)
 
 
 def _eval_source_check(frame: pd.DataFrame, split: str, eval_labels: str, admitted: tuple[str, ...]) -> Check:
@@ -242,6 +249,7 @@ def read_hub_folder(directory: str | Path) -> dict:
                     f"{readme}: config {name!r} split {split!r} points to {path}, which does not exist"
                 )
             splits[split] = read_parquet(path).to_pandas()
+            splits[split].attrs["source"] = str(path)  # the file a schema violation is reported in
         configs[name] = splits
     build = directory / "build.json"
     empty = read_json(build, expect=dict).get("empty_splits", {}) if build.is_file() else {}

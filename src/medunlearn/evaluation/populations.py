@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from medunlearn.data_loading import load_config, retain_config_for
-from medunlearn.errors import FileContentError, MedunlearnError, shown
+from medunlearn.data_loading import check_text_fields, load_config, retain_config_for, split_source
+from medunlearn.errors import MedunlearnError
 from medunlearn.utils.user_files import existing_folder
 
 FORGET_SEEN = "forget_seen"
@@ -176,23 +176,5 @@ def load_populations(
         for split in ("train", "holdout"):
             if split not in dataset:
                 raise PopulationError(f"{data_dir}: config {name!r} has no split {split!r}")
-            _check_text_fields(dataset[split], _data_file(data_dir, name, split))
+            check_text_fields(dataset[split], QA_COLUMNS, split_source(data_dir, name, split))
     return build_populations(forget, retain, notes["train"], config)
-
-
-def _data_file(data_dir: Path, config: str, split: str) -> str:
-    """The data file of a split as the README's configs block names it (rows are counted within it), or the
-    folder, config and split when the split has several files."""
-    from medunlearn.utils.user_files import card_data_files
-
-    files = card_data_files(data_dir).get(config, {}).get(split, [])
-    return str(data_dir / files[0]) if len(files) == 1 else f"{data_dir}: config {config!r} split {split!r}"
-
-
-def _check_text_fields(split, source: str) -> None:
-    """Every QA field is text: a number or a null (a parquet column of another type that ``datasets`` read
-    without a word) would reach the prompt and the scores. Named by file, row (from 1) and field."""
-    for column in (name for name in QA_COLUMNS if name in split.column_names):
-        for row, value in enumerate(split[column], start=1):
-            if not isinstance(value, str):
-                raise FileContentError(source, row, column, f"expected text, got {shown(value)}", unit="row")

@@ -7,7 +7,8 @@ in the README's YAML ``configs:`` block; every config has a single ``train`` spl
 * QA configs ``full``, ``forget01/05/10``, ``retain90/95/99``, ``holdout01/05/10``, ``real_authors``,
   ``world_facts``: ``question, answer``.
 * ``forget{01,05,10}_perturbed`` and ``retain_perturbed``: ``question, answer, paraphrased_answer,
-  paraphrased_question, perturbed_answer`` (a list of wrong answers written like the paraphrase).
+  paraphrased_question, perturbed_answer`` (a non-empty list of wrong answers written like the paraphrase;
+  a single string is refused, not read as a list of characters).
 * ``real_authors_perturbed`` and ``world_facts_perturbed``: ``question, answer, perturbed_answer`` (the wrong
   options of a multiple-choice question).
 
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from medunlearn.config_names import SplitName, is_forget_config, is_tofu_hub_split, retain_config_for
 from medunlearn.data_loading import load_config
-from medunlearn.errors import MedunlearnError, MissingInputError
+from medunlearn.errors import MedunlearnError, MissingInputError, shown
 
 HUB_ID = "locuslab/TOFU"
 FORGET_CONFIGS = ("forget01", "forget05", "forget10")
@@ -104,7 +105,9 @@ def load_tofu(source: str | Path = HUB_ID, config: str = "full"):
 
 
 def _check_text_columns(dataset, source: str, config: str) -> None:
-    """Every question and answer is text: a null or a number would reach the scoring as a float."""
+    """Every question and answer is text: a null or a number would reach the scoring as a float. Every
+    ``perturbed_answer`` is a non-empty list of texts: a single string would be scored one character at a
+    time (a string is a sequence too), so one wrong answer is written as a list of one."""
     for column in ("question", "answer", "paraphrased_answer"):
         if column not in dataset.column_names:
             continue
@@ -113,6 +116,16 @@ def _check_text_columns(dataset, source: str, config: str) -> None:
                 raise TofuInputError(
                     f"{source}: config {config!r} row {row}, field {column!r}: expected text, got {value!r}"
                 )
+    if "perturbed_answer" not in dataset.column_names:
+        return
+    for row, value in enumerate(dataset["perturbed_answer"], start=1):
+        texts = isinstance(value, list) and value and all(isinstance(item, str) for item in value)
+        if not texts:
+            got = "an empty list" if value == [] else shown(value, limit=80)
+            raise TofuInputError(
+                f"{source}: config {config!r} row {row}, field 'perturbed_answer': expected a non-empty list "
+                f'of texts (one wrong answer is ["..."]), got {got}'
+            )
 
 
 __all__ = [

@@ -42,7 +42,7 @@ from medunlearn.evaluation.roles import (
 )
 from medunlearn.evaluation.settings import Overwrite, RunnerConfig
 from medunlearn.tofu.conventions import ConventionTokenizer, TofuConventions
-from medunlearn.tofu.data import TofuInputError, load_tofu, tofu_splits
+from medunlearn.tofu.data import load_tofu, tofu_splits
 from medunlearn.tofu.scoring import (
     cut_at_stop_strings,
     reference_summary,
@@ -56,7 +56,7 @@ GENERATED_SETS = ("forget", "retain", "real_authors", "world_facts")
 RETAIN_MODEL_SETS = ("forget", "holdout")
 
 
-def _set_examples(set_name: str, dataset, config: str) -> pd.DataFrame:
+def _set_examples(set_name: str, dataset) -> pd.DataFrame:
     """One row per (question, answer variant) of one set; perturbed answers flattened with their index."""
     frame = dataset.to_pandas()
     n = len(frame)
@@ -85,10 +85,7 @@ def _set_examples(set_name: str, dataset, config: str) -> pd.DataFrame:
             )
         )
     if "perturbed_answer" in frame:
-        counts = frame["perturbed_answer"].map(len).to_numpy()
-        empty = np.flatnonzero(counts == 0)
-        if len(empty):
-            raise TofuInputError(f"config {config!r} row {int(empty[0])}: field 'perturbed_answer' is empty")
+        counts = frame["perturbed_answer"].map(len).to_numpy()  # load_tofu: non-empty lists of texts
         parts.append(
             pd.DataFrame(
                 {
@@ -127,7 +124,7 @@ def tofu_examples(source, forget: str = "forget10") -> pd.DataFrame:
         "holdout": splits.holdout,
     }
     return pd.concat(
-        [_set_examples(name, load_tofu(source, config), config) for name, config in configs.items()],
+        [_set_examples(name, load_tofu(source, config)) for name, config in configs.items()],
         ignore_index=True,
     )
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from medunlearn.amnesia.note_sets import note_document
+from medunlearn.amnesia.note_sets import load_notes, note_document
 from medunlearn.chat import (
     Conventions,
     require_chat_template,
@@ -35,7 +35,7 @@ from medunlearn.chat import (
     warn_if_conventions_differ,
     write_model_conventions,
 )
-from medunlearn.data_loading import load_split, retain_config_for
+from medunlearn.data_loading import check_text_fields, load_split, retain_config_for, split_source
 from medunlearn.errors import MedunlearnError
 from medunlearn.models import ModelArguments, load_model
 from medunlearn.unlearn.card import replace_card_section, write_finetune_card, write_model_card
@@ -506,8 +506,9 @@ def run_finetune(
     out = Path(args.output_dir)
     check_training_output(out, model_args.model_name_or_path, args.data, overwrite)
     template = sft_config if sft_config is not None else default_sft_config(model_args, out)
-    notes = None if args.benchmark == "tofu" else load_split(args.data, "notes")  # TOFU has QA only
+    notes = None if args.benchmark == "tofu" else load_notes(args.data)  # TOFU has QA only
     qa = load_split(args.data, "full")
+    check_text_fields(qa, ("question", "answer"), split_source(args.data, "full", "train"))
     if len(qa) == 0:
         raise UnlearningInputError(f"{args.data}: config 'full' split 'train' has no rows")
     texts = [] if notes is None else notes_texts(notes)

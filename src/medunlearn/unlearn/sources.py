@@ -29,7 +29,7 @@ from typing import Literal
 
 from medunlearn.amnesia.note_sets import config_patient_ids, notes_of_patients
 from medunlearn.config_names import MUSE_FOLDS
-from medunlearn.data_loading import load_split
+from medunlearn.data_loading import check_text_fields, load_split, split_source
 from medunlearn.unlearn.errors import UnlearningInputError
 
 ForgetOn = Literal["qa", "notes", "both"]
@@ -94,7 +94,9 @@ def _muse_corpus(data: str, choice: str | None, role: str):
 
 
 def _qa_part(data: str, config: str):
-    return load_split(data, config)
+    qa = load_split(data, config)
+    check_text_fields(qa, ("question", "answer"), split_source(data, config, "train"))  # not "None"
+    return qa
 
 
 def _notes_part(data: str, config: str):

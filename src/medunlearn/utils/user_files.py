@@ -10,7 +10,8 @@ and, where there is one, the line (1-based, as an editor shows it) and the field
   which Python's ``json`` accepts, are refused with the line and field) and a YAML mapping may not give a key
   twice (PyYAML keeps the last silently);
 - a JSON Lines row must be an object, a ``.gz`` file must be gzip (and a gzip file is read decompressed,
-  whatever its name), a parquet file must be readable whole;
+  whatever its name), a parquet file must be readable whole; a parquet file or a CSV header may not name a
+  column twice, and a file that is a symbolic link leading nowhere (a loop) is named as such;
 - a dataset card's ``configs:`` block (README front matter) names data files inside its folder only.
 
 Size: files are streamed where the format allows (CSV, JSON Lines). Limits on a single value (a note's
@@ -20,6 +21,7 @@ length) belong to the reader that knows what the value is; see `check_text_lengt
 from __future__ import annotations
 
 import codecs
+import csv
 import functools
 import gzip
 import json
@@ -63,6 +65,13 @@ def existing_file(path: str | Path) -> Path:
     """`path` as a `Path`, or a named error when it is missing or a folder."""
     path = Path(path)
     if not path.exists():
+        if path.is_symlink():  # a link loop or a link whose target is gone: not "no such file"
+            raise FileContentError(
+                str(path),
+                None,
+                None,
+                "is a symbolic link that leads to no file (a loop, or its target is gone)",
+            )
         raise MissingInputError(f"{path}: no such file")
     if not path.is_file():
         raise FileContentError(str(path), None, None, "is a folder, not a file")
@@ -147,6 +156,23 @@ def text_lines(path: str | Path) -> Iterator[str]:
                 ) from error
             check_no_nul(line, str(path), number)
             yield line
+
+
+def csv_dict_reader(path: str | Path) -> csv.DictReader:
+    """A `csv.DictReader` over the lines of `path` (:func:`text_lines`), its header read: a column named
+    twice is a named error (the reader would give each row the later column's value without a word)."""
+    reader = csv.DictReader(text_lines(path))
+    names = reader.fieldnames or []
+    for column, name in enumerate(names):
+        if name in names[:column]:
+            raise FileContentError(
+                str(path),
+                reader.line_num,
+                name,
+                f"the header names this column twice (columns {names.index(name) + 1} and {column + 1}): "
+                "every column needs its own name",
+            )
+    return reader
 
 
 def _byte_lines(head: bytes, handle) -> Iterator[bytes]:
@@ -466,7 +492,14 @@ def _check_inside(folder: Path, pattern: str, source: str, line: int | None, fie
         or ".." in parts.parts
     )
     if not leaves and not _GLOB_CHARACTERS.search(pattern) and os.path.lexists(folder / pattern):
-        leaves = folder.resolve() not in (folder / pattern).resolve().parents
+        try:
+            target = (folder / pattern).resolve()
+        except (RuntimeError, OSError) as error:  # Python 3.11 raises RuntimeError on a loop, later OSError
+            where = f"{source}, line {line}" if line is not None else source
+            raise FileContentError(
+                str(folder / pattern), None, None, f"is a symbolic link that loops back on itself ({where})"
+            ) from error
+        leaves = folder.resolve() not in target.parents
     if leaves:
         raise FileContentError(
             source,
@@ -494,11 +527,13 @@ def open_maybe_gzip(path: str | Path):
 
 
 def read_parquet(path: str | Path, columns: list[str] | None = None):
-    """A parquet file as a `pyarrow.Table`; a truncated or corrupt file is a named error."""
+    """A parquet file as a `pyarrow.Table`; a truncated or corrupt file, or one with a column name given
+    twice, is a named error (:func:`parquet_schema`)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     path = existing_file(path)
+    parquet_schema(path)
     try:
         return pq.read_table(path, columns=columns)
     except (pa.ArrowException, OSError) as error:
@@ -509,17 +544,26 @@ def read_parquet(path: str | Path, columns: list[str] | None = None):
 
 def parquet_schema(path: str | Path):
     """The schema (a `pyarrow.Schema`: column names and types) of a parquet file, read from its footer; a
-    truncated or corrupt file is a named error."""
+    truncated or corrupt file is a named error, and so is a column name given twice (which of the two a
+    reader takes is arbitrary: pyarrow refuses to select it, pandas and ``datasets`` keep one)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     path = existing_file(path)
     try:
-        return pq.read_schema(path)
+        schema = pq.read_schema(path)
     except (pa.ArrowException, OSError) as error:
         raise FileContentError(
             str(path), None, None, f"is not a readable parquet file (truncated or corrupt?): {error}"
         ) from error
+    seen: set[str] = set()
+    for name in schema.names:
+        if name in seen:
+            raise FileContentError(
+                str(path), None, name, "the column name appears twice: every column needs its own name"
+            )
+        seen.add(name)
+    return schema
 
 
 def parquet_column_names(path: str | Path) -> list[str]:

@@ -33,11 +33,11 @@ from medunlearn.ontology.amnesia import DISEASES
 from medunlearn.ontology.vocabulary import DiseaseVocabulary, RecordAnalysis, default_vocabulary
 from medunlearn.utils.user_files import (
     check_text_length,
+    csv_dict_reader,
     existing_file,
     json_type_name,
     read_json,
     read_jsonl,
-    text_lines,
 )
 
 UNCLASSIFIED = "no disease category could be assigned from title and note"
@@ -59,7 +59,7 @@ def read_records(path: str | Path) -> list[dict]:
     suffix = path.suffix.lower()
     if suffix == ".csv":
         csv.field_size_limit(2**31 - 1)  # PMC-Patients notes exceed csv's default field limit
-        rows = list(csv.DictReader(text_lines(path)))
+        rows = list(csv_dict_reader(path))
         for number, row in enumerate(rows, start=1):
             if None in row:  # csv's key for the fields beyond the header's
                 raise RecordError(str(path), number, None, "more fields than the header names")

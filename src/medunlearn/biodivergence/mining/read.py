@@ -36,7 +36,6 @@ lines) and the field; records are never skipped silently. Section labels are nor
 
 from __future__ import annotations
 
-import csv
 import gzip
 import json
 import re
@@ -50,6 +49,7 @@ import pandas as pd
 
 from medunlearn.errors import FileContentError, InputError, MissingInputError
 from medunlearn.utils.user_files import (
+    csv_dict_reader,
     encoding_of,
     not_a_file,
     open_maybe_gzip,
@@ -335,7 +335,7 @@ def _flat_record(where: _Location, item: dict, sections, skip_missing: bool) -> 
 
 
 def _read_csv(path: Path, skip_missing: bool = False) -> Iterator[dict | None]:
-    reader = csv.DictReader(_lines(path))
+    reader = csv_dict_reader(path)
     missing = [name for name in ("pmid", "title", "abstract") if name not in (reader.fieldnames or [])]
     if missing:
         raise AbstractFormatError(
