@@ -537,9 +537,7 @@ def read_parquet(path: str | Path, columns: list[str] | None = None):
     try:
         return pq.read_table(path, columns=columns)
     except (pa.ArrowException, OSError) as error:
-        raise FileContentError(
-            str(path), None, None, f"is not a readable parquet file (truncated or corrupt?): {error}"
-        ) from error
+        raise _unreadable_parquet(path, error) from error
 
 
 def parquet_schema(path: str | Path):
@@ -553,17 +551,17 @@ def parquet_schema(path: str | Path):
     try:
         schema = pq.read_schema(path)
     except (pa.ArrowException, OSError) as error:
-        raise FileContentError(
-            str(path), None, None, f"is not a readable parquet file (truncated or corrupt?): {error}"
-        ) from error
-    seen: set[str] = set()
-    for name in schema.names:
-        if name in seen:
-            raise FileContentError(
-                str(path), None, name, "the column name appears twice: every column needs its own name"
-            )
-        seen.add(name)
+        raise _unreadable_parquet(path, error) from error
+    twice = [name for index, name in enumerate(schema.names) if name in schema.names[:index]]
+    if twice:
+        why = "the column name appears twice: every column needs its own name"
+        raise FileContentError(str(path), None, twice[0], why)
     return schema
+
+
+def _unreadable_parquet(path: Path, error: Exception) -> FileContentError:
+    why = f"is not a readable parquet file (truncated or corrupt?): {error}"
+    return FileContentError(str(path), None, None, why)
 
 
 def parquet_column_names(path: str | Path) -> list[str]:
