@@ -185,3 +185,18 @@ def test_a_null_text_a_command_would_train_on_is_named(
     line = _one_error_line(capsys, argv[0])
     assert line.endswith(f"{data / relative}, row 3, field '{field}': expected text, got None"), line
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("relative", "field"),
+    [("data/notes/train-00000-of-00001.parquet", "note"), (FORGET_TRAIN, "answer")],
+)
+def test_the_audit_names_a_null_text(amnesia_folder, tmp_path, capsys, relative, field):
+    """Before: `amnesia audit` read only the id and disease columns and passed a folder with a null note."""
+    data = tmp_path / "amnesia"
+    shutil.copytree(amnesia_folder, data)
+    assert main(["amnesia", "audit", str(data)]) == 0
+    capsys.readouterr()
+    _with_null(data, relative, field, row=2)
+    assert main(["amnesia", "audit", str(data)]) == 1
+    assert f"{data / relative}, row 2, field '{field}': expected text, got None" in capsys.readouterr().err

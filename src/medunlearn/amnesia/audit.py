@@ -86,7 +86,8 @@ class _Folder:
             found = parquet_column_names(path)
             if found != expected:
                 raise AuditFailure(f"{path}: columns {found}, expected {expected}")
-            # The invariants concern ids, types and diseases: the text columns are not read.
+            _check_text_columns(path, [c for c in ("title", "note", "question", "answer") if c in expected])
+            # The other invariants concern ids, types and diseases.
             wanted = [c for c in ("qa_id", "patient_id", "disease", "qa_type") if c in expected]
             table = read_parquet(path, columns=wanted)
             self._cache[key] = {
@@ -98,6 +99,22 @@ class _Folder:
     def patients(self, config: str) -> np.ndarray:
         ids = [self.columns(config, split)["patient_id"] for split in QA_SPLITS]
         return np.unique(np.concatenate(ids))
+
+
+def _check_text_columns(path: Path, names: list[str]) -> None:
+    """Every value of the text columns is a string: a null (or a number) would reach a prompt, a score or a
+    training document as ``"None"``; named by file, row (from 1) and field, as the loaders name it."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    table = read_parquet(path, columns=names)
+    for name in names:
+        column = table[name]
+        if not pa.types.is_string(column.type) and not pa.types.is_large_string(column.type):
+            raise AuditFailure(f"{path}, field '{name}': expected text, the column holds {column.type}")
+        if column.null_count:
+            row = pc.index(pc.is_null(column), True).as_py() + 1
+            raise AuditFailure(f"{path}, row {row}, field '{name}': expected text, got None")
 
 
 def _one_path(readme: Path, config: str, split: str, paths: list[str]) -> str:
