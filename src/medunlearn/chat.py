@@ -263,10 +263,7 @@ class ConventionTokenizer:
     def apply_chat_template(
         self, conversations, tokenize: bool = False, add_generation_prompt: bool = False, **kwargs
     ):
-        if tokenize:
-            raise ValueError("ConventionTokenizer renders text only (tokenize=False)")
-        single = bool(conversations) and isinstance(conversations[0], dict)
-        batch = [conversations] if single else list(conversations)
+        batch, single = text_only_batch(conversations, tokenize, "ConventionTokenizer")
         c = self._conventions
         if c.chat_template:
             if c.system_prompt:
@@ -279,6 +276,15 @@ class ConventionTokenizer:
         else:
             rendered = [self._render_tags(conversation, add_generation_prompt) for conversation in batch]
         return rendered[0] if single else list(rendered)
+
+
+def text_only_batch(conversations, tokenize: bool, renderer: str) -> tuple[list, bool]:
+    """What an ``apply_chat_template`` that renders text gets: one conversation (a list of messages) or a
+    batch of them, as a batch, and whether it was one (the result is then unwrapped)."""
+    if tokenize:
+        raise ValueError(f"{renderer} renders text only (tokenize=False)")
+    single = bool(conversations) and isinstance(conversations[0], dict)
+    return ([conversations] if single else list(conversations)), single
 
 
 # ------------------------------------------------------------------------------------------------------------

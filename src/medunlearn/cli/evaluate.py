@@ -13,6 +13,7 @@ from pathlib import Path
 
 from medunlearn.chat import PRESETS
 from medunlearn.cli.options import (
+    BENCHMARKS,
     add_batch_size_arguments,
     add_dtype_argument,
     add_engine_arguments,
@@ -149,7 +150,7 @@ def build_parser(prog: str = "medunlearn evaluate") -> argparse.ArgumentParser:
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.add_argument(
         "--benchmark",
-        choices=("amnesia", "tofu", "muse"),
+        choices=BENCHMARKS,
         default="amnesia",
         help="tofu: --data is a TOFU-format folder or Hub id, --forget forget01/05/10; TOFU metric set. "
         "muse: --data is a MUSE-format folder; MUSE metric set (docs/muse.md)",

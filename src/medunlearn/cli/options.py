@@ -34,6 +34,9 @@ from medunlearn.utils.numbers import step_count as step_count
 from medunlearn.utils.numbers import steps_limit as steps_limit
 from medunlearn.utils.numbers import whole_number_from as whole_number_from
 
+# The benchmarks `evaluate` and `unlearn` read (`unlearn.run.Benchmark` types the same three names).
+BENCHMARKS = ("amnesia", "tofu", "muse")
+
 
 class OverridableParser(argparse.ArgumentParser):
     """Keeps unknown ``--field value`` pairs in ``args.overrides`` for a trainer config's own parser

@@ -12,6 +12,7 @@ import importlib.util
 from pathlib import Path
 
 from medunlearn.cli.options import (
+    BENCHMARKS,
     OverridableParser,
     add_conventions_arguments,
     add_dtype_argument,
@@ -85,7 +86,7 @@ def build_parser(prog: str = "medunlearn unlearn") -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--benchmark",
-        choices=("amnesia", "tofu", "muse"),
+        choices=BENCHMARKS,
         default="amnesia",
         help="tofu: --data is a TOFU-format folder or Hub id (--forget forget10 -> retain90); muse: a "
         "MUSE-format folder, unlearned as raw text (--forget raw/forget | scal/forget_k | sust/forget_k)",

@@ -9,6 +9,8 @@ scored and continued the way it was read instead: :class:`RawTextRendering` answ
 
 from __future__ import annotations
 
+from medunlearn.chat import text_only_batch
+
 
 class RawTextRendering:
     """A tokenizer whose ``apply_chat_template`` joins a conversation's texts as they are (no template) and
@@ -36,10 +38,7 @@ class RawTextRendering:
     def apply_chat_template(
         self, conversations, tokenize: bool = False, add_generation_prompt: bool = False, **kwargs
     ):
-        if tokenize:
-            raise ValueError("RawTextRendering renders text only (tokenize=False)")
-        single = bool(conversations) and isinstance(conversations[0], dict)
-        batch = [conversations] if single else list(conversations)
+        batch, single = text_only_batch(conversations, tokenize, "RawTextRendering")
         rendered = []
         for conversation in batch:
             roles = [message["role"] for message in conversation]

@@ -15,11 +15,11 @@ A MUSE protocol study's results are one row per stage instead (:mod:`medunlearn.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 from medunlearn.errors import MissingInputError
 from medunlearn.study.grid import forget_parts
+from medunlearn.utils.numbers import finite_number
 from medunlearn.utils.stage_marker import is_done
 from medunlearn.utils.user_files import read_json
 
@@ -59,12 +59,6 @@ def _stages(study_dir: Path, state: dict) -> list[dict]:
             }
         )
     return stages
-
-
-def _scalar(value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 def attack_summary(stage_folder: Path, fingerprint: str | None) -> dict | None:
@@ -121,7 +115,9 @@ def collect_results(study_dir: str | Path) -> dict:
                 if not isinstance(values, dict):
                     continue
                 row = {**common, "population": population, "qa_type": qa_type}
-                row.update({k: _scalar(v) for k, v in values.items() if _scalar(v) is not None or v is None})
+                numbers = {key: finite_number(value) for key, value in values.items()}
+                # A missing value stays a column (None); a non-number or non-finite one is left out.
+                row.update({key: n for key, n in numbers.items() if n is not None or values[key] is None})
                 rows.append(row)
     table = pd.DataFrame(rows)
     table.to_parquet(study_dir / "results.parquet", index=False)

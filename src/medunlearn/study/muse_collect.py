@@ -13,10 +13,10 @@ has no fold, request or seed.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 from medunlearn.study.muse_grid import RETAIN_BASELINE, RETAIN_MODEL, TARGET_MODEL
+from medunlearn.utils.numbers import finite_number
 from medunlearn.utils.stage_marker import is_done
 from medunlearn.utils.user_files import read_json
 
@@ -61,18 +61,12 @@ def _stages(study_dir: Path, grid: dict) -> list[dict]:
     return stages
 
 
-def _number(value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return value if math.isfinite(value) else None
-
-
 def stage_row(study: str, protocol: str, stage: dict, summary: dict, eval_dir: Path) -> dict:
     """One results row: the stage's description and its summary's metrics (``None`` where it has none)."""
     metrics = summary.get("metrics", {})
     row = {"study": study, "protocol": protocol, "fold": None, "corpus": None, "fold_documents": None}
     row.update({"request": None, "seed": None, "start_model": None, **stage})
-    row.update({name: _number(metrics.get(name)) for name in (*METRICS, *EXTRA)})
+    row.update({name: finite_number(metrics.get(name)) for name in (*METRICS, *EXTRA)})
     row["preset"] = summary.get("conventions", {}).get("name")
     row["eval_dir"] = str(eval_dir)
     return row

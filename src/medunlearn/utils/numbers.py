@@ -24,6 +24,14 @@ from typing import Any
 from medunlearn.errors import InputError, shown
 
 
+def finite_number(value: Any) -> int | float | None:
+    """``value`` when it is a finite int or float (a bool is not a number here), else ``None``: what a results
+    table's cell holds."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value if math.isfinite(value) else None
+
+
 def _number(value, kind: type) -> int | float:
     """``value`` (a command-line string or an already-parsed number) as ``kind``; a finite number only."""
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
