@@ -24,10 +24,11 @@ from medunlearn.biodivergence.schema import (
     MIN_CONFIDENCE,
     PoolFormatError,
     eval_label_sources,
+    normalise_claim,
     normalise_pool,
     pair_features,
 )
-from medunlearn.biodivergence.splits import SPLITS, normalise_claim
+from medunlearn.biodivergence.splits import SPLITS
 from medunlearn.errors import MedunlearnError, shown
 from medunlearn.utils.user_files import card_data_files, read_front_matter, read_json, read_parquet
 

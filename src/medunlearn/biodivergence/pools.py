@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from medunlearn.biodivergence.schema import PAIR_COLUMNS, PoolFormatError, normalise_pool
+from medunlearn.biodivergence.schema import ID_COLUMNS, PAIR_COLUMNS, PoolFormatError, normalise_pool
 from medunlearn.errors import MedunlearnError
 from medunlearn.ontology.biodivergence import AXIS_IDS, NO_CONFOUNDER
 from medunlearn.utils.user_files import json_type_name, not_a_file, read_json, read_jsonl, read_parquet
@@ -30,10 +30,12 @@ def read_pool(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     if not path.is_file():
         raise PoolNotFoundError(f"pool file {path} {not_a_file(path)}")
+    # JSON rows are read as objects, so an integer id beside a missing one stays an integer (pandas would
+    # make the column float: 12345.0) and a boolean stays a boolean for the schema check to name.
     if path.suffix == ".parquet":
-        frame = read_parquet(path).to_pandas()
+        frame = _typed_parquet(path).to_pandas()
     elif path.suffix == ".jsonl":
-        frame = pd.DataFrame([row for _, row in read_jsonl(path)])
+        frame = pd.DataFrame([row for _, row in read_jsonl(path)], dtype=object)
     elif path.suffix == ".json":
         rows = read_json(path, expect=list, what="a .json pool")
         bad = next((number for number, row in enumerate(rows, start=1) if not isinstance(row, dict)), None)
@@ -41,15 +43,72 @@ def read_pool(path: str | Path) -> pd.DataFrame:
             raise PoolFormatError(
                 f"{path}: row {bad}: expected a JSON object, got {json_type_name(rows[bad - 1])}"
             )
-        frame = pd.DataFrame(rows)
+        frame = pd.DataFrame(rows, dtype=object)
     else:
         raise PoolFormatError(f"{path}: unknown pool format {path.suffix!r}; use .jsonl, .json or .parquet")
     if "axes" in frame.columns:
         frame["axes"] = frame["axes"].map(lambda v: list(v) if isinstance(v, (list, np.ndarray)) else v)
-    for name in ("pair_id", "article_a", "article_b"):
-        if name in frame.columns and frame[name].map(lambda v: isinstance(v, (int, np.integer))).any():
-            frame[name] = frame[name].astype(str)  # numeric PMIDs are ids, not numbers
+    return _checked_pool(frame, path)
+
+
+def _checked_pool(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """:func:`normalise_pool` for a pool read from ``path``, which must hold a pair: a pool without rows
+    would build a dataset folder without a pair (the splits of a built folder may be empty, a pool not)."""
+    if len(frame) == 0:
+        raise PoolFormatError(f"{path}: the pool has no rows; a pool needs at least one pair")
     return normalise_pool(frame, source=str(path))
+
+
+def _parquet_kind(kind) -> str:
+    """What a parquet column type is in the pool schema's words: text, integer, number, list of text, empty
+    (all null), or the type itself."""
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return "text"
+    if pa.types.is_integer(kind):
+        return "integer"
+    if pa.types.is_floating(kind):
+        return "number"
+    if pa.types.is_null(kind):
+        return "empty"
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return "list of text" if _parquet_kind(kind.value_type) in ("text", "empty") else str(kind)
+    return str(kind)
+
+
+# The parquet column kinds (:func:`_parquet_kind`) the non-text pool columns admit, and how to say so.
+_PARQUET_WANTS: dict[str, tuple[tuple[str, ...], str]] = {
+    "confidence": (("number", "integer"), "a number in [0, 1] (float)"),
+    "axes": (("list of text",), "a list of axis ids (strings)"),
+}
+
+
+def _typed_parquet(path: Path):
+    """A parquet pool as a ``pyarrow.Table`` whose columns have the pool schema's types: text columns text
+    (integer ids cast to their digits, as in JSON), ``confidence`` a number, ``axes`` a list of text. A
+    column of another type (confidence stored as strings) is refused by name and the row of its first value:
+    converting it would hide a column written wrongly."""
+    import pyarrow as pa
+
+    table = read_parquet(path)
+    for index, name in enumerate(table.column_names):
+        if name not in PAIR_COLUMNS:
+            continue
+        kind = _parquet_kind(table.schema.field(name).type)
+        allowed, wanted = _PARQUET_WANTS.get(name, (("text",), "text (strings)"))
+        if name in ID_COLUMNS and kind == "integer":
+            table = table.set_column(index, name, table.column(name).cast(pa.string()))
+        elif kind not in (*allowed, "empty"):
+            filled = np.flatnonzero(table.column(name).is_valid().to_numpy(zero_copy_only=False))
+            if filled.size:  # an all-null column is a missing value per row, which the schema check names
+                raise PoolFormatError(
+                    f"{path}: row {filled[0] + 1}, field `{name}`: the parquet column holds {kind} values; "
+                    f"the pool schema wants {wanted}"
+                )
+    return table
 
 
 def write_pool(frame: pd.DataFrame, path: str | Path) -> Path:
@@ -296,4 +355,4 @@ def pubmedqa_pool(path: str | Path, config: PubMedQAPoolConfig | None = None) ->
             "confidence": np.where(maybe, 0.5, 0.6),
         }
     )
-    return normalise_pool(frame, source=str(path))
+    return _checked_pool(frame, path)

@@ -52,6 +52,10 @@ PAIR_COLUMNS: tuple[str, ...] = (
     "confidence",
 )
 STRING_COLUMNS = tuple(name for name in PAIR_COLUMNS if name not in ("axes", "confidence"))
+# The id columns: text, but a pool may give them as integers (a PMID written as the JSON number 12345), which
+# are read as their decimal digits ("12345"): a JSON integer has one spelling (no leading zeros, no exponent),
+# so nothing is lost. A float (12345.0), a boolean or anything else is refused, as `mine` does for a pmid.
+ID_COLUMNS: tuple[str, ...] = ("pair_id", "article_a", "article_b")
 # One row per label made in construction (mining stage 6), before it becomes a pool row: ``repairs`` counts
 # what the LLM label needed repaired (docs/biodivergence-construction.md).
 LABEL_COLUMNS: tuple[str, ...] = ("pair_id", "label_source", *LABEL_FIELDS, "confidence", "repairs")
@@ -94,6 +98,12 @@ def domain_order(domains) -> tuple[str, ...]:
     return (*DOMAINS, *extra)
 
 
+def normalise_claim(texts: pd.Series) -> pd.Series:
+    """Claim identity (for disjointness and for a claim paired with itself): lower case, single spaces, no
+    trailing punctuation."""
+    return texts.str.lower().str.replace(r"\s+", " ", regex=True).str.strip().str.rstrip(".;:!? ")
+
+
 def _first_bad(mask: np.ndarray) -> int | None:
     bad = np.flatnonzero(~mask)
     return int(bad[0]) if bad.size else None
@@ -128,13 +138,61 @@ def _with_defaults(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
+def _id_text(value):
+    """An integer id (:data:`ID_COLUMNS`) as its decimal digits; anything else as it is, for the string check
+    to judge (a boolean is no id, though Python counts ``True`` as an integer)."""
+    return str(value) if isinstance(value, (int, np.integer)) and not isinstance(value, bool) else value
+
+
+def _is_real_number(value) -> bool:
+    """An int or a float, numpy's included; not a boolean (JSON ``true`` is no confidence, though Python
+    counts it as 1) and not a string (pandas would read ``"0.9"`` as 0.9, hiding a wrongly typed column)."""
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_)
+    )
+
+
+def _checked_confidence(frame: pd.DataFrame, source: str) -> np.ndarray:
+    """``confidence`` as floats: every value a real number (:func:`_is_real_number`) in [0, 1]."""
+    column = frame["confidence"]
+    numeric = pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column)
+    if not numeric:  # an object column (JSON rows): check each value's type; a numeric dtype needs no look
+        row = _first_bad(column.map(lambda v: v is None or _is_real_number(v)).to_numpy(bool))
+        if row is not None:
+            why = "must be a number in [0, 1], not a boolean or a string"
+            raise _bad_value(frame, source, row, "confidence", why)
+    confidence = pd.to_numeric(column, errors="coerce").to_numpy(np.float64)
+    row = _first_bad(np.isfinite(confidence) & (confidence >= 0) & (confidence <= 1))
+    if row is not None:
+        raise _bad_value(frame, source, row, "confidence", "must be a number in [0, 1]")
+    return confidence
+
+
+def _check_two_claims(frame: pd.DataFrame, source: str) -> None:
+    """A pair joins two different claims: the same claim text (:func:`normalise_claim`) of the same article
+    on both sides is one claim paired with itself: there are not two findings to compare, so any label it
+    carries says nothing (it trivially "agrees") and would only teach a model that identical text agrees.
+    The same sentence from two different articles is kept: two abstracts can state it, and such a pair is a
+    genuine (if easy) ``no_conflict`` example; the splits key claims by text, so it stays claim-disjoint."""
+    same = frame["article_a"].to_numpy(object) == frame["article_b"].to_numpy(object)
+    same &= (normalise_claim(frame["claim_a"]) == normalise_claim(frame["claim_b"])).to_numpy(bool)
+    row = _first_bad(~same)
+    if row is not None:
+        article = shown(frame.at[row, "article_a"])
+        why = f"repeats claim_a of the same article ({article}): a pair needs two different claims"
+        raise _bad_value(frame, source, row, "claim_b", why)
+
+
 def _check_strings_and_labels(frame: pd.DataFrame, source: str) -> None:
     """Text columns are strings (the identifying ones non-empty); closed label sets hold known labels."""
     for name in STRING_COLUMNS:
         column = frame[name]
         row = _first_bad(column.map(lambda v: isinstance(v, str)).to_numpy(bool))
         if row is not None:
-            raise _bad_value(frame, source, row, name, "must be a string")
+            why = (
+                "must be a string or an integer (a float or a boolean is no id)" if name in ID_COLUMNS else ""
+            )
+            raise _bad_value(frame, source, row, name, why or "must be a string")
         if name in ("pair_id", "domain", "claim_a", "claim_b", "article_a", "article_b"):
             row = _first_bad(column.str.strip().str.len().to_numpy() > 0)
             if row is not None:
@@ -180,21 +238,20 @@ def normalise_pool(frame: pd.DataFrame, source: str = "pool") -> pd.DataFrame:
     """Check every row of ``frame`` and return it with all :data:`PAIR_COLUMNS`, typed and filled.
 
     Optional columns get defaults: empty abstracts, ``evidence_a/b`` = the claim text (the v1.0
-    claim-verbatim rule), ``reconciliation`` = "", ``dominant_confounder`` = "none". Raises
-    :class:`PoolFormatError` naming ``source``, the first bad row (1-based, the file's record number) and
-    the field.
+    claim-verbatim rule), ``reconciliation`` = "", ``dominant_confounder`` = "none"; integer ids become
+    text (:data:`ID_COLUMNS`). Raises :class:`PoolFormatError` naming ``source``, the first bad row (1-based,
+    the file's record number) and the field.
     """
     missing = [name for name in REQUIRED_COLUMNS if name not in frame.columns]
     if missing:
         raise PoolFormatError(f"{source}: missing column(s) {missing}; a pool needs {list(REQUIRED_COLUMNS)}")
     frame = _with_defaults(frame)
+    for name in ID_COLUMNS:
+        frame[name] = frame[name].map(_id_text)
     _check_strings_and_labels(frame, source)
+    _check_two_claims(frame, source)
     _check_axes(frame, source)
-    confidence = pd.to_numeric(frame["confidence"], errors="coerce").to_numpy(np.float64)
-    row = _first_bad(np.isfinite(confidence) & (confidence >= 0) & (confidence <= 1))
-    if row is not None:
-        raise _bad_value(frame, source, row, "confidence", "must be a number in [0, 1]")
-    frame["confidence"] = confidence
+    frame["confidence"] = _checked_confidence(frame, source)
     return frame[list(PAIR_COLUMNS)]
 
 

@@ -44,7 +44,7 @@ import pandas as pd
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from medunlearn.biodivergence.schema import MIN_CONFIDENCE, domain_order, eval_label_sources
+from medunlearn.biodivergence.schema import MIN_CONFIDENCE, domain_order, eval_label_sources, normalise_claim
 
 SPLITS = ("train", "dev", "test")
 V1_PROPORTIONS = (10_183, 840, 842)  # [paper] v1.0 train / dev / test
@@ -110,11 +110,6 @@ def clean_pool(frame: pd.DataFrame, min_confidence: float = MIN_CONFIDENCE) -> t
     }
     # ``order`` is sorted by pair_id already, so one take gives the cleaned frame in pair_id order.
     return frame.iloc[order[first_copy & confident]].reset_index(drop=True), counts
-
-
-def normalise_claim(texts: pd.Series) -> pd.Series:
-    """Claim identity for disjointness: lower case, single spaces, no trailing punctuation."""
-    return texts.str.lower().str.replace(r"\s+", " ", regex=True).str.strip().str.rstrip(".;:!? ")
 
 
 def pair_keys(frame: pd.DataFrame) -> tuple[np.ndarray, int]:

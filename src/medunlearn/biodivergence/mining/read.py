@@ -188,7 +188,11 @@ def _record(
 
     A record without abstract text raises, or is None when ``skip_missing``."""
     if isinstance(pmid, int) and not isinstance(pmid, bool):
-        pmid = str(pmid)
+        pmid = str(pmid)  # an integer id is its digits, as in a pool file (docs/biodivergence.md)
+    elif isinstance(pmid, (bool, float)) and pmid == pmid:  # NaN is a missing pmid, said so by _text
+        raise where.fail(
+            "pmid", f"must be a string or an integer: a float or a boolean is no id (got {pmid!r})"
+        )
     pmid = _text(pmid, where, "pmid", required=True)
     title = _text(title, where, "title", required=False)
     if sections is None:
