@@ -307,6 +307,54 @@ def mine_pairs(claims: pd.DataFrame, config: MiningConfig | None = None, embeddi
     return mine_pairs_with_counts(claims, config, embeddings)[0]
 
 
-def mining_counts(counts: pd.DataFrame) -> dict[str, int]:
-    """The funnel summed over domains, for the report (from :func:`mine_pairs_with_counts`)."""
-    return {column: int(counts[column].sum()) for column in COUNT_COLUMNS if column != "domain"}
+def mining_counts(counts: pd.DataFrame) -> dict:
+    """The funnel for the report (from :func:`mine_pairs_with_counts`): summed over domains, and under
+    ``per_domain`` each domain's own."""
+    summed = {column: int(counts[column].sum()) for column in COUNT_COLUMNS if column != "domain"}
+    per_domain = {row.pop("domain"): row for row in counts.to_dict("records")}
+    return {**summed, "per_domain": per_domain}
+
+
+class NoCandidatePairsError(InputError):
+    """Mining found no candidate pair; the message names the abstracts, counts them and their claims, and says
+    why (:func:`no_pairs_reason`)."""
+
+
+def no_pairs_error(paths, abstracts: int, claims: pd.DataFrame, counts: dict, config: MiningConfig):
+    """The error of a mining that found no pair: the abstracts files, how many abstracts were kept and how
+    many claims they gave, and :func:`no_pairs_reason`."""
+    counted = [f"{n} {what}{'s' * (n != 1)}" for n, what in ((abstracts, "abstract"), (len(claims), "claim"))]
+    found = f"{', '.join(map(str, paths))}: {', '.join(counted)}, no candidate pair found"
+    return NoCandidatePairsError(f"{found}: {no_pairs_reason(claims, counts, config)}")
+
+
+def no_pairs_reason(claims: pd.DataFrame, counts: dict, config: MiningConfig) -> str:
+    """Why mining kept no pair of ``claims`` (``pmid``, ``domain``), from the summed funnel ``counts``
+    (:func:`mining_counts`): the first step of the funnel that left nothing, in funnel order.
+
+    >>> claims = pd.DataFrame({"pmid": ["1", "1"], "domain": "oncology"})
+    >>> no_pairs_reason(claims, {}, MiningConfig())
+    'the claims come from 1 article, and a pair joins claims of two different articles'
+    """
+    if claims.empty:
+        return "no claim was extracted from the abstracts, so there is nothing to pair"
+    articles = claims["pmid"].astype(str).nunique()
+    if articles < 2:
+        return f"the claims come from {articles} article, and a pair joins claims of two different articles"
+    per_domain = claims.groupby(claims["domain"].astype(str))["pmid"].nunique()
+    if per_domain.max() < 2:
+        return (
+            f"the claims' {articles} articles fall in {len(per_domain)} domains, one article each, and pairs "
+            "are mined within a domain"
+        )
+    if counts["outside_window"] == 0 and counts["in_window"] == 0:
+        return (
+            f"the {config.k} nearest neighbours of every claim are claims of its own article "
+            f"({counts['same_article_dropped']} same-article pairs dropped)"
+        )
+    if counts["in_window"] == 0:
+        return (
+            f"no claim pair of two articles has a similarity within [{config.min_similarity}, "
+            f"{config.max_similarity}] ({counts['outside_window']} candidate pairs outside it)"
+        )
+    return f"all {counts['in_window']} pairs were capped (cap_per_domain {config.cap_per_domain})"

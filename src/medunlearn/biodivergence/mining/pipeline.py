@@ -52,7 +52,12 @@ from medunlearn.biodivergence.mining.claims import PAPER_FUNNEL, claim_yield, ex
 from medunlearn.biodivergence.mining.dedup import deduplicate_abstracts, deduplicate_claims
 from medunlearn.biodivergence.mining.domains import assign_domains, domain_counts
 from medunlearn.biodivergence.mining.labels import LabelConfig, make_chat, pool_rows, silver_labels
-from medunlearn.biodivergence.mining.pairs import MiningConfig, mine_pairs_with_counts, mining_counts
+from medunlearn.biodivergence.mining.pairs import (
+    MiningConfig,
+    mine_pairs_with_counts,
+    mining_counts,
+    no_pairs_error,
+)
 from medunlearn.biodivergence.mining.read import read_abstracts
 from medunlearn.biodivergence.schema import domain_order
 from medunlearn.errors import InputError, MissingInputError
@@ -253,23 +258,19 @@ def _stage_domains(out: Path, config: MineConfig) -> tuple[list[str], dict]:
     return ["domains.jsonl"], counts
 
 
-def _stage_pairs(out: Path, config: MineConfig) -> tuple[list[str], dict]:
+def _stage_pairs(paths: list[Path], out: Path, config: MineConfig) -> tuple[list[str], dict]:
     claims = read_jsonl(out / "claims.jsonl")
     domains = read_jsonl(out / "domains.jsonl")
-    if claims.empty:
-        raise InputError("no claim was extracted from the abstracts: there is nothing to pair")
+    if claims.empty:  # said before pairs.jsonl is written: the stage stays unrecorded, a rerun resumes here
+        raise no_pairs_error(paths, len(domains), claims, {}, config.mining)
     claims["domain"] = (
         claims["pmid"].astype(str).map(dict(zip(domains["pmid"].astype(str), domains["domain"])))
     )
     pairs, per_domain = mine_pairs_with_counts(claims, config.mining)
+    counts = mining_counts(per_domain)
+    if pairs.empty:
+        raise no_pairs_error(paths, len(domains), claims, counts, config.mining)
     write_jsonl(pairs, out / "pairs.jsonl")
-    counts = {
-        **mining_counts(per_domain),
-        "per_domain": {
-            row["domain"]: {k: v for k, v in row.items() if k != "domain"}
-            for row in per_domain.to_dict("records")
-        },
-    }
     return ["pairs.jsonl"], counts
 
 
@@ -522,7 +523,7 @@ def _run_stage(stage: str, paths, out: Path, config: MineConfig, chat, manifest,
     if stage == "domains":
         return _stage_domains(out, config)
     if stage == "pairs":
-        return _stage_pairs(out, config)
+        return _stage_pairs(paths, out, config)
     if stage == "labels":
         return _stage_labels(out, config, chat, show_progress)
     return _stage_pool(out, manifest.entries)
