@@ -18,6 +18,7 @@ from medunlearn.amnesia.hub import (
     NOTES_CONFIGS,
     QA_COLUMNS,
     QA_SPLITS,
+    TEXT_LIST_COLUMNS,
 )
 from medunlearn.amnesia.splits import forget_size
 from medunlearn.config_names import (
@@ -29,6 +30,7 @@ from medunlearn.config_names import (
 )
 from medunlearn.errors import MedunlearnError, MissingInputError, shown
 from medunlearn.ontology.amnesia import DISEASES, QA_TYPES
+from medunlearn.utils.column_types import TEXT, TEXT_LIST, column_type_problem
 from medunlearn.utils.user_files import (
     card_data_files,
     existing_folder,
@@ -86,7 +88,10 @@ class _Folder:
             found = parquet_column_names(path)
             if found != expected:
                 raise AuditFailure(f"{path}: columns {found}, expected {expected}")
-            _check_text_columns(path, [c for c in ("title", "note", "question", "answer") if c in expected])
+            # Every column of the type load_dataset must give back (an id stored as binary comes back as
+            # bytes), with no null (it reaches a prompt, a score or a split as "None").
+            kinds = {name: TEXT_LIST if name in TEXT_LIST_COLUMNS else TEXT for name in expected}
+            _require(not (problem := column_type_problem(path, kinds)), str(problem))
             # The other invariants concern ids, types and diseases.
             wanted = [c for c in ("qa_id", "patient_id", "disease", "qa_type") if c in expected]
             table = read_parquet(path, columns=wanted)
@@ -99,22 +104,6 @@ class _Folder:
     def patients(self, config: str) -> np.ndarray:
         ids = [self.columns(config, split)["patient_id"] for split in QA_SPLITS]
         return np.unique(np.concatenate(ids))
-
-
-def _check_text_columns(path: Path, names: list[str]) -> None:
-    """Every value of the text columns is a string: a null (or a number) would reach a prompt, a score or a
-    training document as ``"None"``; named by file, row (from 1) and field, as the loaders name it."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    table = read_parquet(path, columns=names)
-    for name in names:
-        column = table[name]
-        if not pa.types.is_string(column.type) and not pa.types.is_large_string(column.type):
-            raise AuditFailure(f"{path}, field '{name}': expected text, the column holds {column.type}")
-        if column.null_count:
-            row = pc.index(pc.is_null(column), True).as_py() + 1
-            raise AuditFailure(f"{path}, row {row}, field '{name}': expected text, got None")
 
 
 def _one_path(readme: Path, config: str, split: str, paths: list[str]) -> str:

@@ -14,7 +14,14 @@ from dataclasses import dataclass
 
 import datasets
 
-from medunlearn.amnesia.hub import HOLDOUT_NOTES, NOTES_COLUMNS, NOTES_CONFIGS, QA_COLUMNS, config_tables
+from medunlearn.amnesia.hub import (
+    HOLDOUT_NOTES,
+    NOTES_COLUMNS,
+    NOTES_CONFIGS,
+    QA_COLUMNS,
+    TEXT_LIST_COLUMNS,
+    config_tables,
+)
 from medunlearn.amnesia.splits import FORGET_PERCENTAGES
 from medunlearn.config_names import SplitName, amnesia_config_pairs, forget_config_of
 from medunlearn.errors import InputError
@@ -24,7 +31,7 @@ _QA_FEATURES = datasets.Features({name: datasets.Value("string") for name in QA_
 _NOTES_FEATURES = datasets.Features(
     {
         name: datasets.List(datasets.Value("string"))
-        if name == "disease_keywords"
+        if name in TEXT_LIST_COLUMNS
         else datasets.Value("string")
         for name in NOTES_COLUMNS
     }

@@ -24,8 +24,11 @@ from medunlearn.data_loading import quiet_datasets
 from medunlearn.errors import InputError
 from medunlearn.utils.files import check_output_folder, output_folder
 from medunlearn.utils.publishing import check_repo_id, checked_files, existing_folder, upload_files
+from medunlearn.utils.user_files import card_data_files
 
 NOTES_COLUMNS = ["patient_id", "title", "note", "disease", "disease_keywords"]
+# The columns `load_dataset` gives back as a list of text (the builder's features); every other one is text.
+TEXT_LIST_COLUMNS = ("disease_keywords",)
 # Configs of notes rows (one split, ``train``): the patients' notes, and notes of patients outside the folder
 # that fine-tuning never reads (the non-members of the notes membership test).
 HOLDOUT_NOTES = "holdout_notes"
@@ -445,19 +448,20 @@ def write_folder(
 
 
 def readme_data_paths(folder: Path) -> list[tuple[str, str]]:
-    """``(path, "README.md config X split Y")`` for every data file the README's ``configs:`` block names."""
-    from huggingface_hub import DatasetCard
-
+    """``(path, "README.md config X split Y")`` for every data file the README's ``configs:`` block names,
+    read by the shared card reader (every shape ``datasets`` reads; any other, or a path leading out, is
+    named)."""
     readme = folder / "README.md"
     if not readme.is_file():
         raise InputError(f"{readme}: missing (it holds the configs block that names the data files)")
-    configs = DatasetCard.load(readme).data.to_dict().get("configs") or []
+    configs = card_data_files(folder)
     if not configs:
         raise InputError(f"{readme}: no `configs:` block, so no data file to publish")
     return [
-        (str(entry["path"]), f"{readme} config {config.get('config_name')} split {entry.get('split')}")
-        for config in configs
-        for entry in config.get("data_files", [])
+        (path, f"{readme} config {config} split {split}")
+        for config, splits in configs.items()
+        for split, paths in splits.items()
+        for path in paths
     ]
 
 

@@ -9,7 +9,6 @@ can resample patients for every row at once (:mod:`medunlearn.attacks.recovery`)
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from medunlearn.attacks.recovery import ShareSample
 from medunlearn.attacks.summary import normalised_recovered_share, recovered_share
+from medunlearn.utils.user_files import read_json, read_parquet_frame
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -29,25 +29,21 @@ __all__ = ["Reference", "holdout_probe_row", "per_example", "role_per_example"]
 
 def per_example(eval_dir: str | Path) -> pd.DataFrame:
     """The evaluated model's ``per_example.parquet`` of an evaluation folder."""
-    import pandas as pd
-
-    return pd.read_parquet(Path(eval_dir) / "per_example.parquet")
+    return read_parquet_frame(Path(eval_dir) / "per_example.parquet")
 
 
 def role_per_example(eval_dir: str | Path, role: str = "before") -> pd.DataFrame:
     """The per-example metrics of another role of an evaluation folder (``before``, ``retain``: forget
     populations), from its stored outputs, exactly as ``score_evaluation`` computes them (it stores only the
     model's)."""
-    import pandas as pd
-
     from medunlearn.evaluation.populations import FORGET_POPULATIONS
     from medunlearn.evaluation.runner import read_answer_variants, read_outputs
     from medunlearn.evaluation.scoring import per_example_metrics
 
     eval_dir = Path(eval_dir)
-    run_info = json.loads((eval_dir / "run.json").read_text())
+    run_info = read_json(eval_dir / "run.json", expect=dict)
     folder = Path(run_info.get("outputs", {}).get(role, eval_dir / "outputs" / role))
-    examples = pd.read_parquet(eval_dir / "examples.parquet")
+    examples = read_parquet_frame(eval_dir / "examples.parquet")
     examples = examples[examples["population"].isin(FORGET_POPULATIONS)].reset_index(drop=True)
     outputs = read_outputs(folder, examples["example_id"])
     use_embedding = bool(run_info.get("similarity", {}).get("embedding", False))

@@ -28,7 +28,6 @@ unlearned as a LoRA adapter is merged and relearned through a new LoRA adapter o
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +40,7 @@ from medunlearn.errors import InputError, MedunlearnError
 from medunlearn.evaluation.runner import RunnerConfig
 from medunlearn.models import ModelArguments
 from medunlearn.utils.numbers import positive_float
+from medunlearn.utils.user_files import read_json
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -177,7 +177,7 @@ def model_arguments_for(model_path: str | Path) -> ModelArguments:
     adapter = Path(model_path) / "adapter_config.json"
     if not adapter.is_file():
         return ModelArguments(str(model_path))
-    settings = json.loads(adapter.read_text())
+    settings = read_json(adapter, expect=dict, allow_non_finite=True)
     defaults = ModelArguments("")
     return ModelArguments(
         str(model_path),

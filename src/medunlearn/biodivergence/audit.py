@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from medunlearn.biodivergence.schema import (
+    COLUMN_KINDS,
     MIN_CONFIDENCE,
     PoolFormatError,
     eval_label_sources,
@@ -30,6 +31,7 @@ from medunlearn.biodivergence.schema import (
 )
 from medunlearn.biodivergence.splits import SPLITS
 from medunlearn.errors import MedunlearnError, shown
+from medunlearn.utils.column_types import column_type_problem
 from medunlearn.utils.user_files import card_data_files, read_front_matter, read_json, read_parquet
 
 
@@ -203,6 +205,8 @@ def _schema_check(frame: pd.DataFrame, name: str, source: str) -> Check:
     """Whether every row of one split follows the pair schema and the label ontology (the first bad row
     named: the file read, or ``source`` for an in-memory split; row and field)."""
     name = f"{name}: every row follows the pair schema and label ontology"
+    if frame.attrs.get("column_problem"):  # a type pandas would convert (binary, text confidence), or a null
+        return Check(name, False, frame.attrs["column_problem"])
     try:
         normalise_pool(frame, source=frame.attrs.get("source", source))
     except PoolFormatError as error:
@@ -251,6 +255,9 @@ def read_hub_folder(directory: str | Path) -> dict:
                 )
             splits[split] = read_parquet(path).to_pandas()
             splits[split].attrs["source"] = str(path)  # the file a schema violation is reported in
+            # The types load_dataset gives back, checked on the file: to_pandas and normalise_pool would
+            # read a binary id as bytes, a null abstract as "" and a text confidence as a number.
+            splits[split].attrs["column_problem"] = column_type_problem(path, COLUMN_KINDS)
         configs[name] = splits
     build = directory / "build.json"
     empty = read_json(build, expect=dict).get("empty_splits", {}) if build.is_file() else {}

@@ -11,6 +11,7 @@ import pandas as pd
 
 from medunlearn.errors import InputError, MedunlearnError, shown
 from medunlearn.ontology.biodivergence import AXIS_IDS, CONFLICT_TYPE_IDS, NO_CONFOUNDER
+from medunlearn.utils.column_types import NUMBER, TEXT, TEXT_LIST
 
 # [paper] The five domains the paper mines: the documented defaults, listed first in reports. The label set
 # is open [ours]: a pool's `domain` may be any non-empty string (e.g. "cardiovascular"), kept as it is.
@@ -56,6 +57,10 @@ STRING_COLUMNS = tuple(name for name in PAIR_COLUMNS if name not in ("axes", "co
 # are read as their decimal digits ("12345"): a JSON integer has one spelling (no leading zeros, no exponent),
 # so nothing is lost. A float (12345.0), a boolean or anything else is refused, as `mine` does for a pmid.
 ID_COLUMNS: tuple[str, ...] = ("pair_id", "article_a", "article_b")
+# What each column of a folder's parquet file must read back as (the types of `pair_features`).
+COLUMN_KINDS: dict[str, str] = {
+    name: {"axes": TEXT_LIST, "confidence": NUMBER}.get(name, TEXT) for name in PAIR_COLUMNS
+}
 # One row per label made in construction (mining stage 6), before it becomes a pool row: ``repairs`` counts
 # what the LLM label needed repaired (docs/biodivergence-construction.md).
 LABEL_COLUMNS: tuple[str, ...] = ("pair_id", "label_source", *LABEL_FIELDS, "confidence", "repairs")

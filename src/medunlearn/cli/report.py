@@ -113,6 +113,18 @@ def _check_out(out, eval_dirs, attack_dirs=()) -> Path:
     return target
 
 
+def _check_distinct(folders, what: str) -> None:
+    """No folder given twice (as itself, or by another path to it: ``./x``, a link): the report would hold
+    each of its rows twice, and a mean or an interval over methods would count it twice, without a word."""
+    seen: dict[Path, str] = {}
+    for folder in folders:
+        resolved = Path(folder).expanduser().resolve()
+        if resolved in seen:
+            same = "" if str(folder) == seen[resolved] else f" (as {seen[resolved]} and {folder})"
+            raise InputError(f"{what} {folder} is given twice{same}: name each folder once")
+        seen[resolved] = str(folder)
+
+
 def run(args) -> int:
     from rich.console import Console
 
@@ -122,6 +134,8 @@ def run(args) -> int:
     from medunlearn.attacks.summary import write_robustness_plot
     from medunlearn.evaluation.report import write_report, write_study_report
 
+    _check_distinct(args.eval_dirs, "EVALDIR")
+    _check_distinct(getattr(args, "attacks", ()) or (), "--attacks folder")
     _check_out(args.out, args.eval_dirs, tuple(getattr(args, "attacks", ()) or ()))
     bootstrap = BootstrapConfig(n_resamples=args.resamples, seed=args.seed)
     if len(args.eval_dirs) == 1 and is_study_folder(args.eval_dirs[0]):

@@ -24,7 +24,6 @@ engines".
 from __future__ import annotations
 
 import asyncio
-import json
 import shutil
 import sys
 import tempfile
@@ -45,6 +44,7 @@ from medunlearn.evaluation.vllm_served import (
 )
 from medunlearn.generation import Decoding, greedy_generate, model_device, resolve_decoding
 from medunlearn.llm.openai_client import ClientSettings, bounded_client, import_openai
+from medunlearn.utils.user_files import read_json
 
 ENGINES = ("hf", "vllm")
 Engine = Literal["hf", "vllm"]
@@ -473,7 +473,7 @@ def check_checkpoint_servable(checkpoint, dtype: str | None = None, *, model=Non
         config_file = Path(served_checkpoint(checkpoint).model_dir) / "config.json"
         if not config_file.is_file():
             return
-        config = json.loads(config_file.read_text())
+        config = read_json(config_file, expect=dict, allow_non_finite=True)
     check_vllm_cpu_can_serve(config, dtype, where)
 
 

@@ -37,6 +37,7 @@ from medunlearn.metrics.bootstrap import BootstrapConfig, auc_bootstrap, cluster
 from medunlearn.metrics.privleak import min_k_scores
 from medunlearn.metrics.probability import pad_token_values
 from medunlearn.metrics.verbatim_memorization import cut_generation, extraction_strength_scores, rouge_l_f1
+from medunlearn.utils.user_files import read_parquet_frame
 
 NOTES_PER_EXAMPLE = "notes_per_example.parquet"
 SCORES = ("verbmem", "extraction_strength")
@@ -147,7 +148,7 @@ def score_notes(eval_dir: str | Path, notes_info: dict, bootstrap: BootstrapConf
     bootstrap = bootstrap or BootstrapConfig()
     eval_dir = Path(eval_dir)
     config = NotesMemorizationConfig.from_dict(notes_info["config"])
-    examples = pd.read_parquet(eval_dir / NOTES_EXAMPLES)
+    examples = read_parquet_frame(eval_dir / NOTES_EXAMPLES)
     tables = {
         role: role_tables(examples, folders, config)
         for role, folders in notes_info.get("outputs", {}).items()

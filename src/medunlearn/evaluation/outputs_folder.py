@@ -28,6 +28,7 @@ from medunlearn.evaluation.encoding import ANSWER, VARIANT_COLUMNS
 from medunlearn.evaluation.settings import Computation, Overwrite, RunnerConfig
 from medunlearn.evaluation.vllm_served import served_weights_identity
 from medunlearn.utils.files import atomic_write_text
+from medunlearn.utils.user_files import read_json, read_parquet_frame
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -148,7 +149,7 @@ def manifest_name(process_index: int = 0, num_processes: int = 1) -> str:
 
 
 def _manifests(out_dir: Path) -> dict[Path, dict]:
-    return {path: json.loads(path.read_text()) for path in sorted(out_dir.glob("manifest*.json"))}
+    return {path: read_json(path, expect=dict) for path in sorted(out_dir.glob("manifest*.json"))}
 
 
 def _stale(manifests: dict[Path, dict], fingerprint: str) -> list[Path]:
@@ -234,7 +235,7 @@ def _read_pass(out_dir: Path, pass_name: str) -> pd.DataFrame | None:
         raise StaleOutputsError(f"{out_dir} mixes manifests of different runs")
     completed = set().union(*(m["completed"].get(pass_name, []) for m in manifests.values()))
     shards = [shard_path(out_dir, pass_name, k) for k in sorted(completed)]
-    return pd.concat([pd.read_parquet(s) for s in shards], ignore_index=True) if shards else None
+    return pd.concat([read_parquet_frame(s) for s in shards], ignore_index=True) if shards else None
 
 
 def read_outputs(out_dir: str | Path, example_ids: Sequence[str] | None = None) -> pd.DataFrame:

@@ -61,6 +61,7 @@ from medunlearn.evaluation.settings import Overwrite, RunnerConfig
 from medunlearn.models import resolve_model
 from medunlearn.utils.distributed import launched_processes
 from medunlearn.utils.files import finite_or_none, relocated, staged_overwrite
+from medunlearn.utils.user_files import read_json, read_parquet_frame
 
 ROLES = ("model", "before", "retain")
 FLAGS = {"model": "--model", "before": "--before", "retain": "--retain-model"}  # named in errors
@@ -334,8 +335,8 @@ def score_evaluation(eval_dir: str | Path) -> dict:
     for required in ("run.json", "examples.parquet"):
         if not (eval_dir / required).is_file():
             raise MissingInputError(f"{eval_dir} has no {required}: not an evaluation folder")
-    run_info = json.loads((eval_dir / "run.json").read_text())
-    examples = pd.read_parquet(eval_dir / "examples.parquet")
+    run_info = read_json(eval_dir / "run.json", expect=dict)  # a damaged file: named, exit 2
+    examples = read_parquet_frame(eval_dir / "examples.parquet")
     tables = {}
     recorded = run_info.get("outputs", {})
     use_embedding = bool(run_info.get("similarity", {}).get("embedding", False))

@@ -35,7 +35,7 @@ from medunlearn.evaluation.robustness import (
 from medunlearn.evaluation.uncertainty import PER_EXAMPLE, TRAINING_SEED, afe_interval, mu_interval
 from medunlearn.metrics.bootstrap import BootstrapConfig
 from medunlearn.utils.tables import in_sections
-from medunlearn.utils.user_files import read_json
+from medunlearn.utils.user_files import read_json, read_parquet_frame
 
 # (column header, summary key). Cells where a metric does not apply (MU on forget rows) stay empty.
 TABLE_COLUMNS = (
@@ -81,7 +81,7 @@ def _per_example(folder: Path) -> pd.DataFrame | None:
     path = folder / PER_EXAMPLE
     if not path.is_file():
         return None
-    return pd.read_parquet(path, columns=["population", "patient_id", "qa_type", "similarity"])
+    return read_parquet_frame(path, columns=["population", "patient_id", "qa_type", "similarity"])
 
 
 def report_rows(
@@ -298,7 +298,7 @@ def _runs_per_example(rows: list[dict]) -> pd.DataFrame | None:
     seed in ``TRAINING_SEED``; ``None`` when no run has one."""
     runs = {r["eval_dir"]: r["seed"] for r in rows}
     tables = [
-        pd.read_parquet(Path(folder) / PER_EXAMPLE).assign(**{TRAINING_SEED: str(seed)})
+        read_parquet_frame(Path(folder) / PER_EXAMPLE).assign(**{TRAINING_SEED: str(seed)})
         for folder, seed in runs.items()
         if (Path(folder) / PER_EXAMPLE).is_file()
     ]
@@ -372,7 +372,7 @@ def study_points(results: dict, bootstrap: BootstrapConfig | None = None) -> lis
         before_dir = baseline_dirs.get(forget_config)
         before = None
         if before_dir is not None and (Path(before_dir) / PER_EXAMPLE).is_file():
-            before = pd.read_parquet(Path(before_dir) / PER_EXAMPLE)
+            before = read_parquet_frame(Path(before_dir) / PER_EXAMPLE)
         point.update(_point_intervals(_runs_per_example(rows), before, bootstrap))
         points.append(point)
     order = {"baseline": 0, "cell": 1}

@@ -12,6 +12,8 @@ import json
 import math
 from pathlib import Path
 
+from medunlearn.utils.user_files import read_json
+
 ATTACKS_FILE = "attacks.json"
 # What a report keeps of an attack summary: the worst case, its selection-aware interval and verdict.
 WORST_CASE_KEYS = ("worst_case_recovery", "worst_case_attack", "worst_case_ci", "worst_case_verdict")
@@ -91,7 +93,7 @@ def seeds_worst_cases(rows: list[dict], label: str) -> dict:
         path = Path(row["attack_dir"]) / ATTACKS_FILE if row.get("attack_dir") else None
         if path is None or not path.is_file():
             continue
-        summaries = json.loads(path.read_text()).get("summaries") or []
+        summaries = read_json(path, expect=dict).get("summaries") or []
         match = [s for s in summaries if s.get("method") == label] or summaries[:1]
         cases += match[:1]
     verdicts = [case.get("worst_case_verdict") for case in cases]

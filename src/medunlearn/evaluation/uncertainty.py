@@ -33,6 +33,7 @@ from medunlearn.metrics.bootstrap import (
     bootstrap_difference,
     cluster_bootstrap,
 )
+from medunlearn.utils.user_files import read_parquet_frame
 
 PER_EXAMPLE = "per_example.parquet"
 TRAINING_SEED = "training_seed"  # the run of each row in a concatenation of several runs' per-example tables
@@ -79,7 +80,9 @@ def read_per_example(eval_dir: str | os.PathLike) -> pd.DataFrame:
     path = Path(eval_dir) / PER_EXAMPLE
     if not path.is_file():
         raise UncertaintyInputError(f"{eval_dir} has no {PER_EXAMPLE}: not a finished evaluation folder")
-    return pd.read_parquet(path, columns=["example_id", "population", "patient_id", "qa_type", "similarity"])
+    return read_parquet_frame(
+        path, columns=["example_id", "population", "patient_id", "qa_type", "similarity"]
+    )
 
 
 def paired_changes(after: pd.DataFrame, before: pd.DataFrame, population: str) -> pd.DataFrame:

@@ -11,12 +11,12 @@ weights enter the generation outputs' fingerprint (:func:`served_weights_identit
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from medunlearn.errors import InputError, MedunlearnError
+from medunlearn.utils.user_files import read_json
 
 # vLLM accepts these LoRA ranks only (vllm.config.lora.MaxLoRARanks in 0.32).
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
@@ -84,7 +84,7 @@ def served_checkpoint(checkpoint: str | Path) -> ServedCheckpoint:
     adapter_config = path / "adapter_config.json"
     if not adapter_config.is_file():
         return ServedCheckpoint(str(path.resolve()) if path.exists() else str(checkpoint))
-    config = json.loads(adapter_config.read_text())
+    config = read_json(adapter_config, expect=dict, allow_non_finite=True)
     if config.get("peft_type", "LORA") != "LORA":
         raise InputError(
             f"{checkpoint}: a {config.get('peft_type')} adapter; vLLM serves LoRA adapters only "

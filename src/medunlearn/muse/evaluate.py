@@ -48,6 +48,7 @@ from medunlearn.muse.conventions import MUSE_PRESETS, MuseConventions
 from medunlearn.muse.rendering import RENDERING_ID, RawTextRendering, clean_up_spaces, reference_ground_truths
 from medunlearn.muse.scoring import MuseOutputs, min_k_row_scores, muse_examples, privleak_auc, score_muse
 from medunlearn.utils.files import relocated, staged_overwrite
+from medunlearn.utils.user_files import read_json, read_parquet_frame
 
 KNOWMEM = ("knowmem_forget", "knowmem_retain")
 VERBMEM = "verbmem"
@@ -258,7 +259,7 @@ def _read_folder(eval_dir: Path) -> tuple[dict, pd.DataFrame]:
     for required in ("run.json", "examples.parquet"):
         if not (eval_dir / required).is_file():
             raise MissingInputError(f"{eval_dir} has no {required}: not a MUSE evaluation folder")
-    return json.loads((eval_dir / "run.json").read_text()), pd.read_parquet(eval_dir / "examples.parquet")
+    return read_json(eval_dir / "run.json", expect=dict), read_parquet_frame(eval_dir / "examples.parquet")
 
 
 def _references(eval_dir: Path, examples: pd.DataFrame, conventions: MuseConventions) -> pd.Series:
@@ -271,7 +272,7 @@ def _references(eval_dir: Path, examples: pd.DataFrame, conventions: MuseConvent
         raise MissingInputError(
             f"{path} is missing: rerun the evaluation to write it (the model's tokenizer)"
         )
-    return pd.read_parquet(path).set_index("example_id")["ground_truth"]
+    return read_parquet_frame(path).set_index("example_id")["ground_truth"]
 
 
 def _task_outputs(outputs_dir: Path, examples: pd.DataFrame, folder: str, tasks) -> dict[str, pd.DataFrame]:

@@ -60,6 +60,7 @@ from medunlearn.study.stages import (
 )
 from medunlearn.utils.files import atomic_write_text, check_outside_inputs
 from medunlearn.utils.stage_marker import DONE, is_done, mark_done, read_marker
+from medunlearn.utils.user_files import read_json
 
 DATA_MARKER = "data.json"  # beside data/: the fingerprint of the build options it was built with
 Log = Callable[[str], None]
@@ -108,7 +109,7 @@ class StudyLog:
 
     def __init__(self, study_dir: Path, study: StudyConfig, grid: Grid, run: dict):
         self.dir, self.path = study_dir, study_dir / "study.json"
-        previous = json.loads(self.path.read_text()) if self.path.is_file() else {}
+        previous = read_json(self.path, expect=dict) if self.path.is_file() else {}
         self.state = {
             "name": study.name,
             "study_file": str(Path(study.source).resolve()),

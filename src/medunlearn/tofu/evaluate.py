@@ -51,6 +51,7 @@ from medunlearn.tofu.scoring import (
     token_statistics,
 )
 from medunlearn.utils.files import relocated, staged_overwrite
+from medunlearn.utils.user_files import read_json, read_parquet_frame
 
 GENERATED_SETS = ("forget", "retain", "real_authors", "world_facts")
 RETAIN_MODEL_SETS = ("forget", "holdout")
@@ -340,9 +341,9 @@ def score_tofu(eval_dir) -> dict:
     for required in ("run.json", "examples.parquet"):
         if not (eval_dir / required).is_file():
             raise MissingInputError(f"{eval_dir} has no {required}: not a TOFU evaluation folder")
-    run_info = json.loads((eval_dir / "run.json").read_text())
+    run_info = read_json(eval_dir / "run.json", expect=dict)  # a damaged file: named, exit 2
     conventions = TofuConventions.from_dict(run_info["conventions"])
-    examples = pd.read_parquet(eval_dir / "examples.parquet")
+    examples = read_parquet_frame(eval_dir / "examples.parquet")
     table = per_example_table(examples, eval_dir / "outputs", "model", conventions, generated=True)
     retain_table = None
     retain_answers = Path(run_info.get("outputs", {}).get("retain", eval_dir / "outputs" / "retain-answers"))

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from medunlearn.errors import FileContentError
 from medunlearn.utils.files import atomic_write_text
+from medunlearn.utils.user_files import read_json
 
 BENCHMARK_NAMES = {"amnesia": "AMNESIA", "tofu": "TOFU", "muse": "MUSE"}
 FORGOTTEN_UNITS = {"amnesia": "patients", "tofu": "authors", "muse": "documents"}
@@ -28,10 +30,11 @@ def dataset_version(data: str, dataset) -> str:
     parts = []
     build = Path(data) / "amnesia_build.json"
     if build.is_file():
-        try:
-            parameters = json.loads(build.read_text()).get("parameters", {})
-        except json.JSONDecodeError:
+        try:  # read after training: a damaged record leaves the card's version line shorter, no more
+            parameters = read_json(build, expect=dict).get("parameters", {})
+        except FileContentError:
             parameters = {}
+        parameters = parameters if isinstance(parameters, dict) else {}
         parts += [f"{key} {parameters[key]}" for key in ("source", "patients", "seed") if key in parameters]
     version = getattr(dataset.info, "version", None)
     if version and str(version) != "0.0.0":

@@ -12,7 +12,8 @@ and, where there is one, the line (1-based, as an editor shows it) and the field
 - a JSON Lines row must be an object, a ``.gz`` file must be gzip (and a gzip file is read decompressed,
   whatever its name), a parquet file must be readable whole; a parquet file or a CSV header may not name a
   column twice, and a file that is a symbolic link leading nowhere (a loop) is named as such;
-- a dataset card's ``configs:`` block (README front matter) names data files inside its folder only.
+- a dataset card is UTF-8, and its ``configs:`` block (README front matter) names data files inside its
+  folder only, in the shapes ``datasets`` reads (`medunlearn.utils.card_paths`).
 
 Size: files are streamed where the format allows (CSV, JSON Lines). Limits on a single value (a note's
 length) belong to the reader that knows what the value is; see `check_text_length`.
@@ -26,7 +27,6 @@ import functools
 import gzip
 import json
 import math
-import os
 import re
 import zlib
 from collections.abc import Iterator
@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from medunlearn.errors import FileContentError, MissingInputError
+from medunlearn.utils.card_paths import check_inside, data_file_splits
 
 GZIP_MAGIC = b"\x1f\x8b"
 SAVE_AS_UTF8 = "save it as UTF-8"
@@ -397,13 +398,18 @@ def _check_unique_keys(loader, node) -> None:
 
 # A README's front matter: a YAML block between two ``---`` lines at the very top (a dataset or model card).
 _FRONT_MATTER = re.compile(r"\A\ufeff?---[ \t]*\r?\n(?P<yaml>.*?)^---[ \t]*\r?$", re.DOTALL | re.MULTILINE)
-_GLOB_CHARACTERS = re.compile(r"[*?\[]")
 
 
 def read_front_matter(readme: str | Path) -> dict | None:
     """The YAML header of a README (a dataset or model card) as a mapping, read as `parse_yaml` says (its
-    errors name the README's own lines); ``None`` when the README has no header."""
+    errors name the README's own lines); ``None`` when the README has no header. A card is UTF-8 (a UTF-8
+    byte-order mark is fine): ``datasets`` and the Hub read no other encoding."""
     readme = existing_file(readme)
+    with readme.open("rb") as handle:
+        encoding = encoding_of(handle.read(4))
+    if encoding.startswith(("utf-16", "utf-32")):  # read_text decodes it; datasets and the Hub do not
+        why = f"is {encoding.upper()} text: datasets reads a dataset card as UTF-8, {SAVE_AS_UTF8}"
+        raise FileContentError(str(readme), None, None, why)
     match = _FRONT_MATTER.match(read_text(readme))
     if match is None:
         return None
@@ -416,13 +422,9 @@ def read_front_matter(readme: str | Path) -> dict | None:
 
 
 def card_data_files(folder: str | Path) -> dict[str, dict[str, list[str]]]:
-    """``{config: {split: [path or glob, ...]}}`` from a dataset folder's README ``configs:`` block (every
-    form the Hub accepts: one path, a list, ``[{split, path}]``, ``{split: path}``); empty without a README
-    or a ``configs:`` block.
-
-    Every path must stay inside the folder: relative, no ``..``, no ``~``, no URL, and not a link leading
-    out, so that reading a folder never reads a file elsewhere (``../secrets.parquet``, ``/etc/...``).
-    """
+    """``{config: {split: [path or glob, ...]}}`` from a dataset folder's README ``configs:`` block, in the
+    shapes ``datasets`` reads (`medunlearn.utils.card_paths`: any other is named), every path inside the
+    folder; empty without a README or a ``configs:`` block."""
     folder = Path(folder)
     readme = folder / "README.md"
     header = read_front_matter(readme) if readme.is_file() else None
@@ -440,74 +442,13 @@ def card_data_files(folder: str | Path) -> dict[str, dict[str, list[str]]]:
                 str(readme), _line_of(text, "configs:"), field, "must be a mapping with a config_name"
             )
         name = entry["config_name"]
-        splits = _data_file_splits(entry.get("data_files"))
-        if splits is None:
-            raise FileContentError(
-                str(readme),
-                _line_of(text, f"config_name: {name}"),
-                f"{field}.data_files",
-                "must be a path, a list of paths, a list of {split, path} or a mapping of split to path",
-            )
+        line = _line_of(text, f"config_name: {name}")
+        splits = data_file_splits(entry.get("data_files"), str(readme), line, f"{field}.data_files")
         for patterns in splits.values():
             for pattern in patterns:
-                _check_inside(folder, pattern, str(readme), _line_of(text, pattern), f"{field}.data_files")
+                check_inside(folder, pattern, str(readme), _line_of(text, pattern), f"{field}.data_files")
         declared[name] = splits
     return declared
-
-
-def _data_file_splits(data_files) -> dict[str, list[str]] | None:
-    """A config's ``data_files`` as ``{split: [paths]}``; ``None`` when it has none of the accepted shapes."""
-
-    def paths(value) -> list[str] | None:
-        value = [value] if isinstance(value, str) else value
-        ok = isinstance(value, list) and value and all(isinstance(item, str) for item in value)
-        return list(value) if ok else None
-
-    if data_files is None:
-        return {}
-    if isinstance(data_files, (str, list)) and paths(data_files) is not None:
-        return {"train": paths(data_files)}
-    if isinstance(data_files, dict):
-        items = [(split, paths(value)) for split, value in data_files.items()]
-    elif isinstance(data_files, list) and all(isinstance(item, dict) for item in data_files):
-        items = [(item.get("split", "train"), paths(item.get("path"))) for item in data_files]
-    else:
-        return None
-    if any(not isinstance(split, str) or found is None for split, found in items):
-        return None
-    splits: dict[str, list[str]] = {}
-    for split, found in items:
-        splits.setdefault(split, []).extend(found)
-    return splits
-
-
-def _check_inside(folder: Path, pattern: str, source: str, line: int | None, field: str) -> None:
-    """Refuse a data file path of a card that leads out of `folder`."""
-    parts = Path(pattern.replace("\\", "/"))
-    leaves = (
-        parts.is_absolute()
-        or pattern.startswith(("~", "\\"))
-        or "://" in pattern
-        or re.match(r"[A-Za-z]:", pattern) is not None
-        or ".." in parts.parts
-    )
-    if not leaves and not _GLOB_CHARACTERS.search(pattern) and os.path.lexists(folder / pattern):
-        try:
-            target = (folder / pattern).resolve()
-        except (RuntimeError, OSError) as error:  # Python 3.11 raises RuntimeError on a loop, later OSError
-            where = f"{source}, line {line}" if line is not None else source
-            raise FileContentError(
-                str(folder / pattern), None, None, f"is a symbolic link that loops back on itself ({where})"
-            ) from error
-        leaves = folder.resolve() not in target.parents
-    if leaves:
-        raise FileContentError(
-            source,
-            line,
-            field,
-            f"{pattern!r} leads outside the dataset folder {folder}: a data file path is relative to the "
-            "folder and stays inside it",
-        )
 
 
 def _line_of(text: str, needle: str) -> int | None:
@@ -533,11 +474,20 @@ def read_parquet(path: str | Path, columns: list[str] | None = None):
     import pyarrow.parquet as pq
 
     path = existing_file(path)
-    parquet_schema(path)
+    names = parquet_schema(path).names  # a corrupt file or a column named twice: named here
+    missing = [name for name in columns or [] if name not in names]
+    if missing:  # pyarrow's "No match for FieldRef" would read as a corrupt file
+        raise FileContentError(str(path), None, missing[0], "the column is missing")
     try:
         return pq.read_table(path, columns=columns)
     except (pa.ArrowException, OSError) as error:
         raise _unreadable_parquet(path, error) from error
+
+
+def read_parquet_frame(path: str | Path, columns: list[str] | None = None):
+    """A parquet file as a pandas `DataFrame`, read as :func:`read_parquet` says (``pd.read_parquet`` would
+    raise pyarrow's error on a truncated or empty file)."""
+    return read_parquet(path, columns).to_pandas()
 
 
 def parquet_schema(path: str | Path):

@@ -1,0 +1,67 @@
+"""The column types of a benchmark's parquet data file, checked as ``datasets`` will give them back.
+
+``datasets.load_dataset`` reads a parquet column in the type the file stores: a patient id stored as binary
+comes back as ``b'P000006'``, a confidence stored as text as ``'0.9'``, a null as ``None``. An audit that
+reads the file with pandas and converts (``astype(str)``, ``to_numeric``) would pass such a folder; this
+check says, for each column a benchmark expects, whether the file holds that type and no null, naming the
+file, the field and, for a null, the row (from 1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from medunlearn.utils.user_files import parquet_schema, read_parquet
+
+TEXT = "text"
+TEXT_LIST = "a list of text"
+NUMBER = "a number"
+
+
+def column_type_problem(path: str | Path, expected: Mapping[str, str]) -> str | None:
+    """The first problem of the parquet file `path` against `expected` (``{column: TEXT | TEXT_LIST |
+    NUMBER}``), as a message naming file, field and row; ``None`` when every expected column is there, of its
+    type, without a null (a list holds no null item either). A file that is no parquet is a named error."""
+    schema = parquet_schema(path)
+    for name, kind in expected.items():
+        if name not in schema.names:
+            return f"{path}, field '{name}': the column is missing (expected {kind})"
+        if not _holds(schema.field(name).type, kind):
+            return f"{path}, field '{name}': expected {kind}, the column holds {schema.field(name).type}"
+    table = read_parquet(path, columns=list(expected))
+    for name, kind in expected.items():
+        row = _first_null_row(table[name], kind)
+        if row is not None:
+            got = "a null item" if kind == TEXT_LIST and table[name][row - 1].is_valid else "None"
+            return f"{path}, row {row}, field '{name}': expected {kind}, got {got}"
+    return None
+
+
+def _holds(arrow_type, kind: str) -> bool:
+    """Whether a column of `arrow_type` reads back as `kind`."""
+    import pyarrow as pa
+
+    def is_text(value_type) -> bool:
+        return pa.types.is_string(value_type) or pa.types.is_large_string(value_type)
+
+    if kind == TEXT:
+        return is_text(arrow_type)
+    if kind == TEXT_LIST:
+        is_list = pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type)
+        return is_list and is_text(arrow_type.value_type)
+    return pa.types.is_floating(arrow_type) or pa.types.is_integer(arrow_type)
+
+
+def _first_null_row(column, kind: str) -> int | None:
+    """The first row (from 1) of `column` that is null or, for a list, holds a null item."""
+    import pyarrow.compute as pc
+
+    column = column.combine_chunks()
+    rows = [pc.index(pc.is_null(column), True).as_py()] if column.null_count else []
+    if kind == TEXT_LIST:
+        items = pc.list_flatten(column)
+        if items.null_count:
+            item = pc.index(pc.is_null(items), True).as_py()
+            rows.append(pc.list_parent_indices(column)[item].as_py())
+    return min(rows) + 1 if rows else None

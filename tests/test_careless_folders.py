@@ -1,0 +1,370 @@
+"""Folders damaged or named carelessly: a dataset card in another encoding or data_files shape, a data file
+column of another type, a damaged run.json or per_example.parquet, one folder given twice. Each is a named
+error (the file, and the line, row or field at fault) with no traceback, and nothing is written: exit 2 for a
+file a command cannot read, exit 1 for an audit's verdict on a folder ``datasets`` would read wrongly."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from medunlearn.cli import main
+from medunlearn.utils.user_files import card_data_files
+
+NOTES = "data/notes/train-00000-of-00001.parquet"
+FORGET_TRAIN = "data/forget_10/train-00000-of-00001.parquet"
+FULL_HOLDOUT = "data/full/holdout-00000-of-00001.parquet"
+
+
+@pytest.fixture(scope="module")
+def amnesia_folder(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("amnesia") / "amnesia"
+    assert main(["amnesia", "build", "--out", str(out), "--patients", "20", "--seed", "0"]) == 0
+    return out
+
+
+@pytest.fixture()
+def copy(amnesia_folder, tmp_path) -> Path:
+    folder = tmp_path / "folder"
+    shutil.copytree(amnesia_folder, folder)
+    return folder
+
+
+@pytest.fixture()
+def model(tmp_path) -> Path:
+    """A folder that passes for a model until its weights are loaded (every refusal here comes first)."""
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "llama"}')
+    return folder
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    """Every file under `folder` and its bytes: equal before and after, nothing was written."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _error_line(capsys, command: str) -> str:
+    """The one error line of a command that failed, after checking there is no traceback."""
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith(("medunlearn", "FAIL"))]
+    assert "Traceback" not in err and len(lines) == 1, err
+    assert lines[0].startswith((f"medunlearn {command}: error: ", "FAIL ")), err
+    return lines[0]
+
+
+# 1. A dataset card datasets cannot decode.
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-32"])
+@pytest.mark.parametrize("command", ["audit", "evaluate"])
+def test_a_dataset_card_that_is_not_utf8_is_named(copy, model, tmp_path, capsys, encoding, command):
+    """Before: the audit passed a README that `datasets.load_dataset` fails on with UnicodeDecodeError (our
+    reader honoured its byte-order mark)."""
+    readme = copy / "README.md"
+    readme.write_bytes(readme.read_text(encoding="utf-8").encode(encoding))
+    before, out = _files(copy), tmp_path / "eval"
+    argv = ["amnesia", "audit", str(copy)]
+    if command == "evaluate":
+        argv = [
+            "evaluate",
+            "--model",
+            str(model),
+            "--data",
+            str(copy),
+            "--forget",
+            "forget_10",
+            "--out",
+            str(out),
+        ]
+    assert main(argv) == 2
+    line = _error_line(capsys, argv[0])
+    assert line.endswith(
+        f"{readme}: is {encoding.upper()} text: datasets reads a dataset card as UTF-8, save it as UTF-8"
+    ), line
+    assert _files(copy) == before and not out.exists()
+
+
+# 2. A data file column of a type datasets gives back otherwise.
+
+
+def _cast(column: str, to):
+    return lambda table: table.set_column(
+        table.schema.get_field_index(column), column, table[column].cast(to)
+    )
+
+
+def _set(column: str, row: int, value, kind):
+    def change(table):
+        values = table[column].to_pylist()
+        values[row] = value
+        return table.set_column(table.schema.get_field_index(column), column, pa.array(values, kind))
+
+    return change
+
+
+def _keywords_as_text(table):
+    text = pa.array([", ".join(words) for words in table["disease_keywords"].to_pylist()])
+    return table.set_column(table.schema.get_field_index("disease_keywords"), "disease_keywords", text)
+
+
+@pytest.mark.parametrize(
+    ("relative", "change", "expected"),
+    [
+        (
+            FORGET_TRAIN,
+            _cast("patient_id", pa.binary()),
+            "field 'patient_id': expected text, the column holds binary",
+        ),
+        (
+            NOTES,
+            _keywords_as_text,
+            "field 'disease_keywords': expected a list of text, the column holds string",
+        ),
+        (
+            FULL_HOLDOUT,
+            _set("qa_type", 1, None, pa.string()),
+            "row 2, field 'qa_type': expected text, got None",
+        ),
+        (
+            NOTES,
+            _set("disease_keywords", 0, ["cancer", None], pa.list_(pa.string())),
+            "row 1, field 'disease_keywords': expected a list of text, got a null item",
+        ),
+        (NOTES, _set("disease_keywords", 2, None, pa.list_(pa.string())), "row 3, field 'disease_keywords'"),
+    ],
+)
+def test_an_amnesia_column_of_another_type_or_a_null_fails_the_audit(
+    copy, capsys, relative, change, expected
+):
+    """Before: the audit read ids with ``astype(str)`` and passed a patient_id stored as binary, which
+    `load_dataset` gives back as ``b'P000006'``."""
+    path = copy / relative
+    pq.write_table(change(pq.read_table(path).replace_schema_metadata(None)), path)
+    before = _files(copy)
+    assert main(["amnesia", "audit", str(copy)]) == 1
+    assert _error_line(capsys, "amnesia").startswith(f"FAIL {path}, {expected}")
+    assert _files(copy) == before
+
+
+def test_text_stored_as_large_string_still_passes_the_audit(copy):
+    """`datasets` gives a large_string column back as text: the type check is no stricter than the loader."""
+    path = copy / FORGET_TRAIN
+    pq.write_table(_cast("answer", pa.large_string())(pq.read_table(path)), path)
+    assert main(["amnesia", "audit", str(copy)]) == 0
+
+
+@pytest.fixture(scope="module")
+def biodivergence_folder(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("bd") / "bd"
+    assert main(["biodivergence", "build", "--synthetic", "--out", str(out)]) == 0
+    return out
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (_cast("confidence", pa.string()), "field 'confidence': expected a number, the column holds string"),
+        (_cast("pair_id", pa.binary()), "field 'pair_id': expected text, the column holds binary"),
+        (
+            _set("reconciliation", 1, None, pa.string()),
+            "row 2, field 'reconciliation': expected text, got None",
+        ),
+    ],
+)
+def test_a_biodivergence_column_of_another_type_or_a_null_fails_the_audit(
+    biodivergence_folder, tmp_path, capsys, change, expected
+):
+    """Before: a confidence stored as text passed (pandas converted it); a null reconciliation read as ""."""
+    folder = tmp_path / "bd"
+    shutil.copytree(biodivergence_folder, folder)
+    path = folder / "v1.0" / "dev.parquet"
+    pq.write_table(change(pq.read_table(path).replace_schema_metadata(None)), path)
+    before = _files(folder)
+    assert main(["biodivergence", "audit", str(folder)]) == 1
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    assert f"{path}, {expected}" in captured.out + captured.err
+    assert _files(folder) == before
+
+
+# 3. A card's data_files in every shape datasets reads, and no other.
+
+NOTES_BLOCK = f"- config_name: notes\n  data_files:\n  - split: train\n    path: {NOTES}\n"
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        f"- config_name: notes\n  data_files: {NOTES}\n",
+        f"- config_name: notes\n  data_files:\n  - {NOTES}\n",
+        f"- config_name: notes\n  data_files:\n  - split: train\n    path:\n    - {NOTES}\n",
+    ],
+    ids=["a path", "a list of paths", "a split with a list of paths"],
+)
+def test_every_data_files_shape_datasets_reads_is_read(copy, capsys, block):
+    """Before: `amnesia publish` failed with ``TypeError: string indices must be integers`` on a path."""
+    readme = copy / "README.md"
+    readme.write_text(readme.read_text().replace(NOTES_BLOCK, block), encoding="utf-8")
+    assert card_data_files(copy)["notes"] == {"train": [NOTES]}
+    assert main(["amnesia", "publish", str(copy), "--repo", "me/amnesia", "--dry-run"]) == 0
+    assert NOTES in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("data_files", "field", "problem"),
+    [
+        (
+            f"\n    train: {NOTES}\n",
+            "data_files",
+            "must be a path, a list of paths or a list of {split, path}",
+        ),
+        (
+            "\n  - split: train\n",
+            "data_files[0]",
+            "must be a mapping with the keys split and path, not the keys split",
+        ),
+        (
+            f"\n  - split: train\n    path: {NOTES}\n  - split: train\n    path: {NOTES}\n",
+            "data_files[1].split",
+            "split 'train' is given twice",
+        ),
+        (
+            "\n  - split: train\n    path: 3\n",
+            "data_files[0].path",
+            "must be a path or a list of paths, not 3",
+        ),
+        (" []\n", "data_files", "must be a path, a list of paths or a list of {split, path} mappings"),
+        (
+            f"\n  - split: train/x\n    path: {NOTES}\n",
+            "data_files[0].split",
+            "'train/x' is not a split name",
+        ),
+    ],
+    ids=["a mapping", "no path", "a split twice", "a number", "an empty list", "a bad split name"],
+)
+def test_a_data_files_shape_datasets_refuses_is_named(copy, capsys, data_files, field, problem):
+    """`datasets` refuses these cards with a ValueError when it reads them: named here with the line."""
+    readme = copy / "README.md"
+    text = readme.read_text().replace(NOTES_BLOCK, f"- config_name: notes\n  data_files:{data_files}")
+    readme.write_text(text, encoding="utf-8")
+    line = text[: text.index("config_name: notes")].count("\n") + 1
+    assert main(["amnesia", "publish", str(copy), "--repo", "me/amnesia", "--dry-run"]) == 2
+    error = _error_line(capsys, "amnesia")
+    assert f"{readme}, line {line}, field 'configs[0].{field}': {problem}" in error, error
+
+
+def test_a_tofu_folder_given_to_publish_is_named(tmp_path, capsys):
+    """Before: its ``data_files: forget01.json`` (a path) gave a TypeError traceback."""
+    folder = tmp_path / "tofu"
+    folder.mkdir()
+    (folder / "forget01.json").write_text('{"question": "Q?", "answer": "A."}\n')
+    (folder / "README.md").write_text(
+        "---\nconfigs:\n- config_name: forget01\n  data_files: forget01.json\n---\n"
+    )
+    assert main(["amnesia", "publish", str(folder), "--repo", "me/amnesia", "--dry-run"]) == 2
+    assert "amnesia_build.json' is not a file in" in _error_line(capsys, "amnesia")
+
+
+# 4. A damaged run.json or examples.parquet under --rescore.
+
+RUN_JSON = '{\n  "name": "model",\n  "outputs": {}\n}\n'
+
+
+@pytest.mark.parametrize("benchmark", ["amnesia", "tofu", "muse"])
+@pytest.mark.parametrize(
+    ("file", "text", "expected"),
+    [
+        ("run.json", RUN_JSON.replace("{", "[", 1), r"run.json, line 2: invalid JSON at column 9"),
+        ("run.json", "[]", r"run.json: the file must be an object, not a list"),
+        ("run.json", "", r"run.json, line 1: invalid JSON at column 1"),
+        ("examples.parquet", "PAR1 cut", r"examples.parquet: is not a readable parquet file"),
+    ],
+    ids=["corrupt", "a list", "empty", "examples.parquet truncated"],
+)
+def test_rescore_names_a_damaged_file(tmp_path, capsys, benchmark, file, text, expected):
+    """Before: JSONDecodeError / ArrowInvalid tracebacks."""
+    if benchmark == "tofu" and file == "examples.parquet":
+        pytest.skip("TOFU reads the conventions of run.json first")
+    folder = tmp_path / "eval"
+    folder.mkdir()
+    (folder / "run.json").write_text(RUN_JSON)
+    pq.write_table(pa.table({"example_id": ["a"]}), folder / "examples.parquet")
+    (folder / file).write_text(text)
+    before = _files(folder)
+    assert main(["evaluate", "--benchmark", benchmark, "--out", str(folder), "--rescore"]) == 2
+    line = _error_line(capsys, "evaluate")
+    assert re.search(re.escape(str(folder)) + "/" + expected, line), line
+    assert _files(folder) == before
+
+
+# 5. and 6. A report of a damaged per_example.parquet, or of one folder given twice.
+
+
+@pytest.fixture()
+def eval_folder(tmp_path) -> Path:
+    folder = tmp_path / "eval"
+    folder.mkdir()
+    cell = {"n": 2, "rouge_l_f1": 0.5, "prob": 0.25, "answer_forgetting": 0.5, "model_utility": 0.4}
+    summary = {
+        "name": "m",
+        "populations": {"forget_seen": {"all": cell}, "retain_same_disease": {"all": cell}},
+    }
+    (folder / "summary.json").write_text(json.dumps(summary))
+    return folder
+
+
+def _truncated(path: Path) -> None:
+    table = pa.table(
+        {"population": ["forget_seen"], "patient_id": ["p"], "qa_type": ["factual"], "similarity": [0.5]}
+    )
+    pq.write_table(table, path)
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+@pytest.mark.parametrize(
+    ("damage", "expected"),
+    [
+        (lambda path: path.write_bytes(b""), ": is not a readable parquet file (truncated or corrupt?)"),
+        (_truncated, ": is not a readable parquet file (truncated or corrupt?)"),
+        (
+            lambda path: pq.write_table(pa.table({"population": ["forget_seen"]}), path),
+            ", field 'patient_id': the column is missing",
+        ),
+    ],
+    ids=["empty", "truncated", "a column missing"],
+)
+def test_report_names_a_damaged_per_example_file(eval_folder, tmp_path, capsys, damage, expected):
+    """Before: pyarrow's ArrowInvalid traceback."""
+    path = eval_folder / "per_example.parquet"
+    damage(path)
+    before, out = _files(eval_folder), tmp_path / "report"
+    assert main(["report", str(eval_folder), "--out", str(out), "--resamples", "10"]) == 2
+    assert _error_line(capsys, "report").startswith(f"medunlearn report: error: {path}{expected}")
+    assert _files(eval_folder) == before and not out.exists()
+
+
+@pytest.mark.parametrize(
+    "second",
+    [lambda folder: folder, lambda folder: folder.parent / ".." / folder.parent.name / folder.name, "link"],
+    ids=["the same path", "another path to it", "a link to it"],
+)
+def test_report_refuses_a_folder_given_twice(eval_folder, tmp_path, capsys, second):
+    """Before: every row of the folder was in the report twice."""
+    if second == "link":
+        other = tmp_path / "link"
+        os.symlink(eval_folder, other)
+    else:
+        other = second(eval_folder)
+    out = tmp_path / "report"
+    assert main(["report", str(eval_folder), str(other), "--out", str(out), "--resamples", "10"]) == 2
+    line = _error_line(capsys, "report")
+    assert line.startswith(f"medunlearn report: error: EVALDIR {other} is given twice"), line
+    assert not out.exists()
