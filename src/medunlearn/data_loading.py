@@ -8,9 +8,10 @@ in-memory tables (re-reading parquet is cheap). Hub ids go through the normal ca
 
 from __future__ import annotations
 
+import itertools
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -216,6 +217,41 @@ def check_text_fields(split, columns, source: str) -> None:
         for row, value in enumerate(split[column], start=1):
             if not isinstance(value, str):
                 raise FileContentError(source, row, column, f"expected text, got {shown(value)}", unit="row")
+
+
+def repeated_question(questions: Iterable, groups: Iterable | None = None) -> tuple[int, int] | None:
+    """``(row, first_row)``, both from 1, of the first question asked again (within its group: an AMNESIA
+    patient; ``None``, the whole split), compared without case and extra spaces; ``None`` when none is. A QA
+    row given twice would be trained on twice, or land in both a seen and an unseen split (one home: AMNESIA's
+    QA file and a TOFU-format split are checked by it).
+
+    >>> repeated_question(["Who wrote it?", "Where?", "who  wrote it? "])
+    (3, 1)
+    """
+    first_row: dict[tuple, int] = {}
+    groups = itertools.repeat(None) if groups is None else groups
+    for row, (group, question) in enumerate(zip(groups, questions), start=1):
+        key = (group, " ".join(str(question).split()).casefold())
+        if key in first_row:
+            return row, first_row[key]
+        first_row[key] = row
+    return None
+
+
+def check_no_repeated_question(split, source: str) -> None:
+    """No question of ``split`` (a ``datasets.Dataset`` of QA) is asked twice (:func:`repeated_question`):
+    within a patient when the split has a ``patient_id`` column (AMNESIA asks every patient its age), else
+    within the whole split (TOFU: the reference data asks no question twice). Named by ``source``
+    (:func:`split_source`), row (from 1) and field, with the row it was first asked at."""
+    from medunlearn.errors import FileContentError
+
+    groups = list(split["patient_id"]) if "patient_id" in split.column_names else None
+    repeat = repeated_question(split["question"], groups)
+    if repeat is not None:
+        row, first = repeat
+        who = "this question is" if groups is None else f"patient {groups[row - 1]!r} is asked this question"
+        why = f"{who} asked already at row {first}: a QA row given twice (remove one of the two rows)"
+        raise FileContentError(source, row, "question", why, unit="row")
 
 
 def load_split(data: str | os.PathLike, config: str, split: str = "train"):

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from medunlearn.errors import InputError, MissingInputError
+from medunlearn.utils import numbers
 from medunlearn.utils.logs import release_bitsandbytes_kernel_warning
+from medunlearn.utils.numbers import checked_numbers
 from medunlearn.utils.user_files import read_json
 
 SPECIAL_TOKENS = {
@@ -39,7 +41,10 @@ CHATML_TEMPLATE = (
 
 
 def train_bpe_tokenizer(texts: Iterable[str], vocab_size: int = 1024):
-    """Train a byte-level BPE tokenizer on ``texts`` and wrap it as a ``PreTrainedTokenizerFast``."""
+    """Train a byte-level BPE tokenizer on ``texts`` and wrap it as a ``PreTrainedTokenizerFast``; a
+    ``vocab_size`` past :data:`~medunlearn.utils.numbers.MAX_VOCAB_SIZE` is an ``InputError`` (the Rust
+    trainer allocates it whole and aborts the process, which no Python caller can catch)."""
+    checked_numbers({"size": vocab_size}, {"size": numbers.vocab_size}, lambda _: "tiny_vocab_size")
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 

@@ -151,6 +151,28 @@ def _split_config(
     )
 
 
+def _check_per_type(qa_per_type: int, holdout_per_type: int) -> None:
+    """Each patient keeps ``holdout_per_type`` QA of each type unseen and trains on the rest, so
+    ``qa_per_type`` must be the larger; named as the options a user gives (``--qa-per-type``: the command line
+    holds ``holdout_per_type`` at 1).
+
+    >>> _check_per_type(1, 1)
+    Traceback (most recent call last):
+    ...
+    medunlearn.errors.InputError: --qa-per-type (qa_per_type) must be at least 2, got 1: ...
+    """
+    if holdout_per_type < 1:
+        raise InputError(
+            f"holdout_per_type must be at least 1 (QA of each type held out), got {holdout_per_type}"
+        )
+    if qa_per_type <= holdout_per_type:
+        raise InputError(
+            f"--qa-per-type (qa_per_type) must be at least {holdout_per_type + 1}, got {qa_per_type}: "
+            f"{holdout_per_type} QA of each type per patient are held out (holdout_per_type) and at least "
+            "one more is trained on"
+        )
+
+
 def _read_records(options: BuildOptions) -> tuple[pa.Table, pa.Table, RecordOrigin, dict | None]:
     """Notes and QA of the chosen source, with their origin and (for PMC-Patients notes) the rule-based
     classifier's analyses; the QA of notes the classifier could not label are dropped with them."""
@@ -187,9 +209,8 @@ def build_contents(options: BuildOptions | None = None, /, **fields) -> FolderCo
     split = _split_config(
         options.seed, options.disease_level, options.forget_percentages, options.holdout_per_type
     )
-    qa_per_type, holdout_per_type = options.qa_per_type, options.holdout_per_type
-    if not 0 < holdout_per_type < qa_per_type:
-        raise InputError(f"holdout_per_type must be in 1..{qa_per_type - 1}, got {holdout_per_type}")
+    qa_per_type = options.qa_per_type
+    _check_per_type(qa_per_type, options.holdout_per_type)
     holdout_notes = _holdout_notes(options)  # first: a refused count costs no reading
     notes, qa, origin, analyses = _read_records(options)
     contents = contents_from_records(notes, qa, origin=origin, split=split, qa_per_type=qa_per_type)
@@ -296,6 +317,7 @@ def build_amnesia_from_notes(
     from medunlearn.amnesia.hub import atomic_folder_check
 
     split = _split_config(config.seed, **split_options)
+    _check_per_type(config.qa_per_type, split.holdout_per_type)  # before any LLM call
     atomic_folder_check(out_dir, overwrite, {"--notes": notes_path})
     construction = construct_records(notes_path, config, backends=backends, progress=progress)
     if construction.notes.num_rows == 0:

@@ -6,13 +6,15 @@ column-wise (so a full-size cohort validates in milliseconds) and every error na
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from medunlearn.data_loading import repeated_question
 from medunlearn.errors import FileContentError
 from medunlearn.ontology.amnesia import DISEASES, QA_TYPES
+from medunlearn.utils.user_files import json_type_name
 
 NOTES_SCHEMA = pa.schema(
     [
@@ -83,6 +85,28 @@ def _first_bad_row(mask) -> int:
     return int(mask.nonzero()[0][0]) + 1
 
 
+def text_values(rows: Sequence[Mapping], key: str, source: str, *, ids: bool = False) -> list[str]:
+    """Field ``key`` of every row (read from a CSV, JSON or JSON Lines file) as text: missing or null is
+    ``""`` (:func:`check_required_text` names an empty required value). Anything but a string is a named
+    error, as ``str()`` would store a list as the text ``"['a', 'b']"`` and an answer ``42`` as ``"42"``; with
+    ``ids``, a whole number is text too (PMC-Patients' JSON numbers its patients).
+
+    >>> text_values([{"answer": "Yes."}, {"answer": ["a", "b"]}], "answer", "qa.jsonl")
+    Traceback (most recent call last):
+    ...
+    medunlearn.amnesia.schema.RecordError: qa.jsonl, row 2, field 'answer': expected text, got a list
+    """
+    values = []
+    for row, record in enumerate(rows, start=1):
+        value = record.get(key)
+        whole = ids and isinstance(value, int) and not isinstance(value, bool)
+        if value is not None and not isinstance(value, str) and not whole:
+            expected = "text or a whole number" if ids else "text"
+            raise RecordError(source, row, key, f"expected {expected}, got {json_type_name(value)}")
+        values.append("" if value is None else str(value))
+    return values
+
+
 def check_required_text(table: pa.Table, columns: Sequence[str], source: str) -> None:
     """Every column exists and holds a non-empty string in every row."""
     import pyarrow.compute as pc
@@ -117,19 +141,17 @@ def check_unique(table: pa.Table, column: str, source: str) -> None:
 def check_no_repeated_question(table: pa.Table, source: str) -> None:
     """No patient is asked the same question twice (compared without case and extra spaces): a QA row given
     twice would be trained on twice, or land in both the seen and the held-out split. Names both rows."""
-    first_row: dict[tuple[str, str], int] = {}
-    questions = table["question"].to_pylist()
-    for row, (patient, question) in enumerate(zip(table["patient_id"].to_pylist(), questions), start=1):
-        key = (patient, " ".join(str(question).split()).casefold())
-        if key in first_row:
-            raise RecordError(
-                source,
-                row,
-                "question",
-                f"patient {patient!r} is asked this question already at row {first_row[key]}: a QA row "
-                "given twice (remove one of the two rows)",
-            )
-        first_row[key] = row
+    patients = table["patient_id"].to_pylist()
+    repeat = repeated_question(table["question"].to_pylist(), patients)
+    if repeat is not None:
+        row, first = repeat
+        raise RecordError(
+            source,
+            row,
+            "question",
+            f"patient {patients[row - 1]!r} is asked this question already at row {first}: a QA row given "
+            "twice (remove one of the two rows)",
+        )
 
 
 def check_allowed(table: pa.Table, column: str, allowed: Sequence[str], source: str) -> None:

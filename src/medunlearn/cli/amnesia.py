@@ -12,12 +12,14 @@ from medunlearn.amnesia.audit import AuditFailure, audit_folder
 from medunlearn.amnesia.hub import print_split_table, publish_folder
 from medunlearn.amnesia.pipeline import build_amnesia
 from medunlearn.cli.options import (
+    concurrency_count,
     non_negative_float,
     non_negative_int,
     patient_count,
     positive_float,
     positive_int,
     probability,
+    qa_per_type_count,
     seed_int,
 )
 from medunlearn.ontology.amnesia import DISEASE_LEVEL_DEFAULT, DISEASES
@@ -87,7 +89,10 @@ def _add_build_parser(sub) -> None:
         f"known: {', '.join(DISEASES)})",
     )
     build.add_argument(
-        "--qa-per-type", type=positive_int, default=4, help="QA of each type per patient (default: 4)"
+        "--qa-per-type",
+        type=qa_per_type_count,
+        default=4,
+        help="QA of each type per patient (default: 4; at least 2: one of each type is held out)",
     )
     build.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     _add_llm_construction_options(build)
@@ -154,7 +159,12 @@ def _add_llm_construction_options(build: argparse.ArgumentParser) -> None:
         help="also judge the last round's QA of patients already lost (panel figures over every QA that "
         "passed the checks; costs those judge calls)",
     )
-    llm.add_argument("--concurrency", type=positive_int, default=8, help="requests in flight per server")
+    llm.add_argument(
+        "--concurrency",
+        type=concurrency_count,
+        default=8,
+        help="requests in flight per server (at most 1,024)",
+    )
     llm.add_argument(
         "--request-timeout",
         type=positive_float,

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from medunlearn.cli.options import (
     batch_size_int,
+    concurrency_count,
     epoch_count,
     lora_rank,
     new_tokens,
@@ -294,7 +295,10 @@ def add_mining_arguments(parser: argparse.ArgumentParser, with_seed: bool = True
         "--format", default=None, help="abstracts format for every file (default: detected per file)"
     )
     group.add_argument(
-        "--concurrency", type=positive_int, default=8, help="LLM requests in flight on a server (8)"
+        "--concurrency",
+        type=concurrency_count,
+        default=8,
+        help="LLM requests in flight on a server (8; at most 1,024)",
     )
     if with_seed:
         group.add_argument("--seed", type=seed_int, default=0, help="seed of MinHash and the ANN index (0)")

@@ -22,8 +22,8 @@ from medunlearn.cli.options import (
     conventions_from_args,
     epochs,
     model_arguments,
-    positive_int,
     reference_preset_name,
+    vocab_size,
 )
 from medunlearn.unlearn.errors import UnlearningInputError
 from medunlearn.unlearn.run import FinetuneArguments, default_sft_config, run_finetune
@@ -66,7 +66,10 @@ def build_parser(prog: str = "medunlearn finetune") -> argparse.ArgumentParser:
         "--qa-epochs", type=epochs, default=3.0, help="stage 2 epochs over the seen QA (above 0)"
     )
     parser.add_argument(
-        "--tiny-vocab-size", type=positive_int, default=2048, help="tiny-llama tokenizer size"
+        "--tiny-vocab-size",
+        type=vocab_size,
+        default=2048,
+        help="tiny-llama tokenizer size (at most 1,000,000)",
     )
     parser.add_argument(
         "--benchmark",

@@ -13,6 +13,7 @@ from medunlearn.utils.numbers import CONFIG_NUMBERS as CONFIG_NUMBERS
 from medunlearn.utils.numbers import MAX_BATCH_SIZE, MAX_LORA_RANK
 from medunlearn.utils.numbers import batch_size_int as batch_size_int
 from medunlearn.utils.numbers import check_config_numbers as check_config_numbers
+from medunlearn.utils.numbers import concurrency_count as concurrency_count
 from medunlearn.utils.numbers import epoch_count as epoch_count
 from medunlearn.utils.numbers import epochs as epochs
 from medunlearn.utils.numbers import fraction as fraction
@@ -27,11 +28,13 @@ from medunlearn.utils.numbers import patient_count as patient_count
 from medunlearn.utils.numbers import positive_float as positive_float
 from medunlearn.utils.numbers import positive_int as positive_int
 from medunlearn.utils.numbers import probability as probability
+from medunlearn.utils.numbers import qa_per_type_count as qa_per_type_count
 from medunlearn.utils.numbers import resample_count as resample_count
 from medunlearn.utils.numbers import seed_int as seed_int
 from medunlearn.utils.numbers import sequence_tokens as sequence_tokens
 from medunlearn.utils.numbers import step_count as step_count
 from medunlearn.utils.numbers import steps_limit as steps_limit
+from medunlearn.utils.numbers import vocab_size as vocab_size
 from medunlearn.utils.numbers import whole_number_from as whole_number_from
 
 # The benchmarks `evaluate` and `unlearn` read (`unlearn.run.Benchmark` types the same three names).

@@ -9,8 +9,8 @@ from medunlearn.cli.options import (
     DTYPE_HELP,
     add_engine_arguments,
     announce_precision,
+    concurrency_count,
     engine_settings,
-    positive_int,
 )
 from medunlearn.evaluation.engines import refuse_one_url_for_many_models
 from medunlearn.study.config import load_study
@@ -43,10 +43,12 @@ def build_parser(prog: str = "medunlearn study") -> argparse.ArgumentParser:
     )
     parser.add_argument("study", help="the study file (YAML; see recipes/studies/ and docs/study.md)")
     parser.add_argument("--out", default=None, help="the study folder (default runs/study-<name>)")
-    parser.add_argument("--jobs", type=positive_int, default=1, help="stages run at once (default 1)")
+    parser.add_argument(
+        "--jobs", type=concurrency_count, default=1, help="stages run at once (default 1; at most 1,024)"
+    )
     parser.add_argument(
         "--threads",
-        type=positive_int,
+        type=concurrency_count,
         default=1,
         help="torch threads per stage (default 1: --jobs N on N cores)",
     )

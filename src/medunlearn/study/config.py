@@ -67,8 +67,10 @@ from medunlearn.utils.numbers import (
     positive_float,
     positive_int,
     positive_int_or_auto,
+    qa_per_type_count,
     seed_int,
     step_count,
+    vocab_size,
 )
 from medunlearn.utils.user_files import read_yaml
 
@@ -105,11 +107,11 @@ class StudyConfigError(MedunlearnError, ValueError):
 
 # The numbers of each section and their checks (those of the matching command-line options); the method and
 # ``sft`` fields are a trainer config's: :data:`medunlearn.utils.numbers.CONFIG_NUMBERS`.
-MODEL_NUMBERS = {"lora_r": lora_rank, "lora_alpha": lora_alpha, "tiny_vocab_size": positive_int}
+MODEL_NUMBERS = {"lora_r": lora_rank, "lora_alpha": lora_alpha, "tiny_vocab_size": vocab_size}
 BUILD_NUMBERS = {
     "patients": patient_count,
     "seed": seed_int,
-    "qa_per_type": positive_int,
+    "qa_per_type": qa_per_type_count,
     "holdout_per_type": positive_int,
 }
 FINETUNE_NUMBERS = {"notes_epochs": epochs, "qa_epochs": epochs}

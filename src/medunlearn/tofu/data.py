@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from medunlearn.config_names import SplitName, is_forget_config, is_tofu_hub_split, retain_config_for
-from medunlearn.data_loading import load_config
+from medunlearn.data_loading import check_no_repeated_question, load_config, split_source
 from medunlearn.errors import MedunlearnError, MissingInputError, shown
 
 HUB_ID = "locuslab/TOFU"
@@ -101,6 +101,8 @@ def load_tofu(source: str | Path = HUB_ID, config: str = "full"):
     if missing:
         raise TofuInputError(f"{source}: config {config!r} lacks column(s) {', '.join(missing)}")
     _check_text_columns(dataset, source, config)
+    # As AMNESIA's builder refuses a QA row given twice: it would weigh double in a loss and every score.
+    check_no_repeated_question(dataset, split_source(source, config, "train"))
     return dataset
 
 

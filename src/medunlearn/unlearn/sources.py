@@ -29,7 +29,7 @@ from typing import Literal
 
 from medunlearn.amnesia.note_sets import config_patient_ids, notes_of_patients
 from medunlearn.config_names import MUSE_FOLDS
-from medunlearn.data_loading import check_text_fields, load_split, split_source
+from medunlearn.data_loading import check_no_repeated_question, check_text_fields, load_split, split_source
 from medunlearn.unlearn.errors import UnlearningInputError
 
 ForgetOn = Literal["qa", "notes", "both"]
@@ -95,7 +95,9 @@ def _muse_corpus(data: str, choice: str | None, role: str):
 
 def _qa_part(data: str, config: str):
     qa = load_split(data, config)
-    check_text_fields(qa, ("question", "answer"), split_source(data, config, "train"))  # not "None"
+    source = split_source(data, config, "train")
+    check_text_fields(qa, ("question", "answer"), source)  # not "None"
+    check_no_repeated_question(qa, source)  # trained on twice, a QA row would weigh double in the loss
     return qa
 
 

@@ -151,6 +151,26 @@ resample_count = count_up_to(MAX_RESAMPLES)
 # ten seconds; 120,000,000 asked numpy for 7 GB at once, 10**20 overflowed it.
 MAX_PAIRS = 200_000
 pair_count = count_up_to(MAX_PAIRS)
+# A tokenizer's vocabulary: the largest of open models hold about 256,000 tokens; 1,000,000 leaves room and
+# costs the tiny model's embedding tens of megabytes, where 10**12 asked the Rust tokenizer trainer for 72 TB
+# at once and aborted the process (no Python error to name).
+MAX_VOCAB_SIZE = 1_000_000
+vocab_size = count_up_to(MAX_VOCAB_SIZE)
+# Work at once (LLM requests in flight, a study's parallel stages, torch threads): each request in flight
+# holds a socket, and a Linux process may open 1,024 files by default; a server batches a few hundred
+# sequences (vLLM's max_num_seqs: 256) and the largest machines have a few hundred cores. More is a typo.
+MAX_CONCURRENCY = 1_024
+concurrency_count = count_up_to(MAX_CONCURRENCY)
+# QA per type per patient: one of each type is held out (never trained on), so at least 2 keep one seen; the
+# paper writes 4, and each one is an LLM call under --generate, so 1,000 is a typo rather than a study.
+MAX_QA_PER_TYPE = 1_000
+qa_per_type_count = number_type(
+    int,
+    "a whole number of at least 2 (one QA of each type per patient is held out, so at least one other is "
+    "trained on)",
+    lambda n: n >= 2,
+    MAX_QA_PER_TYPE,
+)
 
 
 def positive_int_or_auto(value):
@@ -275,19 +295,23 @@ def parse_config_arguments(parser, args: list[str], where: str):
 __all__ = [
     "CONFIG_NUMBERS",
     "MAX_BATCH_SIZE",
+    "MAX_CONCURRENCY",
     "MAX_EPOCHS",
     "MAX_INT64",
     "MAX_LORA_RANK",
     "MAX_NEW_TOKENS",
     "MAX_PAIRS",
     "MAX_PATIENTS",
+    "MAX_QA_PER_TYPE",
     "MAX_RESAMPLES",
     "MAX_SEED",
     "MAX_SEQUENCE_TOKENS",
     "MAX_STEPS",
+    "MAX_VOCAB_SIZE",
     "batch_size_int",
     "check_config_numbers",
     "checked_numbers",
+    "concurrency_count",
     "count_up_to",
     "epoch_count",
     "epochs",
@@ -305,10 +329,12 @@ __all__ = [
     "positive_int",
     "positive_int_or_auto",
     "probability",
+    "qa_per_type_count",
     "resample_count",
     "seed_int",
     "sequence_tokens",
     "step_count",
     "steps_limit",
+    "vocab_size",
     "whole_number_from",
 ]

@@ -67,12 +67,8 @@ def existing_file(path: str | Path) -> Path:
     path = Path(path)
     if not path.exists():
         if path.is_symlink():  # a link loop or a link whose target is gone: not "no such file"
-            raise FileContentError(
-                str(path),
-                None,
-                None,
-                "is a symbolic link that leads to no file (a loop, or its target is gone)",
-            )
+            why = "is a symbolic link that leads to no file (a loop, or its target is gone)"
+            raise FileContentError(str(path), None, None, why)
         raise MissingInputError(f"{path}: no such file")
     if not path.is_file():
         raise FileContentError(str(path), None, None, "is a folder, not a file")
@@ -104,12 +100,8 @@ def decode_text(data: bytes, source: str) -> str:
         text = data.decode(encoding_of(data[:4]))
     except UnicodeDecodeError as error:
         line = data.count(b"\n", 0, error.start) + 1
-        raise FileContentError(
-            source,
-            line,
-            None,
-            f"is not UTF-8 text (byte {error.start + 1} cannot be decoded): {SAVE_AS_UTF8}",
-        ) from error
+        why = f"is not UTF-8 text (byte {error.start + 1} cannot be decoded): {SAVE_AS_UTF8}"
+        raise FileContentError(source, line, None, why) from error
     check_no_nul(text, source, None)
     return text
 
@@ -120,9 +112,8 @@ def check_no_nul(text: str, source: str, line: int | None) -> None:
     position = text.find("\x00")
     if position >= 0:
         line = line if line is not None else text.count("\n", 0, position) + 1
-        raise FileContentError(
-            source, line, None, f"holds NUL characters (UTF-16 without a byte-order mark?): {SAVE_AS_UTF8}"
-        )
+        why = f"holds NUL characters (UTF-16 without a byte-order mark?): {SAVE_AS_UTF8}"
+        raise FileContentError(source, line, None, why)
 
 
 def read_text(path: str | Path) -> str:
@@ -149,31 +140,47 @@ def text_lines(path: str | Path) -> Iterator[str]:
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as error:
-                raise FileContentError(
-                    str(path),
-                    number,
-                    None,
-                    f"is not UTF-8 text (byte {error.start + 1} of the line): {SAVE_AS_UTF8}",
-                ) from error
+                why = f"is not UTF-8 text (byte {error.start + 1} of the line): {SAVE_AS_UTF8}"
+                raise FileContentError(str(path), number, None, why) from error
             check_no_nul(line, str(path), number)
             yield line
 
 
 def csv_dict_reader(path: str | Path) -> csv.DictReader:
     """A `csv.DictReader` over the lines of `path` (:func:`text_lines`), its header read: a column named
-    twice is a named error (the reader would give each row the later column's value without a word)."""
-    reader = csv.DictReader(text_lines(path))
+    twice is a named error (the reader would give each row the later column's value without a word), and so
+    is every CSV parse error, at the line its record starts on (:class:`_CsvReader`)."""
+    reader = _CsvReader(existing_file(path))
     names = reader.fieldnames or []
     for column, name in enumerate(names):
         if name in names[:column]:
-            raise FileContentError(
-                str(path),
-                reader.line_num,
-                name,
-                f"the header names this column twice (columns {names.index(name) + 1} and {column + 1}): "
-                "every column needs its own name",
-            )
+            twice = f"columns {names.index(name) + 1} and {column + 1}"
+            why = f"the header names this column twice ({twice}): every column needs its own name"
+            raise FileContentError(str(path), reader.line_num, name, why)
     return reader
+
+
+class _CsvReader(csv.DictReader):
+    """A strict `csv.DictReader`: the lax default reads a file cut off inside a quoted field as if the quote
+    closed at the end, so its last record came back silently short; strict refuses it (and stray characters
+    after a closing quote). A `csv.Error` becomes a `FileContentError` at the line its record starts on."""
+
+    def __init__(self, path: Path):
+        super().__init__(text_lines(path), strict=True)
+        self.path = path
+        self._named(lambda: self.fieldnames)  # the header, read now so that its errors are named too
+
+    def __next__(self) -> dict:
+        return self._named(super().__next__)
+
+    def _named(self, read):
+        start = self.reader.line_num + 1
+        try:
+            return read()
+        except csv.Error as error:
+            cut = "unexpected end of data" in str(error)
+            why = "the file ends inside a quoted field (cut off, or a quote never closed)" if cut else error
+            raise FileContentError(str(self.path), start, None, f"invalid CSV record: {why}") from error
 
 
 def _byte_lines(head: bytes, handle) -> Iterator[bytes]:
@@ -277,12 +284,8 @@ def read_json(
     path = existing_file(path)
     value = parse_json(read_text(path), str(path), allow_non_finite=allow_non_finite)
     if expect is not None and not isinstance(value, expect):
-        raise FileContentError(
-            str(path),
-            None,
-            None,
-            f"{what or 'the file'} must be {_type_names(expect)}, not {json_type_name(value)}",
-        )
+        why = f"{what or 'the file'} must be {_type_names(expect)}, not {json_type_name(value)}"
+        raise FileContentError(str(path), None, None, why)
     return value
 
 
@@ -294,9 +297,8 @@ def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
             continue
         value = parse_json(line.rstrip("\r\n"), str(path), number)
         if not isinstance(value, dict):
-            raise FileContentError(
-                str(path), number, None, f"expected a JSON object, got {json_type_name(value)}"
-            )
+            why = f"expected a JSON object, got {json_type_name(value)}"
+            raise FileContentError(str(path), number, None, why)
         yield number, value
 
 
@@ -310,9 +312,8 @@ def read_json_records(path: str | Path) -> list[dict]:
     rows = read_json(path, expect=list)
     for number, row in enumerate(rows, start=1):
         if not isinstance(row, dict):
-            raise FileContentError(
-                str(path), number, None, f"expected a JSON object, got {json_type_name(row)}", unit="row"
-            )
+            why = f"expected a JSON object, got {json_type_name(row)}"
+            raise FileContentError(str(path), number, None, why, unit="row")
     return rows
 
 
@@ -321,9 +322,8 @@ def read_yaml(path: str | Path, expect: type | None = dict) -> Any:
     path = existing_file(path)
     value = parse_yaml(read_text(path), str(path))
     if expect is not None and value is not None and not isinstance(value, expect):
-        raise FileContentError(
-            str(path), None, None, f"must hold a YAML mapping, not {json_type_name(value)}"
-        )
+        why = f"must hold a YAML mapping, not {json_type_name(value)}"
+        raise FileContentError(str(path), None, None, why)
     return value
 
 
@@ -522,9 +522,8 @@ def parquet_column_names(path: str | Path) -> list[str]:
 def check_text_length(text: str, limit: int, source: str, row: int | None, field_name: str) -> None:
     """Refuse a value longer than `limit` characters, before a tokenizer or parser spends minutes on it."""
     if len(text) > limit:
-        raise FileContentError(
-            source, row, field_name, f"is {len(text):,} characters long; the limit is {limit:,}", unit="row"
-        )
+        why = f"is {len(text):,} characters long; the limit is {limit:,}"
+        raise FileContentError(source, row, field_name, why, unit="row")
 
 
 def _type_names(expect: type | tuple[type, ...]) -> str:

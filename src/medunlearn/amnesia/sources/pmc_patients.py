@@ -7,6 +7,8 @@ column, when present, gives the category; otherwise the rule-based classifier of
 guessed).
 
 QA file: one JSON object per line with ``patient_id, qa_type, question, answer`` and optionally ``qa_id``.
+In either file a text field holds a string (an id may be a whole number too): a list or a number is a named
+error (:func:`~medunlearn.amnesia.schema.text_values`), never stored as its Python text.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from medunlearn.amnesia.schema import (
     check_allowed,
     check_required_text,
     check_unique,
+    text_values,
 )
 from medunlearn.ontology.amnesia import DISEASES
 from medunlearn.ontology.vocabulary import DiseaseVocabulary, RecordAnalysis, default_vocabulary
@@ -146,9 +149,9 @@ def read_note_records(path: str | Path) -> NoteRecords:
             raise RecordError(source, None, required, f"missing column (found: {', '.join(sorted(columns))})")
     raw = pa.table(
         {
-            "patient_id": [str(r.get(id_column) or "") for r in rows],
-            "title": [line_breaks(str(r.get("title") or "")) for r in rows],
-            "note": [line_breaks(str(r.get(note_column) or "")) for r in rows],
+            "patient_id": text_values(rows, id_column, source, ids=True),
+            "title": [line_breaks(title) for title in text_values(rows, "title", source)],
+            "note": [line_breaks(note) for note in text_values(rows, note_column, source)],
         }
     )
     check_required_text(raw, ["patient_id", "title"], source)
@@ -190,7 +193,7 @@ def read_pmc_patients_with_analyses(
     vocabulary = vocabulary or default_vocabulary()
     titles, notes = raw["title"].to_pylist(), raw["note"].to_pylist()
     if "disease" in columns:
-        diseases = [str(r.get("disease") or "") for r in rows]
+        diseases = text_values(rows, "disease", source)
         check_allowed(pa.table({"disease": diseases}), "disease", DISEASES, source)
         analyses = None
     else:
@@ -294,25 +297,27 @@ def read_qa_file(path: str | Path) -> pa.Table:
         for required in ("patient_id", "qa_type", "question", "answer"):
             if required not in row:
                 raise RecordError(source, index, required, "missing field")
-    patient_ids = [str(r["patient_id"]) for r in rows]
+    patient_ids = text_values(rows, "patient_id", source, ids=True)
+    qa_types = text_values(rows, "qa_type", source)
     # Without given ids, number each patient's QA by type in file order: P-F1..F4, P-R1..R4.
     counters: dict[tuple[str, str], int] = {}
     qa_ids = []
-    for row, patient_id in zip(rows, patient_ids):
-        if row.get("qa_id"):
-            qa_ids.append(str(row["qa_id"]))
+    for given, patient_id, qa_type in zip(
+        text_values(rows, "qa_id", source, ids=True), patient_ids, qa_types
+    ):
+        if given:
+            qa_ids.append(given)
             continue
-        key = (patient_id, str(row["qa_type"]))
-        counters[key] = counters.get(key, 0) + 1
-        qa_ids.append(f"{patient_id}-{str(row['qa_type'])[:1].upper()}{counters[key]}")
+        counters[patient_id, qa_type] = counters.get((patient_id, qa_type), 0) + 1
+        qa_ids.append(f"{patient_id}-{qa_type[:1].upper()}{counters[patient_id, qa_type]}")
     table = pa.table(
         {
             "qa_id": qa_ids,
             "patient_id": patient_ids,
             "disease": [""] * len(rows),
-            "qa_type": [str(r["qa_type"]) for r in rows],
-            "question": [str(r["question"] or "") for r in rows],
-            "answer": [str(r["answer"] or "") for r in rows],
+            "qa_type": qa_types,
+            "question": text_values(rows, "question", source),
+            "answer": text_values(rows, "answer", source),
         },
         schema=QA_SCHEMA,
     )

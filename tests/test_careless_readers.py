@@ -1,0 +1,225 @@
+"""Readers that took a careless file and stored something else without a word (the issue-22 review): a CSV cut
+off inside a quoted field, a JSON note or answer that is no text, a QA row given twice in a TOFU-format
+folder, a count the user never gave named in the error, a size no machine holds. Each is exit 2 with a message
+naming the file, the row or line and the field (or the option), no traceback, and no output folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from medunlearn.cli import main
+from medunlearn.errors import FileContentError, InputError
+
+NOTE = (
+    "A 61-year-old man had crushing chest pain. Troponin was raised. Angiography showed an occluded artery."
+)
+NOTES_CSV = f'patient_uid,title,patient,age,gender\n1-1,Myocardial infarction,"{NOTE}",,M\n'
+NOTE_ROW = {"patient_uid": "1-1", "title": "Myocardial infarction", "patient": NOTE}
+QA_ROW = {"patient_id": "1-1", "qa_type": "factual", "question": "What was raised?", "answer": "Troponin."}
+
+
+def jsonl(rows: list[dict]) -> str:
+    return "".join(json.dumps(row) + "\n" for row in rows)
+
+
+def build(tmp_path: Path, notes: Path, qa: Path, *options: str) -> int:
+    argv = ["amnesia", "build", "--source", "pmc-patients", "--notes", str(notes), "--qa", str(qa)]
+    return main([*argv, "--out", str(tmp_path / "out"), *options])
+
+
+def error_line(capsys, command: str) -> str:
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith(f"medunlearn {command}: error:")]
+    assert "Traceback" not in err and len(lines) == 1, err
+    return lines[0]
+
+
+# -- 1. a CSV whose last record ends inside an open quote: its note was kept cut short
+
+
+@pytest.mark.parametrize(
+    ("content", "line"),
+    [
+        (NOTES_CSV + f'1-2,Pneumonia,"{NOTE[:40]}', 3),  # the file cut off inside the last note
+        (NOTES_CSV + '1-2,Pneumonia,"A quote never closed,,F\n1-3,Sepsis,Fever.,,M\n', 3),
+        (NOTES_CSV + '1-2,Pneumonia,"Fever" and cough,,F\n', 3),  # text after a closing quote
+    ],
+)
+def test_a_csv_record_cut_off_or_broken_is_named_by_its_line(tmp_path, capsys, content, line):
+    notes, qa = tmp_path / "notes.csv", tmp_path / "qa.jsonl"
+    notes.write_text(content, encoding="utf-8")
+    qa.write_text(jsonl([QA_ROW]), encoding="utf-8")
+    assert build(tmp_path, notes, qa) == 2
+    assert f"{notes}, line {line}: invalid CSV record: " in error_line(capsys, "amnesia")
+    assert not (tmp_path / "out").exists()
+
+
+def test_every_csv_reader_refuses_a_record_cut_off_inside_a_quote(tmp_path):
+    """The abstracts reader of the BioDivergence mining reads CSV through the same reader."""
+    from medunlearn.biodivergence.mining.read import read_abstracts
+
+    path = tmp_path / "abstracts.csv"
+    path.write_text(
+        'pmid,title,abstract\n1,A title,Aspirin reduced pain.\n2,Another,"Cut off', encoding="utf-8"
+    )
+    with pytest.raises(FileContentError, match=r"abstracts.csv, line 3: .*ends inside a quoted field"):
+        read_abstracts([path])
+
+
+# -- 2. a note, title, id, question or answer of a JSON file that is no text: stored as "['a', 'b']" or "42"
+
+
+TEXT = "expected text, got"
+ID = "expected text or a whole number, got"
+
+
+LISTED_NOTE = [NOTE_ROW, {**NOTE_ROW, "patient": ["a", "b"]}]
+N, Q = [NOTE_ROW], [QA_ROW]
+
+
+@pytest.mark.parametrize(
+    ("notes_name", "notes_rows", "qa_rows", "where"),
+    [
+        ("notes.jsonl", LISTED_NOTE, Q, f"row 2, field 'patient': {TEXT} a list"),
+        ("notes.json", [{**NOTE_ROW, "title": ["a"]}], Q, f"row 1, field 'title': {TEXT} a list"),
+        ("notes.jsonl", [{**NOTE_ROW, "patient_uid": {}}], Q, f"row 1, field 'patient_uid': {ID} an object"),
+        ("qa.jsonl", N, [QA_ROW, {**QA_ROW, "answer": 42}], f"row 2, field 'answer': {TEXT} a number"),
+        ("qa.jsonl", N, [{**QA_ROW, "question": True}], f"row 1, field 'question': {TEXT} a boolean"),
+        ("qa.jsonl", N, [{**QA_ROW, "qa_type": ["x"]}], f"row 1, field 'qa_type': {TEXT} a list"),
+        ("qa.jsonl", N, [{**QA_ROW, "qa_id": [1]}], f"row 1, field 'qa_id': {ID} a list"),
+    ],
+)  # fmt: skip
+def test_a_json_field_that_is_not_text_is_named_by_row_and_field(
+    tmp_path, capsys, notes_name, notes_rows, qa_rows, where
+):
+    """``where``: the file at fault (the notes, ``notes.json`` or ``notes.jsonl``, or the QA file), row and
+    field."""
+    notes_file = "notes.json" if notes_name == "notes.json" else "notes.jsonl"
+    notes, qa = tmp_path / notes_file, tmp_path / "qa.jsonl"
+    notes.write_text(json.dumps(notes_rows) if notes_file == "notes.json" else jsonl(notes_rows))
+    qa.write_text(jsonl(qa_rows), encoding="utf-8")
+    assert build(tmp_path, notes, qa) == 2
+    assert error_line(capsys, "amnesia").endswith(f"error: {tmp_path / notes_name}, {where}")
+    assert not (tmp_path / "out").exists()
+
+
+def test_whole_number_ids_are_still_read_as_text(tmp_path):
+    """PMC-Patients' JSON numbers its patients: an id 0 is the id "0" (it used to read as empty)."""
+    from medunlearn.amnesia.sources.pmc_patients import read_pmc_patients, read_qa_file
+
+    notes = tmp_path / "notes.jsonl"
+    notes.write_text(jsonl([{**NOTE_ROW, "patient_uid": 0}, {**NOTE_ROW, "patient_uid": 7}]))
+    qa = tmp_path / "qa.jsonl"
+    qa.write_text(jsonl([{**QA_ROW, "patient_id": 7, "qa_id": 12}]))
+    assert read_pmc_patients(notes)[0]["patient_id"].to_pylist() == ["0", "7"]
+    assert read_qa_file(qa).select(["qa_id", "patient_id"]).to_pylist() == [
+        {"qa_id": "12", "patient_id": "7"}
+    ]
+
+
+# -- 3. --qa-per-type 1: the error named holdout_per_type, an option the user never gave
+
+
+def test_qa_per_type_below_two_names_the_option_and_why(tmp_path, capsys):
+    notes, qa = tmp_path / "notes.csv", tmp_path / "qa.jsonl"
+    notes.write_text(NOTES_CSV, encoding="utf-8")
+    qa.write_text(jsonl([QA_ROW]), encoding="utf-8")
+    with pytest.raises(SystemExit) as stop:
+        build(tmp_path, notes, qa, "--qa-per-type", "1")
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "Traceback" not in err and "holdout_per_type" not in err, err
+    assert "error: argument --qa-per-type: must be a whole number of at least 2 (one QA of each type" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_python_api_names_qa_per_type_too(tmp_path):
+    from medunlearn.amnesia import build_amnesia_folder
+
+    with pytest.raises(InputError, match=r"--qa-per-type \(qa_per_type\) must be at least 2, got 1: 1 QA"):
+        build_amnesia_folder(tmp_path / "out", patients=20, qa_per_type=1)
+    assert not (tmp_path / "out").exists()
+
+
+# -- 4. a size no machine holds: 10**12 tokens aborted the process inside the Rust tokenizer trainer
+
+HUGE = "1000000000000"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["finetune", "--tiny-vocab-size", HUGE], "--tiny-vocab-size: must be at most 1,000,000, got"),
+        (["amnesia", "build", "--concurrency", HUGE], "--concurrency: must be at most 1,024, got"),
+        (["biodivergence", "mine", "--concurrency", HUGE], "--concurrency: must be at most 1,024, got"),
+        (["study", "s.yaml", "--jobs", HUGE], "--jobs: must be at most 1,024, got"),
+        (["study", "s.yaml", "--threads", HUGE], "--threads: must be at most 1,024, got"),
+        (["amnesia", "build", "--qa-per-type", HUGE], "--qa-per-type: must be at most 1,000, got"),
+    ],
+)
+def test_a_size_past_any_machine_is_refused_when_parsed(tmp_path, capsys, argv, message):
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as stop:
+        main([*argv, "--out", str(out)])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and f"error: argument {message}" in err and "Traceback" not in err, err
+    assert not out.exists()
+
+
+def test_the_tokenizer_trainer_refuses_a_huge_vocabulary_from_python():
+    from medunlearn.models import train_bpe_tokenizer
+
+    with pytest.raises(InputError, match=r"tiny_vocab_size: must be at most 1,000,000, got 1000000000000"):
+        train_bpe_tokenizer(["a note"], vocab_size=10**12)
+
+
+def test_a_study_file_bounds_the_vocabulary_and_the_qa_per_type():
+    from medunlearn.study.config import BUILD_NUMBERS, MODEL_NUMBERS
+    from medunlearn.utils.numbers import checked_numbers
+
+    with pytest.raises(InputError, match=r"model.tiny_vocab_size': must be at most 1,000,000"):
+        checked_numbers({"tiny_vocab_size": 10**12}, MODEL_NUMBERS, lambda f: f"s.yaml: key 'model.{f}'")
+    with pytest.raises(InputError, match=r"data.build.qa_per_type': must be a whole number of at least 2"):
+        checked_numbers({"qa_per_type": 1}, BUILD_NUMBERS, lambda f: f"s.yaml: key 'data.build.{f}'")
+
+
+# -- 5. a QA row given twice in a TOFU-format folder: trained on twice, scored twice
+
+
+def duplicate_a_question(folder: Path, config: str, row: int, first: int) -> Path:
+    path = folder / f"{config}.json"
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    rows[row - 1]["question"] = "  " + rows[first - 1]["question"].upper()  # spaced and cased: still the same
+    path.write_text(jsonl(rows), encoding="utf-8")
+    return path
+
+
+def test_a_tofu_question_given_twice_is_named_by_file_row_and_field(tmp_path):
+    from medunlearn.tofu.data import load_tofu
+    from medunlearn.tofu.synthetic import build_tofu_folder
+
+    folder = build_tofu_folder(tmp_path / "tofu", authors=10, qa_per_author=2)
+    path = duplicate_a_question(folder, "forget10", row=2, first=1)
+    with pytest.raises(FileContentError) as error:
+        load_tofu(folder, "forget10")
+    assert str(error.value) == (
+        f"{path}, row 2, field 'question': this question is asked already at row 1: a QA row given twice "
+        "(remove one of the two rows)"
+    )
+
+
+def test_unlearning_on_a_tofu_folder_with_a_question_given_twice_writes_nothing(tmp_path, capsys):
+    from medunlearn.tofu.synthetic import build_tofu_folder
+
+    folder = build_tofu_folder(tmp_path / "tofu", authors=10, qa_per_author=2)
+    path = duplicate_a_question(folder, "forget10", row=2, first=1)
+    out = tmp_path / "out"
+    argv = ["unlearn", "--benchmark", "tofu", "--method", "GradDiff", "--model", "tiny-llama"]
+    assert main([*argv, "--data", str(folder), "--forget", "forget10", "--out", str(out)]) == 2
+    assert error_line(capsys, "unlearn").endswith(
+        f"{path}, row 2, field 'question': this question is asked "
+        "already at row 1: a QA row given twice (remove one of the two rows)"
+    )
+    assert not out.exists()
