@@ -34,7 +34,6 @@ from medunlearn.utils.column_types import TEXT, TEXT_LIST, column_type_problem
 from medunlearn.utils.user_files import (
     card_data_files,
     existing_folder,
-    parquet_column_names,
     read_json,
     read_parquet,
 )
@@ -85,16 +84,16 @@ class _Folder:
             # A listed file missing: the folder cannot be read (nor by datasets), a usage error.
             if not path.is_file():
                 raise MissingInputError(f"{path}: listed in README.md for {config}/{split} but missing")
-            found = parquet_column_names(path)
+            table = read_parquet(path)  # read once: the columns, their types and the ids all come from it
+            found = table.column_names
             if found != expected:
                 raise AuditFailure(f"{path}: columns {found}, expected {expected}")
             # Every column of the type load_dataset must give back (an id stored as binary comes back as
             # bytes), with no null (it reaches a prompt, a score or a split as "None").
             kinds = {name: TEXT_LIST if name in TEXT_LIST_COLUMNS else TEXT for name in expected}
-            _require(not (problem := column_type_problem(path, kinds)), str(problem))
+            _require(not (problem := column_type_problem(table, kinds, path)), str(problem))
             # The other invariants concern ids, types and diseases.
             wanted = [c for c in ("qa_id", "patient_id", "disease", "qa_type") if c in expected]
-            table = read_parquet(path, columns=wanted)
             self._cache[key] = {
                 name: table[name].to_numpy(zero_copy_only=False).astype(str) for name in wanted
             }

@@ -253,11 +253,12 @@ def read_hub_folder(directory: str | Path) -> dict:
                 raise FolderFormatError(
                     f"{readme}: config {name!r} split {split!r} points to {path}, which does not exist"
                 )
-            splits[split] = read_parquet(path).to_pandas()
+            table = read_parquet(path)
+            splits[split] = table.to_pandas()
             splits[split].attrs["source"] = str(path)  # the file a schema violation is reported in
-            # The types load_dataset gives back, checked on the file: to_pandas and normalise_pool would
-            # read a binary id as bytes, a null abstract as "" and a text confidence as a number.
-            splits[split].attrs["column_problem"] = column_type_problem(path, COLUMN_KINDS)
+            # The types load_dataset gives back, checked on the file's table: to_pandas and normalise_pool
+            # would read a binary id as bytes, a null abstract as "" and a text confidence as a number.
+            splits[split].attrs["column_problem"] = column_type_problem(table, COLUMN_KINDS, path)
         configs[name] = splits
     build = directory / "build.json"
     empty = read_json(build, expect=dict).get("empty_splits", {}) if build.is_file() else {}

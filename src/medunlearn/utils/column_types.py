@@ -12,29 +12,27 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from medunlearn.utils.user_files import parquet_schema, read_parquet
-
 TEXT = "text"
 TEXT_LIST = "a list of text"
 NUMBER = "a number"
 
 
-def column_type_problem(path: str | Path, expected: Mapping[str, str]) -> str | None:
-    """The first problem of the parquet file `path` against `expected` (``{column: TEXT | TEXT_LIST |
-    NUMBER}``), as a message naming file, field and row; ``None`` when every expected column is there, of its
-    type, without a null (a list holds no null item either). A file that is no parquet is a named error."""
-    schema = parquet_schema(path)
+def column_type_problem(table, expected: Mapping[str, str], source: str | Path) -> str | None:
+    """The first problem of `table` (a `pyarrow.Table`, as read from the parquet file `source`) against
+    `expected` (``{column: TEXT | TEXT_LIST | NUMBER}``), as a message naming file, field and row; ``None``
+    when every expected column is there, of its type, without a null (a list holds no null item either)."""
     for name, kind in expected.items():
-        if name not in schema.names:
-            return f"{path}, field '{name}': the column is missing (expected {kind})"
-        if not _holds(schema.field(name).type, kind):
-            return f"{path}, field '{name}': expected {kind}, the column holds {schema.field(name).type}"
-    table = read_parquet(path, columns=list(expected))
+        if name not in table.column_names:
+            return f"{source}, field '{name}': the column is missing (expected {kind})"
+        if not _holds(table.schema.field(name).type, kind):
+            return (
+                f"{source}, field '{name}': expected {kind}, the column holds {table.schema.field(name).type}"
+            )
     for name, kind in expected.items():
         row = _first_null_row(table[name], kind)
         if row is not None:
             got = "a null item" if kind == TEXT_LIST and table[name][row - 1].is_valid else "None"
-            return f"{path}, row {row}, field '{name}': expected {kind}, got {got}"
+            return f"{source}, row {row}, field '{name}': expected {kind}, got {got}"
     return None
 
 

@@ -144,8 +144,9 @@ def _is_non_empty(path: Path) -> bool:
     return path.is_dir() and any(path.iterdir())
 
 
-def _input_conflict(out: Path, name: str, value: Any) -> str | None:
-    """Why writing ``out`` would touch the input ``name`` (a local path; Hub ids and absent paths pass)."""
+def _input_conflict(out: Path, name: str, value: Any, *, holding: bool = True) -> str | None:
+    """Why writing ``out`` would touch the input ``name`` (a local path; Hub ids and absent paths pass).
+    ``holding``: an ``out`` that contains the input conflicts too (replaced whole, it would delete it)."""
     if value is None or str(value) == "" or not Path(value).expanduser().exists():
         return None
     source = Path(value).expanduser().resolve()
@@ -153,7 +154,7 @@ def _input_conflict(out: Path, name: str, value: Any) -> str | None:
         return f"is the {name} folder"
     if source in out.parents:
         return f"lies inside {name} {value}"
-    if out in source.parents:
+    if holding and out in source.parents:
         return f"contains {name} {value} (replacing it would delete the input)"
     return None
 
@@ -213,8 +214,8 @@ def check_outside_inputs(out_dir: str | os.PathLike, inputs: Mapping[str, Any], 
     """
     out = Path(out_dir).expanduser().resolve()
     for name, value in inputs.items():
-        conflict = _input_conflict(out, name, value)
-        if conflict and not conflict.startswith("contains"):
+        conflict = _input_conflict(out, name, value, holding=False)  # never replaced whole: may hold its data
+        if conflict:
             raise InputError(f"{flag} {out_dir} {conflict}: a command never writes into its input")
     return out
 
