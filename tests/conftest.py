@@ -70,6 +70,17 @@ def shared_data() -> Path:
 
 
 @pytest.fixture(scope="session")
+def amnesia_folder(tmp_path_factory) -> Path:
+    """A 20-patient AMNESIA folder (seed 0), built once by the command: read it as it is, or copy it before
+    damaging it (a test module may define its own folder under this name)."""
+    from medunlearn.cli import main
+
+    out = tmp_path_factory.mktemp("amnesia") / "amnesia"
+    assert main(["amnesia", "build", "--out", str(out), "--patients", "20", "--seed", "0"]) == 0
+    return out
+
+
+@pytest.fixture(scope="session")
 def tiny_tokenizer():
     from medunlearn.models import train_bpe_tokenizer
 

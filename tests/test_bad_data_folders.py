@@ -16,13 +16,6 @@ from medunlearn.utils import user_files
 FORGET_TRAIN = "data/forget_10/train-00000-of-00001.parquet"
 
 
-@pytest.fixture(scope="module")
-def amnesia_folder(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("amnesia") / "amnesia"
-    assert main(["amnesia", "build", "--out", str(out), "--patients", "20", "--seed", "0"]) == 0
-    return out
-
-
 @pytest.fixture()
 def model(tmp_path) -> Path:
     """A folder that passes for a model until its weights are loaded (every refusal here comes first)."""

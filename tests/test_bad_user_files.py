@@ -214,13 +214,6 @@ def test_a_folder_that_is_not_a_model_is_refused_by_name(tmp_path, make, message
         load_model(str(folder / "notes.txt"))
 
 
-@pytest.fixture(scope="module")
-def amnesia_folder(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("audit") / "amnesia"
-    assert main(["amnesia", "build", "--out", str(out), "--patients", "20", "--seed", "0"]) == 0
-    return out
-
-
 @pytest.mark.parametrize(
     ("damage", "message"),
     [

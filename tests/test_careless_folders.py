@@ -23,13 +23,6 @@ FORGET_TRAIN = "data/forget_10/train-00000-of-00001.parquet"
 FULL_HOLDOUT = "data/full/holdout-00000-of-00001.parquet"
 
 
-@pytest.fixture(scope="module")
-def amnesia_folder(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("amnesia") / "amnesia"
-    assert main(["amnesia", "build", "--out", str(out), "--patients", "20", "--seed", "0"]) == 0
-    return out
-
-
 @pytest.fixture()
 def copy(amnesia_folder, tmp_path) -> Path:
     folder = tmp_path / "folder"

@@ -15,6 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from cli_checks import refused_when_parsed
 
 from medunlearn.cli import main
 from medunlearn.errors import InputError
@@ -37,13 +38,8 @@ HUGE = "99999999999999999999"  # past int64: numpy overflowed on it
         (["muse", "build", "--articles", "11"], "--articles: must be a whole number from 5 to 10"),
     ],
 )
-def test_a_count_past_its_bound_is_refused_when_parsed(tmp_path, capsys, argv, message):
-    out = tmp_path / "out"
-    with pytest.raises(SystemExit) as stop:
-        main([*argv, "--out", str(out)])
-    err = capsys.readouterr().err
-    assert stop.value.code == 2 and f"error: argument {message}" in err, err
-    assert "Traceback" not in err and not out.exists()
+def test_a_count_past_its_bound_isrefused_when_parsed(tmp_path, capsys, argv, message):
+    refused_when_parsed(tmp_path, capsys, argv, message)
 
 
 def test_the_shared_whole_number_check_names_a_number_past_a_float():
@@ -112,12 +108,7 @@ def test_a_verbmem_prompt_longer_than_the_articles_is_named():
 )
 def test_a_count_that_sizes_a_run_is_bounded_when_parsed(tmp_path, capsys, argv, message):
     """Each of these was a numpy or torch traceback, an out-of-memory error or a run without end."""
-    out = tmp_path / "out"
-    with pytest.raises(SystemExit) as stop:
-        main([*argv, "--out", str(out)])
-    err = capsys.readouterr().err
-    assert stop.value.code == 2 and f"error: argument {message}" in err, err
-    assert "Traceback" not in err and not out.exists()
+    refused_when_parsed(tmp_path, capsys, argv, message)
 
 
 @pytest.mark.parametrize(
@@ -328,13 +319,6 @@ def test_a_study_inside_its_data_folder_is_refused_before_it_writes(tmp_path, ca
 
 
 # -- medunlearn amnesia audit: 2 for what is no AMNESIA folder, 1 for a violation found in one ---------------
-
-
-@pytest.fixture(scope="module")
-def amnesia_folder(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("careless") / "amnesia"
-    assert main(["amnesia", "build", "--out", str(out), "--patients", "20", "--seed", "0"]) == 0
-    return out
 
 
 def _copy(folder: Path, tmp_path: Path) -> Path:

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from cli_checks import refused_when_parsed
 
 from medunlearn.cli import main
 from medunlearn.errors import FileContentError, InputError
@@ -160,12 +161,7 @@ HUGE = "1000000000000"
     ],
 )
 def test_a_size_past_any_machine_is_refused_when_parsed(tmp_path, capsys, argv, message):
-    out = tmp_path / "out"
-    with pytest.raises(SystemExit) as stop:
-        main([*argv, "--out", str(out)])
-    err = capsys.readouterr().err
-    assert stop.value.code == 2 and f"error: argument {message}" in err and "Traceback" not in err, err
-    assert not out.exists()
+    refused_when_parsed(tmp_path, capsys, argv, message)
 
 
 def test_the_tokenizer_trainer_refuses_a_huge_vocabulary_from_python():
