@@ -31,7 +31,7 @@ from medunlearn.biodivergence.schema import (
 )
 from medunlearn.biodivergence.splits import SPLITS
 from medunlearn.errors import MedunlearnError, shown
-from medunlearn.utils.column_types import column_type_problem
+from medunlearn.utils.column_types import column_kind_problem, column_null_problem
 from medunlearn.utils.user_files import card_data_files, read_front_matter, read_json, read_parquet
 
 
@@ -205,12 +205,17 @@ def _schema_check(frame: pd.DataFrame, name: str, source: str) -> Check:
     """Whether every row of one split follows the pair schema and the label ontology (the first bad row
     named: the file read, or ``source`` for an in-memory split; row and field)."""
     name = f"{name}: every row follows the pair schema and label ontology"
-    if frame.attrs.get("column_problem"):  # a type pandas would convert (binary, text confidence), or a null
-        return Check(name, False, frame.attrs["column_problem"])
+    # First a column stored as another type (a binary id, a text confidence), which pandas would convert;
+    # then each row in the pool's own words (a missing value, an unknown label); then a null that
+    # normalise_pool fills without a word ("" for a missing abstract).
+    if frame.attrs.get("column_kind_problem"):
+        return Check(name, False, frame.attrs["column_kind_problem"])
     try:
         normalise_pool(frame, source=frame.attrs.get("source", source))
     except PoolFormatError as error:
         return Check(name, False, str(error))
+    if frame.attrs.get("column_null_problem"):
+        return Check(name, False, frame.attrs["column_null_problem"])
     return Check(name, True)
 
 
@@ -258,7 +263,8 @@ def read_hub_folder(directory: str | Path) -> dict:
             splits[split].attrs["source"] = str(path)  # the file a schema violation is reported in
             # The types load_dataset gives back, checked on the file's table: to_pandas and normalise_pool
             # would read a binary id as bytes, a null abstract as "" and a text confidence as a number.
-            splits[split].attrs["column_problem"] = column_type_problem(table, COLUMN_KINDS, path)
+            for check in (column_kind_problem, column_null_problem):
+                splits[split].attrs[check.__name__] = check(table, COLUMN_KINDS, path)
         configs[name] = splits
     build = directory / "build.json"
     empty = read_json(build, expect=dict).get("empty_splits", {}) if build.is_file() else {}

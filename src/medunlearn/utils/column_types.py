@@ -21,14 +21,27 @@ def column_type_problem(table, expected: Mapping[str, str], source: str | Path) 
     """The first problem of `table` (a `pyarrow.Table`, as read from the parquet file `source`) against
     `expected` (``{column: TEXT | TEXT_LIST | NUMBER}``), as a message naming file, field and row; ``None``
     when every expected column is there, of its type, without a null (a list holds no null item either)."""
+    return column_kind_problem(table, expected, source) or column_null_problem(table, expected, source)
+
+
+def column_kind_problem(table, expected: Mapping[str, str], source: str | Path) -> str | None:
+    """The first expected column of `table` that is missing or stored as another type, named with `source`
+    and the field (a whole column's problem: no row)."""
     for name, kind in expected.items():
         if name not in table.column_names:
             return f"{source}, field '{name}': the column is missing (expected {kind})"
-        if not _holds(table.schema.field(name).type, kind):
-            return (
-                f"{source}, field '{name}': expected {kind}, the column holds {table.schema.field(name).type}"
-            )
+        stored = table.schema.field(name).type
+        if not _holds(stored, kind):
+            return f"{source}, field '{name}': expected {kind}, the column holds {stored}"
+    return None
+
+
+def column_null_problem(table, expected: Mapping[str, str], source: str | Path) -> str | None:
+    """The first null of the expected columns of `table` (or null item of a list column), named with `source`,
+    the row (from 1) and the field; a missing column is :func:`column_kind_problem`'s to name."""
     for name, kind in expected.items():
+        if name not in table.column_names:
+            continue
         row = _first_null_row(table[name], kind)
         if row is not None:
             got = "a null item" if kind == TEXT_LIST and table[name][row - 1].is_valid else "None"
