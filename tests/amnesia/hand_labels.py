@@ -1,8 +1,9 @@
 """The hand labels of real PMC-Patients notes and how the rule-based classifier is scored on them (issue 23).
 
-Two files under ``data/``: ``hand_labels.tsv`` (50 notes, issue 11; the term table was tuned on them) and
+Three files under ``data/``: ``hand_labels.tsv`` (50 notes, issue 11; the term table was tuned on them),
 ``hand_labels_v2.tsv`` (160 other notes, labelled before any rule change of issue 23, half of them frozen as
-the test set). Shared by ``test_classifier_generalisation.py`` and ``bench/bench_classifier.py``.
+the test set) and ``hand_labels_v3.tsv`` (120 further notes by a second reader, open for tuning). Shared
+by ``test_classifier_generalisation.py`` and ``bench/bench_classifier.py``.
 
 Figures [ours] (docs/benchmarks/amnesia.md, "Disease classifier"): *accuracy* = right / classified notes
 (a skip is not counted there), *skip rate* = skipped / all notes of the set (a skip of a "none" note is a skip
@@ -18,6 +19,7 @@ from pathlib import Path
 DATA = Path(__file__).parent / "data"
 V1 = DATA / "hand_labels.tsv"
 V2 = DATA / "hand_labels_v2.tsv"
+V3 = DATA / "hand_labels_v3.tsv"
 SAMPLE = "pmc-patients-sample/PMC-Patients-sample-600.csv"
 
 
@@ -25,7 +27,7 @@ SAMPLE = "pmc-patients-sample/PMC-Patients-sample-600.csv"
 class Label:
     patient_uid: str
     label: str  # one of the 11 categories or "none"
-    half: str  # "v1" (the 50 of issue 11), "tune" or "frozen"
+    half: str  # "v1" (the 50 of issue 11), "tune", "frozen" or "tune3" (the second reader's 120)
     principle: str
     basis: str
 
@@ -52,7 +54,7 @@ def read_label_file(path: Path, default_half: str = "v1") -> list[Label]:
 
 
 def all_labels() -> list[Label]:
-    return read_label_file(V1) + read_label_file(V2)
+    return read_label_file(V1) + read_label_file(V2) + read_label_file(V3)
 
 
 def read_sample(shared_data: Path) -> dict[str, dict]:
@@ -67,6 +69,7 @@ class Figures:
     notes: int
     skipped: int
     right: int  # right among the classified
+    skipped_none: int = 0  # skips of notes labelled "none" (eye, ear, skin: no category fits)
 
     @property
     def classified(self) -> int:
@@ -83,7 +86,8 @@ class Figures:
     def line(self, name: str) -> str:
         return (
             f"{name}: n={self.notes}, right {self.right}/{self.classified} of the classified "
-            f"({self.accuracy:.1%}), skipped {self.skipped} ({self.skip_rate:.1%})"
+            f"({self.accuracy:.1%}), skipped {self.skipped} ({self.skip_rate:.1%}; "
+            f"{self.skipped_none} of them labelled none)"
         )
 
 
@@ -91,7 +95,8 @@ def figures(predicted: list[str | None], labels: list[Label]) -> Figures:
     """Accuracy and skips of ``predicted`` (``None`` = skipped) against ``labels``, in the same order."""
     skipped = sum(p is None for p in predicted)
     right = sum(p == label.label for p, label in zip(predicted, labels) if p is not None)
-    return Figures(len(labels), skipped, right)
+    skipped_none = sum(p is None and label.label == "none" for p, label in zip(predicted, labels))
+    return Figures(len(labels), skipped, right, skipped_none)
 
 
 def line_breaks(text: str) -> str:

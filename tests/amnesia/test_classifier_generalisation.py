@@ -12,6 +12,7 @@ import pytest
 from amnesia.hand_labels import (
     V1,
     V2,
+    V3,
     Label,
     all_labels,
     classify,
@@ -163,6 +164,38 @@ def test_an_eye_ear_or_skin_title_gets_no_category_and_the_note_is_skipped():
     assert (result.category, result.keywords) == ("cardiovascular", ["hypertension"])
 
 
+def test_a_name_written_in_another_word_order_is_the_same_disease():
+    """ICD-10-CM writes a name one way ("Malignant neuroleptic syndrome", "Adenosine deaminase 2
+    deficiency"); titles write its modifiers in another order or its head first with "of"."""
+    vocabulary = DiseaseVocabulary({"malignant neuroleptic syndrome": "neurological", "femur fracture": "x"})
+    found = vocabulary.mentions("Neuroleptic malignant syndrome after a fracture of the femur")
+    assert [(m.term, m.category) for m in found] == [
+        ("neuroleptic malignant syndrome", "neurological"),
+        ("fracture of the femur", "x"),
+    ]
+    # the head stays last: the modifiers alone, or the head before them without "of", are not the name
+    assert vocabulary.mentions("syndrome malignant neuroleptic; fracture femur") == []
+    # a wrong-sense phrase written in the variant's words keeps its sense
+    senses = DiseaseVocabulary({"st depression": "mental_behavioral"}, wrong_senses=["depression of st"])
+    assert senses.mentions("depression of ST") == []
+    full = default_vocabulary()
+    title = "Deficiency of Adenosine Deaminase 2 in Adult Siblings"
+    assert decide(full, title) == ("infection_immune", "title: primary diagnosis")
+
+
+def test_a_named_two_word_syndrome_is_a_disease_a_vague_one_is_not():
+    from medunlearn.ontology.icd10cm import icd_description_term
+
+    assert icd_description_term("Takotsubo syndrome") == "takotsubo syndrome"
+    assert icd_description_term("Kidney disease") == "kidney disease"
+    assert [icd_description_term(n) for n in ("Pain syndrome", "Autoimmune disease", "Syndrome")] == [
+        None
+    ] * 3
+    vocabulary = default_vocabulary()
+    title = "Recurrent Takotsubo syndrome complicated with ischemic enteritis"
+    assert decide(vocabulary, title) == ("cardiovascular", "title: primary diagnosis")
+
+
 def test_keyword_error_classes(toy):
     vocabulary = default_vocabulary()
     # hypothetical, weighed, mistaken or someone else's: not affirmed, so not keywords
@@ -204,6 +237,16 @@ def test_hand_labels_v2_are_new_notes_known_labels_and_the_seeded_split():
     assert [label.half for label in v2] == ["frozen" if k in frozen else "tune" for k in range(160)]
 
 
+def test_hand_labels_v3_are_further_new_notes_drawn_with_their_seed(shared_data):
+    v1, v2, v3 = read_label_file(V1), read_label_file(V2), read_label_file(V3)
+    uids = list(read_sample(shared_data))
+    earlier = {label.patient_uid for label in v1 + v2}
+    rest = [index for index, uid in enumerate(uids) if uid not in earlier]
+    assert [label.patient_uid for label in v3] == [uids[k] for k in random.Random(2024).sample(rest, 120)]
+    assert {label.half for label in v3} == {"tune3"}
+    assert {label.label for label in v3} <= {*DISEASES, "none"}
+
+
 def test_the_helper_reads_line_breaks_as_the_reader_does():
     from medunlearn.amnesia.sources.pmc_patients import line_breaks as reader_line_breaks
 
@@ -227,6 +270,10 @@ def test_accuracy_on_the_frozen_half(shared_data):
     | before (git ``813dd38``) | 51/78 = 65.4%, 2.5% | 53/71 = 74.6%, 11.2% | 38/45 = 84.4%, 10% |
     | after the principles (git ``e9dc1d3``) | 56/80 = 70.0%, 0.0% | 66/77 = 85.7%, 3.8% | 42/50 = 84.0%, 0% |
     | after the two conventions | 54/76 = 71.1%, 5.0% | 70/77 = 90.9%, 3.8% | 42/49 = 85.7%, 2% |
+    | + word order, syndromes, dental | 54/76 = 71.1%, 5.0% | 71/77 = 92.2%, 3.8% | 42/49 = 85.7%, 2% |
+
+    The second reader's 120 (``tune3``): 86/111 = 77.5% before those changes (unseen then), 89/111 = 80.2%
+    after.
 
     The issue's target (85% on the frozen half) is not met; the floor below guards the measured figure.
     """
@@ -236,6 +283,7 @@ def test_accuracy_on_the_frozen_half(shared_data):
     print(frozen.line("frozen half"))
     print(tune.line("tuning half"))
     print(by_half(labels, analyses, "v1").line("issue-11 50"))
+    print(by_half(labels, analyses, "tune3").line("second reader's 120"))
     assert frozen.skip_rate <= 0.05
     assert frozen.accuracy >= 0.711 - 0.02
     assert all(0.0 < a.confidence <= 1.0 for a in analyses if a.category is not None)

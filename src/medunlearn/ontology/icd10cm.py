@@ -40,6 +40,13 @@ _ICD_STOPWORDS = re.compile(
     r"findings?|syndrome|benign|status)\b"
 )
 
+# One word before "syndrome" or "disease" that names no particular disease [ours]: "autoimmune disease" (ICD
+# files it under connective tissue, chapter 13, where our conventions put immune disorders elsewhere), "pain
+# syndrome", "cross syndrome", "infectious disease" (as often the consulting service as a disease).
+_VAGUE_HEADS = frozenset(
+    "autoimmune pain headache fatigue immobility institutional paralytic cross collagen immune "
+    "infectious".split()
+)
 
 ICD_TERMS_FILE = "icd10cm_terms.tsv"
 
@@ -59,12 +66,16 @@ def icd_description_term(description: str) -> str | None:
     a qualifier after a comma ("Neurosyphilis, unspecified" -> "neurosyphilis"; a description whose comma
     goes on otherwise gives none), and a leading
     "unspecified", "other", "acute" or "chronic"; at most 4 words; generic words (``_ICD_STOPWORDS``) exclude
-    a name, except "syndrome" and "disease" after at least two other words ("complex regional pain syndrome").
+    a name, except "syndrome" and "disease" after at least two other words ("complex regional pain syndrome")
+    or after one word that names the disease (an eponym, "Takotsubo syndrome", or an organ, "kidney disease";
+    not a vague one of ``_VAGUE_HEADS``, "pain syndrome").
 
     >>> names = ("Neurosyphilis, unspecified", "Complex regional pain syndrome I (CRPS I)",
-    ...          "Other intestinal obstruction", "Kidney disease", "Fistula, unspecified joint")
+    ...          "Other intestinal obstruction", "Takotsubo syndrome")
     >>> [icd_description_term(name) for name in names]
-    ['neurosyphilis', 'complex regional pain syndrome', 'intestinal obstruction', None, None]
+    ['neurosyphilis', 'complex regional pain syndrome', 'intestinal obstruction', 'takotsubo syndrome']
+    >>> [icd_description_term(name) for name in ("Pain syndrome", "Fistula, unspecified joint")]
+    [None, None]
     """
     name, _, rest = re.sub(r"\s*(\(.*?\)|\[.*?\])", "", description).replace(" NOS", "").partition(",")
     if rest and not _ICD_QUALIFIER.match(rest):
@@ -72,7 +83,9 @@ def icd_description_term(description: str) -> str | None:
     name = name.lower().strip()
     name = re.sub(r"^(unspecified|other|acute|chronic) ", "", name).strip()
     name = re.sub(r" (i|ii|iii|iv)$", "", name)  # "syndrome I": the type is not part of the name
-    head = re.sub(r" (syndrome|disease)$", "", name) if len(name.split()) >= 3 else name
+    head = re.sub(r" (syndrome|disease)$", "", name)
+    if len(name.split()) == 2 and (head in _VAGUE_HEADS or len(head) < 4):
+        return None  # "pain syndrome", "cross syndrome": the word before names no disease
     if _ICD_STOPWORDS.search(head) or len(name.split()) > 4 or len(name) < 5:
         return None
     return name

@@ -24,6 +24,7 @@ names a resemblance, not the disease; "-oma" words name neoplasms (:func:`is_neo
 
 from __future__ import annotations
 
+import itertools
 import re
 import string
 import unicodedata
@@ -110,6 +111,30 @@ def _fold(text: str) -> str:
 def words(text: str) -> list[str]:
     """Lowercase alphanumeric words of ``text`` (accents dropped): the unit of word-boundary matching."""
     return _WORD.findall(_fold(text))
+
+
+# Words a term may not hold for its word-order variants: a term with them already reads as a phrase.
+_PHRASE_WORDS = frozenset("of the in with and or to for by on at".split())
+MAX_VARIANT_WORDS = 4
+
+
+def word_order_variants(key: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """The other ways English writes a multi-word disease name [ours]: its modifiers in another order,
+    the head noun last ("malignant neuroleptic syndrome" -> "neuroleptic malignant syndrome"), and the head
+    first with "of" ("adenosine deaminase 2 deficiency" -> "deficiency of adenosine deaminase 2", "deficiency
+    of the …"). ICD-10-CM writes names one way; titles write them either way. Terms of 2 to
+    ``MAX_VARIANT_WORDS`` words without phrase words (``_PHRASE_WORDS``) have variants.
+
+    >>> word_order_variants(("femur", "fracture"))
+    [('fracture', 'of', 'femur'), ('fracture', 'of', 'the', 'femur')]
+    >>> len(word_order_variants(("malignant", "neuroleptic", "syndrome")))
+    3
+    """
+    if not 2 <= len(key) <= MAX_VARIANT_WORDS or _PHRASE_WORDS.intersection(key):
+        return []
+    *modifiers, head = key
+    reordered = [(*order, head) for order in itertools.permutations(modifiers) if list(order) != modifiers]
+    return reordered + [(head, "of", *modifiers), (head, "of", "the", *modifiers)]
 
 
 @dataclass(frozen=True)
@@ -232,6 +257,11 @@ class DiseaseVocabulary:
             canonical = " ".join(key)
             self._by_words[key] = canonical
             self.term_categories[canonical] = category
+        for key, canonical in list(self._by_words.items()):
+            if canonical is None:
+                continue
+            for variant in word_order_variants(key):
+                self._by_words.setdefault(variant, canonical)  # a term or wrong sense written so wins
         # Lengths of the terms that start with each word: most words start no term and cost one lookup.
         lengths: dict[str, set[int]] = {}
         for key in self._by_words:
