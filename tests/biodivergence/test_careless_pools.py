@@ -129,6 +129,26 @@ POOL_CASES = [
         _self_pair("Drug X lowers mortality", 3),
         r"row 2, field `claim_b`: repeats",
     ),
+    # two different pairs under one pair_id: one would vanish in the split builder's dedupe
+    (
+        "pair_id_two_pairs",
+        ".jsonl",
+        _set(2, pair_id="p1"),
+        r"row 3, field `pair_id`: row 2 has this pair_id too, but the two rows are different pairs \(they "
+        r"differ in claim_a, claim_b, article_a, article_b\)",
+    ),
+    (
+        "pair_id_two_pairs_parquet",
+        ".parquet",
+        _set(2, pair_id="p0"),
+        r"row 3, field `pair_id`: row 1 has this pair_id too, but the two rows are different pairs",
+    ),
+    (
+        "pair_id_other_domain",
+        ".jsonl",
+        lambda rows: [*rows, rows[0] | {"domain": "genomics", "label_source": "heuristic"}],
+        r"row 4, field `pair_id`: row 1 has this pair_id too, .*\(they differ in domain\)",
+    ),
     # no rows: refused alike whatever the format
     ("zero_rows", ".parquet", lambda rows: rows[:0], r"the pool has no rows"),
     ("empty", ".jsonl", lambda rows: [], r"the pool has no rows"),
@@ -188,6 +208,25 @@ def test_the_same_sentence_from_two_articles_and_whole_number_confidences_are_ke
     pool = read_pool(path)
     assert pool["confidence"].tolist() == [0.9, 1.0, 0.0]
     assert pool.loc[1, "claim_a"] == pool.loc[1, "claim_b"]
+
+
+def test_copies_of_one_pair_under_one_pair_id_keep_the_llm_copy(tmp_path, capsys, pair_factory):
+    """The documented dedupe stays: copies of one pair (other labels, other label source) share a pair_id and
+    the split builder keeps the LLM-labelled one."""
+    rows = _rows(pair_factory)
+    copy = rows[1] | {"label_source": "heuristic", "conflict_type": "no_conflict", "axes": []}
+    rows = [rows[0], copy, rows[1], rows[2], rows[1] | {"confidence": 0.5}]
+    copy["dominant_confounder"] = "none"
+    path = tmp_path / "copies.jsonl"
+    _write(path, rows)
+    pool = read_pool(path)
+    assert pool["pair_id"].tolist() == ["p0", "p1", "p1", "p2", "p1"]
+    from medunlearn.biodivergence.splits import clean_pool
+
+    cleaned, counts = clean_pool(pool)
+    assert counts["duplicate_rows_removed"] == 2
+    kept = cleaned.set_index("pair_id").loc["p1"]
+    assert (kept["label_source"], kept["confidence"]) == ("llm", 0.9)
 
 
 # ----------------------------------------------------------------------------------------------------------
