@@ -210,8 +210,8 @@ def _check_one_pair_per_id(frame: pd.DataFrame, source: str) -> None:
         fields = ", ".join(name for name in PAIR_IDENTITY if differs.at[row, name])
         why = (
             f"row {earlier + 1} has this pair_id too, but the two rows are different pairs (they differ in "
-            f"{fields}); copies of one pair (same domain, claims and articles) may share a pair_id, different "
-            "pairs may not: give each pair its own"
+            f"{fields}); copies of one pair (same domain, claims and articles) may share a pair_id, "
+            "different pairs may not: give each pair its own"
         )
         raise _bad_value(frame, source, row, "pair_id", why)
 
