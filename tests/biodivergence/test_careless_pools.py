@@ -170,6 +170,23 @@ def test_a_careless_pool_is_refused_by_file_row_and_field(
     )
 
 
+@pytest.mark.parametrize(
+    ("suffix", "where"),
+    [(".jsonl", "line 2, field 'confidence'"), (".json", "line 3, field 'confidence'")],
+)
+def test_a_pool_row_giving_a_key_twice_is_refused_by_line_and_key(
+    tmp_path, capsys, pair_factory, suffix, where
+):
+    """JSON keeps the last value of a key given twice without a word: the row's first confidence was lost."""
+    lines = [json.dumps(row) for row in _rows(pair_factory)]
+    lines[1] = lines[1].replace("{", '{"confidence": 0.1, ', 1)
+    path = tmp_path / f"pool{suffix}"
+    path.write_text("\n".join(lines) + "\n" if suffix == ".jsonl" else "[\n" + ",\n".join(lines) + "\n]\n")
+    out = tmp_path / "out"
+    message = re.escape(f"{path}, {where}: the key is given twice (first at {where.split(',')[0]})")
+    _refused(capsys, ["build", "--pool", path, "--out", out], tmp_path, message, out)
+
+
 def test_an_empty_json_list_is_refused_like_an_empty_jsonl(tmp_path, capsys):
     path = tmp_path / "empty.json"
     path.write_text("[]")
