@@ -6,6 +6,7 @@ naming the file, the row or line and the field (or the option), no traceback, an
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -330,3 +331,17 @@ def test_a_muse_split_empty_or_with_a_qa_row_given_twice_is_named(tmp_path, caps
     path, message = damage(folder)
     assert main(["muse", "check", "--data", str(folder)]) == 2
     assert f"{path} {message}" in error_line(capsys, "muse")
+
+
+def test_a_tofu_row_giving_a_key_twice_is_named_before_datasets_reads_it(tmp_path):
+    """`datasets` reads a JSON data file with the last value of a key given twice: checked first."""
+    from medunlearn.tofu.data import load_tofu
+    from medunlearn.tofu.synthetic import build_tofu_folder
+
+    folder = build_tofu_folder(tmp_path / "tofu", authors=10, qa_per_author=2)
+    path = folder / "forget10.json"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    lines[1] = _twice(lines[1], "answer", "An earlier answer.")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(FileContentError, match=re.escape(f"{path}, line 2, field 'answer': the key is")):
+        load_tofu(folder, "forget10")
