@@ -188,6 +188,70 @@ def test_a_biodivergence_column_of_another_type_or_a_null_fails_the_audit(
     assert _files(folder) == before
 
 
+def _extra_column(table):
+    return table.append_column("secret_extra", pa.array(["x"] * table.num_rows))
+
+
+def _columns(table) -> str:
+    return str(table.column_names)
+
+
+@pytest.mark.parametrize(
+    ("split", "change", "expected"),
+    [
+        ("test", lambda table: table.slice(0, 0), lambda old: f": 0 rows, build.json records {old.num_rows}"),
+        (
+            "train",
+            lambda table: table.slice(0, 10),
+            lambda old: f": 10 rows, build.json records {old.num_rows}",
+        ),
+        (
+            "train",
+            _extra_column,
+            lambda old: (
+                f": columns {_columns(_extra_column(old))}, expected {_columns(old)} (extra: "
+                "['secret_extra'])"
+            ),
+        ),
+        (
+            "dev",
+            lambda table: table.drop_columns(["reconciliation"]),
+            lambda old: (
+                f": columns {_columns(old.drop_columns(['reconciliation']))}, expected {_columns(old)} "
+                "(missing: ['reconciliation'])"
+            ),
+        ),
+    ],
+    ids=["test emptied", "train cut short", "a column added", "a column removed"],
+)
+def test_a_biodivergence_split_cut_or_with_other_columns_fails_the_audit(
+    biodivergence_folder, tmp_path, capsys, split, change, expected
+):
+    """Before: a test split emptied after the build (build.json records its rows), a train split cut to 10
+    rows or an extra column passed the audit: every row left still followed the schema."""
+    folder = tmp_path / "bd"
+    shutil.copytree(biodivergence_folder, folder)
+    path = folder / "v1.0" / f"{split}.parquet"
+    old = pq.read_table(path)
+    pq.write_table(change(old), path)
+    before = _files(folder)
+    assert main(["biodivergence", "audit", str(folder)]) == 1
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    assert f"{path}{expected(old)}" in captured.out + captured.err
+    assert _files(folder) == before
+
+
+def test_an_amnesia_column_the_layout_does_not_name_fails_the_audit_alike(copy, capsys):
+    """The same check (`column_names_problem`) as the BioDivergence audit's."""
+    path = copy / FORGET_TRAIN
+    old = pq.read_table(path)
+    pq.write_table(_extra_column(old), path)
+    assert main(["amnesia", "audit", str(copy)]) == 1
+    expected = f"columns {_columns(_extra_column(old))}, expected {_columns(old)} (extra: ['secret_extra'])"
+    assert _error_line(capsys, "amnesia") == f"FAIL {path}: {expected}"
+
+
 # 3. A card's data_files in every shape datasets reads, and no other.
 
 NOTES_BLOCK = f"- config_name: notes\n  data_files:\n  - split: train\n    path: {NOTES}\n"

@@ -6,6 +6,7 @@ naming the file, the row or line and the field (or the option), no traceback, an
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -219,3 +220,128 @@ def test_unlearning_on_a_tofu_folder_with_a_question_given_twice_writes_nothing(
         "already at row 1: a QA row given twice (remove one of the two rows)"
     )
     assert not out.exists()
+
+
+# -- 6. a JSON object giving a key twice: json keeps the last value without a word, the first is lost
+
+
+def _twice(text: str, key: str, first) -> str:
+    """`text` (a JSON object) with `key` given once more, first, holding `first`."""
+    return text.replace("{", "{" + json.dumps(key) + ": " + json.dumps(first) + ", ", 1)
+
+
+def _qa_file(tmp_path: Path) -> tuple[list[str], Path]:
+    notes, qa = tmp_path / "notes.csv", tmp_path / "qa.jsonl"
+    notes.write_text(NOTES_CSV, encoding="utf-8")
+    rows = [QA_ROW, {**QA_ROW, "question": "What did angiography show?", "answer": "An occluded artery."}]
+    lines = jsonl(rows).splitlines()
+    qa.write_text("\n".join([lines[0], _twice(lines[1], "answer", "FIRST ANSWER")]) + "\n", encoding="utf-8")
+    return ["amnesia", "build", "--source", "pmc-patients", "--notes", str(notes), "--qa", str(qa)], qa
+
+
+def _notes_json(tmp_path: Path) -> tuple[list[str], Path]:
+    notes, qa = tmp_path / "notes.json", tmp_path / "qa.jsonl"
+    notes.write_text("[\n" + _twice(json.dumps(NOTE_ROW), "patient", "An older note.") + "\n]\n")
+    qa.write_text(jsonl([QA_ROW]), encoding="utf-8")
+    return ["amnesia", "build", "--source", "pmc-patients", "--notes", str(notes), "--qa", str(qa)], notes
+
+
+def _tofu_summary(tmp_path: Path) -> tuple[list[str], Path]:
+    ours, reference = tmp_path / "ours.json", tmp_path / "reference.json"
+    ours.write_text('{\n  "model_utility": 0.4,\n  "forget_quality": 0.5,\n  "forget_quality": 0.9\n}\n')
+    reference.write_text('{"forget_quality": 0.5, "model_utility": 0.4}\n')
+    return ["tofu", "compare", str(ours), str(reference)], ours
+
+
+def _muse_row(tmp_path: Path) -> tuple[list[str], Path]:
+    from medunlearn.muse.build import build_muse_folder
+
+    folder = build_muse_folder(tmp_path / "muse", articles=5, seed=0)
+    path = folder / "knowmem" / "forget_qa.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    lines[1] = _twice(lines[1], "answer", 5)  # the first value not even text: checked as the last one
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return ["muse", "check", "--data", str(folder)], path
+
+
+DUPLICATE_KEY_CASES = [
+    ("qa_jsonl", _qa_file, "amnesia", "line 2, field 'answer': the key is given twice (first at line 2)"),
+    ("notes_json", _notes_json, "amnesia", "line 2, field 'patient': the key is given twice"),
+    ("tofu_summary", _tofu_summary, "tofu", "line 4, field 'forget_quality': the key is given twice (first"),
+    ("muse_row", _muse_row, "muse", "line 2, field 'answer': the key is given twice"),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "make", "command", "message"), DUPLICATE_KEY_CASES, ids=[c[0] for c in DUPLICATE_KEY_CASES]
+)
+def test_a_json_key_given_twice_is_named_by_file_line_and_key(tmp_path, capsys, name, make, command, message):
+    argv, path = make(tmp_path)
+    out = tmp_path / "out"
+    assert main([*argv, *(["--out", str(out)] if command == "amnesia" else [])]) == 2
+    assert f"{path}, {message}" in error_line(capsys, command)
+    assert not out.exists()
+
+
+def test_every_json_reader_names_a_nested_key_given_twice_by_its_path(tmp_path):
+    """One reader (`parse_json`) serves JSON, JSON Lines and a JSON list of records alike."""
+    from medunlearn.utils.user_files import read_json, read_json_records, read_jsonl
+
+    path = tmp_path / "summary.json"
+    path.write_text('{"scores": {"rouge": 0.5},\n "runs": [{"seed": 0}, {"seed": 1,\n  "seed": 2}]}\n')
+    with pytest.raises(FileContentError, match=r"line 3, field 'runs.seed': the key is given twice \(first"):
+        read_json(path)
+    records = tmp_path / "records.json"
+    records.write_text('[{"a": 1, "b": 2},\n {"a": 1, "b": 2, "b": 3}]')
+    with pytest.raises(FileContentError, match=r"records.json, line 2, field 'b'"):
+        read_json_records(records)
+    lines = tmp_path / "rows.jsonl"
+    lines.write_text('{"a": {"a": 1}}\n\n{"a": "\\" : x", "a": 2}\n')  # a key inside a string is no key
+    with pytest.raises(FileContentError, match=r"rows.jsonl, line 3, field 'a'"):
+        list(read_jsonl(lines))
+    nested = tmp_path / "nested.jsonl"
+    nested.write_text('{"a": {"a": 1}, "b": [{"a": 2}, {"a": 3}]}\n')  # one key in several objects: no repeat
+    assert read_json_records(nested) == [{"a": {"a": 1}, "b": [{"a": 2}, {"a": 3}]}]
+
+
+# -- 7. a MUSE split without a row, or with a QA row given twice: scored as if it were a result
+
+
+def _empty_split(folder: Path) -> tuple[Path, str]:
+    path = folder / "knowmem" / "forget_qa.jsonl"
+    path.write_text("", encoding="utf-8")
+    return path, "(knowmem/forget_qa): the split holds no row"
+
+
+def _repeated_row(folder: Path) -> tuple[Path, str]:
+    path = folder / "knowmem" / "retain_qa.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    first = json.loads(lines[0])
+    lines.append(json.dumps({**first, "question": " " + first["question"].upper()}))  # the same, cased
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    row = len(lines)
+    return path, f"(knowmem/retain_qa) row {row}, field 'question': this question is asked already at row 1"
+
+
+@pytest.mark.parametrize("damage", [_empty_split, _repeated_row], ids=["empty_split", "repeated_row"])
+def test_a_muse_split_empty_or_with_a_qa_row_given_twice_is_named(tmp_path, capsys, damage):
+    from medunlearn.muse.build import build_muse_folder
+
+    folder = build_muse_folder(tmp_path / "muse", articles=5, seed=0)
+    path, message = damage(folder)
+    assert main(["muse", "check", "--data", str(folder)]) == 2
+    assert f"{path} {message}" in error_line(capsys, "muse")
+
+
+def test_a_tofu_row_giving_a_key_twice_is_named_before_datasets_reads_it(tmp_path):
+    """`datasets` reads a JSON data file with the last value of a key given twice: checked first."""
+    from medunlearn.tofu.data import load_tofu
+    from medunlearn.tofu.synthetic import build_tofu_folder
+
+    folder = build_tofu_folder(tmp_path / "tofu", authors=10, qa_per_author=2)
+    path = folder / "forget10.json"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    lines[1] = _twice(lines[1], "answer", "An earlier answer.")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(FileContentError, match=re.escape(f"{path}, line 2, field 'answer': the key is")):
+        load_tofu(folder, "forget10")

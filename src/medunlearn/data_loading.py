@@ -67,8 +67,9 @@ def check_local_folder(folder: str | os.PathLike, config: str) -> None:
     """What ``datasets`` would otherwise fail on with a traceback, or read without a word, named first: the
     README's ``configs:`` block names data files inside the folder only
     (:func:`~medunlearn.utils.user_files.card_data_files`: no ``../x.parquet``, no absolute path, no key given
-    twice); a JSON data file is UTF-8 (what ``datasets`` reads), strict JSON (no NaN) and one object per
-    row, named by line (``datasets`` reads a latin-1 file or a NaN without a word); and the parquet files of
+    twice); a JSON data file is UTF-8 (what ``datasets`` reads), strict JSON (no NaN, no key given twice) and
+    one object per row, named by line (``datasets`` reads a latin-1 file, a NaN or a key given twice without a
+    word); and the parquet files of
     ``config`` all have the same columns (the file and the missing and unexpected columns are named)."""
     from medunlearn.errors import FileContentError
     from medunlearn.utils.user_files import (

@@ -129,6 +129,26 @@ POOL_CASES = [
         _self_pair("Drug X lowers mortality", 3),
         r"row 2, field `claim_b`: repeats",
     ),
+    # two different pairs under one pair_id: one would vanish in the split builder's dedupe
+    (
+        "pair_id_two_pairs",
+        ".jsonl",
+        _set(2, pair_id="p1"),
+        r"row 3, field `pair_id`: row 2 has this pair_id too, but the two rows are different pairs \(they "
+        r"differ in claim_a, claim_b, article_a, article_b\)",
+    ),
+    (
+        "pair_id_two_pairs_parquet",
+        ".parquet",
+        _set(2, pair_id="p0"),
+        r"row 3, field `pair_id`: row 1 has this pair_id too, but the two rows are different pairs",
+    ),
+    (
+        "pair_id_other_domain",
+        ".jsonl",
+        lambda rows: [*rows, rows[0] | {"domain": "genomics", "label_source": "heuristic"}],
+        r"row 4, field `pair_id`: row 1 has this pair_id too, .*\(they differ in domain\)",
+    ),
     # no rows: refused alike whatever the format
     ("zero_rows", ".parquet", lambda rows: rows[:0], r"the pool has no rows"),
     ("empty", ".jsonl", lambda rows: [], r"the pool has no rows"),
@@ -148,6 +168,23 @@ def test_a_careless_pool_is_refused_by_file_row_and_field(
     _refused(
         capsys, ["build", "--pool", path, "--out", out], tmp_path, re.escape(str(path)) + ": " + message, out
     )
+
+
+@pytest.mark.parametrize(
+    ("suffix", "where"),
+    [(".jsonl", "line 2, field 'confidence'"), (".json", "line 3, field 'confidence'")],
+)
+def test_a_pool_row_giving_a_key_twice_is_refused_by_line_and_key(
+    tmp_path, capsys, pair_factory, suffix, where
+):
+    """JSON keeps the last value of a key given twice without a word: the row's first confidence was lost."""
+    lines = [json.dumps(row) for row in _rows(pair_factory)]
+    lines[1] = lines[1].replace("{", '{"confidence": 0.1, ', 1)
+    path = tmp_path / f"pool{suffix}"
+    path.write_text("\n".join(lines) + "\n" if suffix == ".jsonl" else "[\n" + ",\n".join(lines) + "\n]\n")
+    out = tmp_path / "out"
+    message = re.escape(f"{path}, {where}: the key is given twice (first at {where.split(',')[0]})")
+    _refused(capsys, ["build", "--pool", path, "--out", out], tmp_path, message, out)
 
 
 def test_an_empty_json_list_is_refused_like_an_empty_jsonl(tmp_path, capsys):
@@ -188,6 +225,25 @@ def test_the_same_sentence_from_two_articles_and_whole_number_confidences_are_ke
     pool = read_pool(path)
     assert pool["confidence"].tolist() == [0.9, 1.0, 0.0]
     assert pool.loc[1, "claim_a"] == pool.loc[1, "claim_b"]
+
+
+def test_copies_of_one_pair_under_one_pair_id_keep_the_llm_copy(tmp_path, capsys, pair_factory):
+    """The documented dedupe stays: copies of one pair (other labels, other label source) share a pair_id and
+    the split builder keeps the LLM-labelled one."""
+    rows = _rows(pair_factory)
+    copy = rows[1] | {"label_source": "heuristic", "conflict_type": "no_conflict", "axes": []}
+    rows = [rows[0], copy, rows[1], rows[2], rows[1] | {"confidence": 0.5}]
+    copy["dominant_confounder"] = "none"
+    path = tmp_path / "copies.jsonl"
+    _write(path, rows)
+    pool = read_pool(path)
+    assert pool["pair_id"].tolist() == ["p0", "p1", "p1", "p2", "p1"]
+    from medunlearn.biodivergence.splits import clean_pool
+
+    cleaned, counts = clean_pool(pool)
+    assert counts["duplicate_rows_removed"] == 2
+    kept = cleaned.set_index("pair_id").loc["p1"]
+    assert (kept["label_source"], kept["confidence"]) == ("llm", 0.9)
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -61,6 +61,11 @@ def test_predictions_with_missing_and_raw_rows(cli_folder, tmp_path, capsys):
         ('{"pair_id": "nope", "prediction": "x"}\n', "line 1: pair_id 'nope' is not in the gold split"),
         ("not json\n", "line 1: invalid JSON at column 1"),
         ('{"pair_id": "p", "confidence": NaN}\n', "line 1, field 'confidence': NaN is not a JSON number"),
+        # a key given twice: json keeps the last value without a word
+        (
+            '\n{"pair_id": "q", "prediction": "x", "prediction": "y"}\n',
+            "line 2, field 'prediction': the key is given twice",
+        ),
         ('["pair_id"]\n', "line 1: expected a JSON object, got a list"),
         ('{"prediction": "x"}\n', "line 1: needs a `pair_id` field"),
         ("", "holds no prediction"),  # an empty file would score 0.0 as if it were a result
@@ -71,7 +76,9 @@ def test_bad_predictions_file_names_the_line(cli_folder, tmp_path, capsys, conte
     path = tmp_path / "bad.jsonl"
     path.write_text(content)
     assert _run("eval", "--predictions", path, "--data", cli_folder, "--out", tmp_path / "o") == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
 
 
 @pytest.mark.parametrize(

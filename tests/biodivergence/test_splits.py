@@ -125,8 +125,12 @@ pair_rows = st.lists(
 
 
 def _pool(rows) -> pd.DataFrame:
-    records = []
-    for row in rows:
+    """The drawn rows as a pool; rows drawing one pair_id are copies of its first row's pair (a pair_id names
+    one pair: domain, claims, articles), each with its own label, as the builder's dedupe expects."""
+    records, pairs = [], {}
+    for drawn in rows:
+        pair = pairs.setdefault(drawn["pair_id"], drawn)
+        row = {**drawn, **{key: pair[key] for key in ("domain", "article_a", "article_b", "claim_variant")}}
         records.append(
             {
                 "pair_id": row["pair_id"],

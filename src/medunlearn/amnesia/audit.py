@@ -30,7 +30,7 @@ from medunlearn.config_names import (
 )
 from medunlearn.errors import MedunlearnError, MissingInputError, shown
 from medunlearn.ontology.amnesia import DISEASES, QA_TYPES
-from medunlearn.utils.column_types import TEXT, TEXT_LIST, column_type_problem
+from medunlearn.utils.column_types import TEXT, TEXT_LIST, column_names_problem, column_type_problem
 from medunlearn.utils.user_files import (
     card_data_files,
     existing_folder,
@@ -85,9 +85,7 @@ class _Folder:
             if not path.is_file():
                 raise MissingInputError(f"{path}: listed in README.md for {config}/{split} but missing")
             table = read_parquet(path)  # read once: the columns, their types and the ids all come from it
-            found = table.column_names
-            if found != expected:
-                raise AuditFailure(f"{path}: columns {found}, expected {expected}")
+            _require(not (problem := column_names_problem(table.column_names, expected, path)), str(problem))
             # Every column of the type load_dataset must give back (an id stored as binary comes back as
             # bytes), with no null (it reaches a prompt, a score or a split as "None").
             kinds = {name: TEXT_LIST if name in TEXT_LIST_COLUMNS else TEXT for name in expected}

@@ -31,7 +31,12 @@ from medunlearn.biodivergence.schema import (
 )
 from medunlearn.biodivergence.splits import SPLITS
 from medunlearn.errors import MedunlearnError, shown
-from medunlearn.utils.column_types import column_kind_problem, column_null_problem
+from medunlearn.utils.column_types import (
+    column_kind_problem,
+    column_names_problem,
+    column_null_problem,
+    row_count_problem,
+)
 from medunlearn.utils.user_files import card_data_files, read_front_matter, read_json, read_parquet
 
 
@@ -198,7 +203,32 @@ def audit_configs(configs: dict, build_stats: dict | None = None, eval_labels: s
         report.checks += [check for check in schema if not check.ok]
         if all(check.ok for check in schema):
             report.pairlevel_leakage = pairlevel_leakage(legacy)
+    # Last: a split cut or padded after the build breaks a named invariant first, when it breaks one.
+    report.checks += _row_count_checks(configs, report.build_stats)
     return report
+
+
+# Where build.json's stats record each config's split sizes.
+RECORDED_SIZES = {"v1.0": "split_sizes", "v1.0-pairlevel": "pairlevel_split_sizes"}
+
+
+def _row_count_checks(configs: dict, build_stats: dict) -> list[Check]:
+    """Each split has the rows build.json records for it (:data:`RECORDED_SIZES`): a split emptied or cut
+    short after the build still follows every other invariant. A split without a recorded size is not
+    checked (an in-memory split, or a build.json without stats)."""
+    checks = []
+    for config, key in RECORDED_SIZES.items():
+        sizes = build_stats.get(key)
+        for split, frame in configs.get(config, {}).items():
+            recorded = sizes.get(split) if isinstance(sizes, dict) else None
+            if recorded is None:
+                continue
+            source = frame.attrs.get("source", f"{config}/{split}")
+            problem = row_count_problem(len(frame), recorded, source, "build.json")
+            checks.append(
+                Check(f"{config} {split}: the row count build.json records", not problem, problem or "")
+            )
+    return checks
 
 
 def _schema_check(frame: pd.DataFrame, name: str, source: str) -> Check:
@@ -208,8 +238,9 @@ def _schema_check(frame: pd.DataFrame, name: str, source: str) -> Check:
     # First a column stored as another type (a binary id, a text confidence), which pandas would convert;
     # then each row in the pool's own words (a missing value, an unknown label); then a null that
     # normalise_pool fills without a word ("" for a missing abstract).
-    if frame.attrs.get("column_kind_problem"):
-        return Check(name, False, frame.attrs["column_kind_problem"])
+    for problem in ("column_names_problem", "column_kind_problem"):
+        if frame.attrs.get(problem):
+            return Check(name, False, frame.attrs[problem])
     try:
         normalise_pool(frame, source=frame.attrs.get("source", source))
     except PoolFormatError as error:
@@ -265,6 +296,10 @@ def read_hub_folder(directory: str | Path) -> dict:
             # would read a binary id as bytes, a null abstract as "" and a text confidence as a number.
             for check in (column_kind_problem, column_null_problem):
                 splits[split].attrs[check.__name__] = check(table, COLUMN_KINDS, path)
+            # A column the schema does not name (the AMNESIA audit's check): published unchecked otherwise.
+            splits[split].attrs["column_names_problem"] = column_names_problem(
+                table.column_names, list(COLUMN_KINDS), path
+            )
         configs[name] = splits
     build = directory / "build.json"
     empty = read_json(build, expect=dict).get("empty_splits", {}) if build.is_file() else {}

@@ -52,6 +52,9 @@ PAIR_COLUMNS: tuple[str, ...] = (
     "label_source",
     "confidence",
 )
+# What makes two rows one pair: rows that agree on these are copies of it (each with its own label), which
+# may share a pair_id; rows under one pair_id that differ here are different pairs (`normalise_pool` refuses).
+PAIR_IDENTITY: tuple[str, ...] = ("domain", "claim_a", "claim_b", "article_a", "article_b")
 STRING_COLUMNS = tuple(name for name in PAIR_COLUMNS if name not in ("axes", "confidence"))
 # The id columns: text, but a pool may give them as integers (a PMID written as the JSON number 12345), which
 # are read as their decimal digits ("12345"): a JSON integer has one spelling (no leading zeros, no exponent),
@@ -188,6 +191,31 @@ def _check_two_claims(frame: pd.DataFrame, source: str) -> None:
         raise _bad_value(frame, source, row, "claim_b", why)
 
 
+def _check_one_pair_per_id(frame: pd.DataFrame, source: str) -> None:
+    """Rows that share a pair_id are copies of one pair (the same :data:`PAIR_IDENTITY`), which the split
+    builder reduces to one (the LLM-labelled copy first: :func:`~medunlearn.biodivergence.splits.clean_pool`);
+    two different pairs under one pair_id would lose one of them without a word, so they are refused, naming
+    both rows."""
+    ids = frame["pair_id"]
+    shared = ids.duplicated(keep=False).to_numpy()
+    if not shared.any():
+        return
+    copies = frame.loc[shared, ["pair_id", *PAIR_IDENTITY]]
+    first = copies.groupby("pair_id", sort=False)[list(PAIR_IDENTITY)].transform("first")
+    differs = copies[list(PAIR_IDENTITY)].ne(first)
+    rows = np.flatnonzero(differs.any(axis=1).to_numpy())
+    if rows.size:
+        row = int(copies.index[rows[0]])
+        earlier = int(np.flatnonzero((ids == ids.at[row]).to_numpy())[0])
+        fields = ", ".join(name for name in PAIR_IDENTITY if differs.at[row, name])
+        why = (
+            f"row {earlier + 1} has this pair_id too, but the two rows are different pairs (they differ in "
+            f"{fields}); copies of one pair (same domain, claims and articles) may share a pair_id, "
+            "different pairs may not: give each pair its own"
+        )
+        raise _bad_value(frame, source, row, "pair_id", why)
+
+
 def _check_strings_and_labels(frame: pd.DataFrame, source: str) -> None:
     """Text columns are strings (the identifying ones non-empty); closed label sets hold known labels."""
     for name in STRING_COLUMNS:
@@ -255,6 +283,7 @@ def normalise_pool(frame: pd.DataFrame, source: str = "pool") -> pd.DataFrame:
         frame[name] = frame[name].map(_id_text)
     _check_strings_and_labels(frame, source)
     _check_two_claims(frame, source)
+    _check_one_pair_per_id(frame, source)
     _check_axes(frame, source)
     frame["confidence"] = _checked_confidence(frame, source)
     return frame[list(PAIR_COLUMNS)]

@@ -10,7 +10,8 @@ means a pair whose label source dev/test admit (:func:`~medunlearn.biodivergence
 How we do it [ours]:
 
 1. *Clean.* Duplicated pair_ids keep the LLM copy (then the most confident, then the first); then every
-   pair with confidence < 0.45 is dropped, whatever its source.
+   pair with confidence < 0.45 is dropped, whatever its source. (Rows sharing a pair_id are copies of one
+   pair: the pool reader refuses two different pairs under one id, ``schema.PAIR_IDENTITY``.)
 2. *Components.* Each pair touches four keys: its two articles and its two (normalised) claim texts. The
    connected components of the pair–key graph are what union-find over "pair joins its keys" gives; we get
    them from ``scipy.sparse.csgraph.connected_components`` (linear time, no Python loop per pair). Keeping

@@ -8,7 +8,6 @@ interval includes 0 is shown as "not distinguishable from no recovery".
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -52,12 +51,7 @@ def read_attack_summary(
     for path, hint, own in given + attack_candidates(eval_dir):
         if not path.is_file():
             continue
-        try:
-            payload = json.loads(path.read_text())
-        except json.JSONDecodeError as error:
-            from medunlearn.evaluation.report import ReportError  # here: report imports this module
-
-            raise ReportError(f"{path}: not valid JSON ({error})") from None
+        payload = read_json(path, expect=dict)  # the shared reader: syntax, a key given twice, NaN named
         summaries = [s for s in payload.get("summaries") or [] if isinstance(s, dict)]
         for wanted in (hint, method):
             match = [s for s in summaries if wanted is not None and s.get("method") == wanted]

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from medunlearn.config_names import MUSE_FOLDS
+from medunlearn.data_loading import repeated_question
 from medunlearn.errors import MedunlearnError, MissingInputError
 from medunlearn.utils.user_files import (
     card_data_files,
@@ -225,11 +226,34 @@ def load_muse_split(folder: str | Path | MuseFolder, config: str, split: str) ->
         raise MuseFormatError(f"unknown MUSE split {config}/{split}; known: {known}")
     if split not in muse.splits(config):
         raise MuseMissingSplitError(f"MUSE folder {muse.root}: config {config!r} lacks split {split!r}")
-    rows = []
+    rows, origins = [], []
     for path in muse.files[config][split]:
         for number, row in enumerate(_read_rows(path), start=1):
             rows.append(check_row(row, LAYOUT[config][split], f"{path} ({config}/{split}) row {number}"))
+            origins.append((path, number))
+    if not rows:
+        files = ", ".join(str(path) for path in muse.files[config][split])
+        raise MuseFormatError(
+            f"{files} ({config}/{split}): the split holds no row; every split of the layout needs at least "
+            "one (an empty split would leave its score undefined, or score nothing as if it were a result)"
+        )
+    if LAYOUT[config][split] == QA:
+        _check_no_repeated_question(rows, origins, f"{config}/{split}")
     return rows
+
+
+def _check_no_repeated_question(rows: list[dict], origins: list[tuple[Path, int]], split: str) -> None:
+    """No question of a knowmem split is asked twice (`medunlearn.data_loading.repeated_question`, the rule
+    of an AMNESIA or TOFU split): a QA row given twice weighs double in the score. Named by file, row and
+    field, with where it was first asked."""
+    repeat = repeated_question(row["question"] for row in rows)
+    if repeat is not None:
+        (path, row), (first_path, first) = origins[repeat[0] - 1], origins[repeat[1] - 1]
+        where = f"row {first}" if first_path == path else f"{first_path} row {first}"
+        raise MuseRowError(
+            f"{path} ({split}) row {row}, field 'question': this question is asked already at {where}: a QA "
+            "row given twice (remove one of the two rows)"
+        )
 
 
 __all__ = [

@@ -1,4 +1,5 @@
-"""The column types of a benchmark's parquet data file, checked as ``datasets`` will give them back.
+"""The columns, column types and row count of a benchmark's parquet data file, checked as ``datasets`` will
+give them back (one home for the AMNESIA and the BioDivergence audits).
 
 ``datasets.load_dataset`` reads a parquet column in the type the file stores: a patient id stored as binary
 comes back as ``b'P000006'``, a confidence stored as text as ``'0.9'``, a null as ``None``. An audit that
@@ -9,12 +10,42 @@ file, the field and, for a null, the row (from 1).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 TEXT = "text"
 TEXT_LIST = "a list of text"
 NUMBER = "a number"
+
+
+def column_names_problem(found: Sequence[str], expected: Sequence[str], source: str | Path) -> str | None:
+    """`found` (a data file's column names, in order) against the layout's `expected` columns, as a message
+    naming `source` and the columns extra or missing; ``None`` when they are the same, in the same order. A
+    column the layout does not name would be published and loaded with the split unchecked.
+
+    >>> column_names_problem(["id", "text", "secret"], ["id", "text"], "train.parquet")
+    "train.parquet: columns ['id', 'text', 'secret'], expected ['id', 'text'] (extra: ['secret'])"
+    """
+    found, expected = list(found), list(expected)
+    if found == expected:
+        return None
+    extra = [name for name in found if name not in expected]
+    missing = [name for name in expected if name not in found]
+    differs = [f"extra: {extra}"] * bool(extra) + [f"missing: {missing}"] * bool(missing)
+    return f"{source}: columns {found}, expected {expected} ({'; '.join(differs) or 'in another order'})"
+
+
+def row_count_problem(rows: int, recorded: int | None, source: str | Path, record: str) -> str | None:
+    """A data file of `rows` rows against the count its build `record` (``build.json``) wrote for it, as a
+    message naming `source` and both counts; ``None`` when they agree or nothing was recorded. A split cut
+    short or emptied after the build still follows every other invariant.
+
+    >>> row_count_problem(10, 230, "v1.0/train.parquet", "build.json")
+    'v1.0/train.parquet: 10 rows, build.json records 230'
+    """
+    if recorded is None or rows == recorded:
+        return None
+    return f"{source}: {rows} rows, {record} records {recorded}"
 
 
 def column_type_problem(table, expected: Mapping[str, str], source: str | Path) -> str | None:

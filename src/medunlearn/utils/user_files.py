@@ -7,8 +7,8 @@ and, where there is one, the line (1-based, as an editor shows it) and the field
   decoded); anything else is refused with the line and byte where decoding failed, never read with
   replacement characters;
 - JSON, JSON Lines and YAML parse errors give the line and column; JSON is strict (``NaN`` and ``Infinity``,
-  which Python's ``json`` accepts, are refused with the line and field) and a YAML mapping may not give a key
-  twice (PyYAML keeps the last silently);
+  which Python's ``json`` accepts, are refused with the line and field) and neither a JSON object nor a YAML
+  mapping may give a key twice (``json`` and PyYAML keep the last silently);
 - a JSON Lines row must be an object, a ``.gz`` file must be gzip (and a gzip file is read decompressed,
   whatever its name), a parquet file must be readable whole; a parquet file or a CSV header may not name a
   column twice, and a file that is a symbolic link leading nowhere (a loop) is named as such;
@@ -36,6 +36,7 @@ from typing import Any
 
 from medunlearn.errors import FileContentError, MissingInputError
 from medunlearn.utils.card_paths import check_inside, data_file_splits
+from medunlearn.utils.json_keys import DuplicateKeyError, first_repeated_key, unique_keys
 
 GZIP_MAGIC = b"\x1f\x8b"
 SAVE_AS_UTF8 = "save it as UTF-8"
@@ -226,7 +227,14 @@ def parse_json(text: str, source: str, line: int = 1, *, allow_non_finite: bool 
         return value if math.isfinite(value) else mark(token)  # 1e999 reads as inf
 
     try:
-        value = json.loads(text, parse_constant=mark, parse_float=number)
+        value = json.loads(text, parse_constant=mark, parse_float=number, object_pairs_hook=unique_keys)
+    except DuplicateKeyError:
+        at, first, key = first_repeated_key(text)
+        why = (
+            f"the key is given twice (first at line {line + first - 1}); JSON readers keep only the last, so "
+            "one of the two values would be ignored"
+        )
+        raise FileContentError(source, line + at - 1, key, why) from None
     except json.JSONDecodeError as error:
         raise FileContentError(
             source, line + error.lineno - 1, None, f"invalid JSON at column {error.colno}: {error.msg}"
