@@ -49,9 +49,10 @@ def test_unknown_attack_and_existing_out_are_named(amnesia_folder, saved_model, 
     )
     assert "unknown attack(s) jailbreak" in capsys.readouterr().err
     (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "keep.txt").write_text("the user's")
     assert _attack(*_common(saved_model, amnesia_folder, tmp_path / "taken", *common)) == 2
     assert "already exists (pass --overwrite" in capsys.readouterr().err
-    assert not (tmp_path / "a").exists() and not any((tmp_path / "taken").iterdir())
+    assert not (tmp_path / "a").exists() and [p.name for p in (tmp_path / "taken").iterdir()] == ["keep.txt"]
 
 
 def test_help_names_every_attack_and_has_an_example():
