@@ -363,7 +363,8 @@ def test_report_refuses_a_folder_given_twice(eval_folder, tmp_path, capsys, seco
     assert not out.exists()
 
 
-# 7. An existing, non-empty --out that is no output of the command: a user's folder, a model, an AMNESIA folder.
+# 7. An existing, non-empty --out that is no output of the command: a user's folder, a model, an AMNESIA
+# folder.
 # `report` wrote its report.json over the user's and its PNGs into a model folder; `evaluate` mixed its files
 # in beside a user's. Refused without --overwrite, the folder byte-identical.
 
