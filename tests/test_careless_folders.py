@@ -379,8 +379,8 @@ def _users_folder(tmp_path: Path) -> Path:
 
 NOT_OUTPUTS = {
     "a user's folder": _users_folder,
-    "a model folder": lambda tmp_path: (tmp_path / "model"),  # the `model` fixture's folder
-    "an AMNESIA folder": lambda tmp_path: (tmp_path / "folder"),  # the `copy` fixture's folder
+    "a model folder": lambda tmp_path: tmp_path / "model",  # the `model` fixture's folder
+    "an AMNESIA folder": lambda tmp_path: tmp_path / "folder",  # the `copy` fixture's folder
 }
 
 

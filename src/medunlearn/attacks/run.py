@@ -184,7 +184,8 @@ def validate_attack_arguments(args: AttackArguments) -> pd.DataFrame:
     check_output_folder(
         args.out_dir,
         overwrite=args.overwrite,
-        inputs={"--model": list(args.models), "--before": args.before, "--data": args.data},
+        inputs={"--model": list(args.models), "--before": args.before, "--data": args.data}
+        | {"--retain-model": args.retain_model},
     )
     if not Path(args.data).is_dir():
         raise MissingInputError(f"--data {args.data}: no such AMNESIA folder")

@@ -478,9 +478,34 @@ def default_sft_config(
     config, unknown = parse_config_arguments(parser, overrides, "the command line")  # numbers checked first
     if unknown:
         raise UnlearningInputError(f"unknown SFTConfig options: {unknown}")
+    _refuse_stage_settings(parser, overrides)
     if training_bf16(dtype, config.bf16, config.fp16, precision) != config.bf16:
         raise UnlearningInputError(f"--dtype {dtype} contradicts --bf16 {config.bf16}: drop one of them")
     return config
+
+
+# SFTConfig fields each fine-tuning stage sets itself, and the options that set them.
+STAGE_SETTINGS = {
+    "num_train_epochs": "the two stages have their own epochs: use --notes-epochs (stage 1, the notes) and "
+    "--qa-epochs (stage 2, the QA)",
+    "output_dir": "the model goes to --out (each stage trains in its staging folder)",
+}
+
+
+def _refuse_stage_settings(parser, overrides) -> None:
+    """An ``overrides`` option that sets a field each stage sets itself (``--num_train_epochs``, in any
+    spelling argparse takes: ``--num-train-epochs``, ``--num_train_epochs=1``, an abbreviation) would be
+    ignored while the card showed it: refused, pointing to the option that sets it."""
+    unset = object()
+    defaults = {name: parser.get_default(name) for name in STAGE_SETTINGS}
+    parser.set_defaults(**dict.fromkeys(STAGE_SETTINGS, unset))
+    try:
+        namespace, _ = parser.parse_known_args(args=list(overrides))
+    finally:
+        parser.set_defaults(**defaults)
+    for name, why in STAGE_SETTINGS.items():
+        if getattr(namespace, name, unset) is not unset:
+            raise UnlearningInputError(f"--{name} is not an option of finetune: {why}")
 
 
 def _stage_config(template, out: Path, stage: str, epochs: float):
