@@ -425,3 +425,73 @@ def test_report_refuses_a_folder_given_twice(eval_folder, tmp_path, capsys, seco
     line = _error_line(capsys, "report")
     assert line.startswith(f"medunlearn report: error: EVALDIR {other} is given twice"), line
     assert not out.exists()
+
+
+# 7. An existing, non-empty --out that is no output of the command: a user's folder, a model, an AMNESIA
+# folder.
+# `report` wrote its report.json over the user's and its PNGs into a model folder; `evaluate` mixed its files
+# in beside a user's. Refused without --overwrite, the folder byte-identical.
+
+
+def _users_folder(tmp_path: Path) -> Path:
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "thesis.txt").write_text("my thesis")
+    (folder / "report.json").write_text('{"mine": 1}')
+    return folder
+
+
+NOT_OUTPUTS = {
+    "a user's folder": _users_folder,
+    "a model folder": lambda tmp_path: tmp_path / "model",  # the `model` fixture's folder
+    "an AMNESIA folder": lambda tmp_path: tmp_path / "folder",  # the `copy` fixture's folder
+}
+
+
+@pytest.mark.parametrize("kind", list(NOT_OUTPUTS))
+def test_report_refuses_an_existing_folder_without_overwrite(
+    eval_folder, model, copy, tmp_path, capsys, kind
+):
+    out = NOT_OUTPUTS[kind](tmp_path)
+    before = _files(out)
+    assert main(["report", str(eval_folder), "--out", str(out), "--resamples", "10"]) == 2
+    line = _error_line(capsys, "report")
+    assert line.startswith(f"medunlearn report: error: --out {out} already exists and holds "), line
+    assert "pass --overwrite" in line
+    assert _files(out) == before and [p.name for p in out.parent.iterdir() if p.name.startswith(".")] == []
+
+
+def test_report_overwrite_replaces_the_folder_whole(eval_folder, tmp_path, capsys):
+    out = _users_folder(tmp_path)
+    assert main(["report", str(eval_folder), "--out", str(out), "--resamples", "10", "--overwrite"]) == 0
+    assert "thesis.txt" not in _files(out) and json.loads((out / "report.json").read_text())["rows"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["eval", "mine"])  # nothing staged is left
+
+
+def test_a_failed_report_leaves_the_replaced_folder_as_it_was(eval_folder, tmp_path, capsys):
+    out = _users_folder(tmp_path)
+    before = _files(out)
+    (eval_folder / "per_example.parquet").write_bytes(b"")  # read after --out is checked
+    argv = ["report", str(eval_folder), "--out", str(out), "--resamples", "10", "--overwrite"]
+    assert main(argv) == 2
+    assert "per_example.parquet: is not a readable parquet file" in _error_line(capsys, "report")
+    assert _files(out) == before and sorted(p.name for p in tmp_path.iterdir()) == ["eval", "mine"]
+
+
+@pytest.mark.parametrize("kind", list(NOT_OUTPUTS))
+@pytest.mark.parametrize("command", ["evaluate", "tofu evaluate"])
+def test_evaluate_refuses_a_non_empty_folder_that_is_no_evaluation(
+    model, copy, tmp_path, capsys, kind, command
+):
+    """An evaluation resumes in its --out: only a folder holding its run.json, or the outputs/ of a killed
+    run (tests/test_kill_and_resume.py), is continued without --overwrite."""
+    out = NOT_OUTPUTS[kind](tmp_path)
+    if out in (model, copy):  # --out is --model or --data: refused as an input whatever it holds; a copy
+        out = shutil.copytree(out, tmp_path / "another")
+    before = _files(out)
+    forget = "forget_10" if command == "evaluate" else "forget10"
+    argv = [*command.split(), "--model", str(model), "--data", str(copy), "--forget", forget]
+    assert main([*argv, "--out", str(out)]) == 2
+    line = _error_line(capsys, command.split()[0])
+    assert f"error: --out {out} holds no evaluation (no run.json, no outputs/) but " in line, line
+    assert "pass --overwrite" in line and _files(out) == before

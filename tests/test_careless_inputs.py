@@ -136,6 +136,31 @@ def test_a_trainer_override_is_refused_as_the_commands_own_error(tmp_path, capsy
     assert "(from the command line)" in err and "usage:" not in err and not out.exists()
 
 
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        (
+            ["--num_train_epochs", "1"],
+            "--notes-epochs (stage 1, the notes) and --qa-epochs (stage 2, the QA)",
+        ),
+        (["--num-train-epochs=2"], "--notes-epochs (stage 1, the notes) and --qa-epochs (stage 2, the QA)"),
+        (["--num_train_ep", "1"], "--notes-epochs"),  # an abbreviation argparse takes
+        (["--output_dir", "elsewhere"], "the model goes to --out"),
+    ],
+)
+def test_finetune_refuses_a_setting_each_stage_sets_itself(
+    amnesia_folder, tmp_path, capsys, override, message
+):
+    """Before: --num_train_epochs 1 was accepted and ignored (3.0 QA epochs trained), the card said 1.0."""
+    out = tmp_path / "finetuned"
+    argv = ["finetune", "--model", "tiny-llama", "--data", str(amnesia_folder), "--out", str(out)]
+    assert main([*argv, "--notes-epochs", "0", *override]) == 2
+    err = capsys.readouterr().err
+    name = "--output_dir" if "output" in override[0] else "--num_train_epochs"
+    assert err.startswith(f"medunlearn finetune: error: {name} is not an option of finetune: "), err
+    assert message in err and "Traceback" not in err and not out.exists()
+
+
 def test_ctrl_c_is_one_line_exit_130_and_leaves_the_previous_folder_whole(
     amnesia_folder, tmp_path, capsys, monkeypatch
 ):

@@ -5,11 +5,14 @@ the Hub."""
 
 from __future__ import annotations
 
+import json
+import pickle
 import shutil
 from pathlib import Path
 
 import huggingface_hub
 import pytest
+from cli_checks import write_model_file
 
 from medunlearn.cli import main
 
@@ -147,8 +150,7 @@ MODEL_NAMES = [
 def model(tmp_path) -> Path:
     folder = tmp_path / "model"
     for name in MODEL_NAMES:
-        (folder / name).parent.mkdir(parents=True, exist_ok=True)
-        (folder / name).write_text("x")
+        write_model_file(folder / name)
     keep_carelessly(
         folder, {"notes.txt": "private", "qa/train.jsonl": "{}"}, {"etc": "/etc", "shadow": "/etc/passwd"}
     )
@@ -193,3 +195,91 @@ def test_model_publish_refuses_a_bad_repo_id(model, capsys, repo):
 def test_model_publish_of_a_missing_folder_is_an_error(tmp_path, capsys):
     assert main(["publish", "--model", str(tmp_path / "nope"), "--repo-id", "me/x", "--dry-run"]) == 2
     assert "nope" in capsys.readouterr().err
+
+
+def _shards(folder: Path, names: list[str], index: list[str] | None) -> None:
+    (folder / "model.safetensors").unlink()
+    for name in names:
+        write_model_file(folder / name)
+    if index is not None:
+        weight_map = {f"w{i}": name for i, name in enumerate(index)}
+        (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+
+
+SHARDS = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
+# (damage done to a model folder, the file named, what the error says): each was listed by a dry run before.
+DAMAGED_MODELS = {
+    "a pickle named model.safetensors": (
+        lambda f: (f / "model.safetensors").write_bytes(pickle.dumps({"a": 1})),
+        "model.safetensors",
+        "is not a readable safetensors file",
+    ),
+    "random bytes as weights": (
+        lambda f: (f / "model.safetensors").write_bytes(bytes(range(256)) * 20),
+        "model.safetensors",
+        "is not a readable safetensors file",
+    ),
+    "truncated weights": (
+        lambda f: (f / "model.safetensors").write_bytes((f / "model.safetensors").read_bytes()[:-4]),
+        "model.safetensors",
+        "is not a readable safetensors file",
+    ),
+    "damaged best/ weights": (
+        lambda f: (f / "best" / "model.safetensors").write_bytes(b"\x00" * 8),
+        "best/model.safetensors",
+        "is not a readable safetensors file",
+    ),
+    "invalid config.json": (
+        lambda f: (f / "config.json").write_text("{not json"),
+        "config.json",
+        "line 1: invalid JSON",
+    ),
+    "config.json without model_type": (
+        lambda f: (f / "config.json").write_text('{"a": 1}'),
+        None,  # named as its folder's config.json
+        "its config.json has no 'model_type'",
+    ),
+    "invalid tokenizer.json": (
+        lambda f: (f / "tokenizer.json").write_text('{"a": 1'),
+        "tokenizer.json",
+        "invalid JSON",
+    ),
+    "shards without their index": (
+        lambda f: _shards(f, SHARDS, None),
+        "model.safetensors.index.json",
+        "missing: it names the shards",
+    ),
+    "an index naming a shard that is not there": (
+        lambda f: _shards(f, SHARDS[:1], SHARDS),
+        "model.safetensors.index.json",
+        "field 'weight_map': names the shards",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(DAMAGED_MODELS))
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_model_publish_audits_every_file_first(model, capsys, hub_commits, case, dry_run):
+    damage, name, message = DAMAGED_MODELS[case]
+    damage(model)
+    argv = ["publish", "--model", str(model), "--repo-id", "me/model"] + (["--dry-run"] if dry_run else [])
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    named = f"model folder {model}:" if name is None else f"{model / name}"
+    assert "Traceback" not in err and f"medunlearn publish: error: {named}" in err, err
+    assert message in err and hub_commits == []
+
+
+def test_sharded_weights_with_their_index_are_published(model, capsys):
+    _shards(model, SHARDS, SHARDS)
+    assert main(["publish", "--model", str(model), "--repo-id", "me/model", "--dry-run"]) == 0
+    listed = capsys.readouterr().out
+    assert all(name in listed for name in [*SHARDS, "model.safetensors.index.json"])
+
+
+@pytest.mark.parametrize("name", ["secrets .safetensors", "weights.safetensors", "model.safetensors.bak"])
+def test_a_safetensors_name_outside_the_layout_is_not_uploaded(model, capsys, name):
+    (model / name).write_text("HF_TOKEN=hf_topsecret\n")  # a .env copy, renamed
+    assert main(["publish", "--model", str(model), "--repo-id", "me/model", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert name not in out and f"{len(MODEL_NAMES)} files would be uploaded" in out

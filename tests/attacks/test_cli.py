@@ -49,9 +49,38 @@ def test_unknown_attack_and_existing_out_are_named(amnesia_folder, saved_model, 
     )
     assert "unknown attack(s) jailbreak" in capsys.readouterr().err
     (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "keep.txt").write_text("the user's")
     assert _attack(*_common(saved_model, amnesia_folder, tmp_path / "taken", *common)) == 2
     assert "already exists (pass --overwrite" in capsys.readouterr().err
-    assert not (tmp_path / "a").exists() and not any((tmp_path / "taken").iterdir())
+    assert not (tmp_path / "a").exists() and [p.name for p in (tmp_path / "taken").iterdir()] == ["keep.txt"]
+
+
+def test_a_failed_attack_run_leaves_the_folder_it_would_replace_as_it_was(tmp_path, monkeypatch):
+    """Before: --overwrite deleted the old attack folder first, then wrote into --out as it went, so a run
+    that failed half-way left neither the old results nor the new ones. Now it is staged beside --out."""
+    import medunlearn.attacks.run as attack_run
+    from medunlearn.attacks import AttackArguments
+
+    out = tmp_path / "attacks"
+    out.mkdir()
+    (out / "attacks.json").write_text('{"old": true}')
+
+    def fails_half_way(model_path, name, examples, args, method_dir, *rest, **kwargs):
+        method_dir.mkdir(parents=True)
+        (method_dir / "model_card.md").write_text("half")
+        raise RuntimeError("the relearning died")
+
+    monkeypatch.setattr(attack_run, "validate_attack_arguments", lambda args: None)
+    monkeypatch.setattr(attack_run, "attack_model", fails_half_way)
+    args = AttackArguments(
+        models=["m"], before="b", data="d", forget_config="f", out_dir=str(out), overwrite=True
+    )
+    with pytest.raises(RuntimeError, match="the relearning died"):
+        attack_run.run_attacks(args)
+    assert [p.name for p in out.iterdir()] == ["attacks.json"] and json.loads(
+        (out / "attacks.json").read_text()
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["attacks"]  # no staging folder left beside it
 
 
 def test_help_names_every_attack_and_has_an_example():

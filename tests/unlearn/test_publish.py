@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import huggingface_hub
+from cli_checks import write_model_file
 
 from medunlearn.cli import main
 from medunlearn.unlearn.publish import publish_model
@@ -10,10 +11,11 @@ from medunlearn.utils.digest import DIGEST_FILE
 
 
 def make_folder(tmp_path, *names):
+    """A model folder of ``names``, each a file that passes the publish audit."""
     folder = tmp_path / "model"
     folder.mkdir()
     for name in names:
-        (folder / name).write_text("x")
+        write_model_file(folder / name)
     return folder
 
 
@@ -35,7 +37,7 @@ def test_pickled_weights_and_missing_card_are_refused(tmp_path, capsys):
 
 
 def test_the_weights_digest_cache_is_not_uploaded(tmp_path, monkeypatch):
-    folder = make_folder(tmp_path, "README.md", "model.safetensors", DIGEST_FILE)
+    folder = make_folder(tmp_path, "README.md", "model.safetensors", "config.json", DIGEST_FILE)
     calls = {}
 
     class RecordingApi:
@@ -52,4 +54,4 @@ def test_the_weights_digest_cache_is_not_uploaded(tmp_path, monkeypatch):
     files = publish_model(folder, "me/model")
     assert DIGEST_FILE not in [p.name for p in files]
     # Only the model's files are committed (the digest cache is not one of them).
-    assert calls["create_commit"] == ("me/model", ["README.md", "model.safetensors"])
+    assert calls["create_commit"] == ("me/model", ["README.md", "config.json", "model.safetensors"])

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -55,11 +54,11 @@ from medunlearn.attacks.table import (
     selected_attacks,
 )
 from medunlearn.config_names import folder_configs, forget_configs
-from medunlearn.errors import MissingInputError, OutputExistsError
+from medunlearn.errors import MissingInputError
 from medunlearn.evaluation.runner import RunnerConfig
 from medunlearn.metrics.bootstrap import BootstrapConfig
 from medunlearn.models import check_model_name
-from medunlearn.utils.files import finite_or_none
+from medunlearn.utils.files import check_output_folder, finite_or_none, relocate_records, staged_folder
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -182,8 +181,12 @@ def validate_attack_arguments(args: AttackArguments) -> pd.DataFrame:
     if args.retain_model:
         _require_model(args.retain_model, "--retain-model", "")
     method_names(args)
-    if Path(args.out_dir).exists() and not args.overwrite:
-        raise OutputExistsError(f"--out {args.out_dir} already exists (pass --overwrite to replace it)")
+    check_output_folder(
+        args.out_dir,
+        overwrite=args.overwrite,
+        inputs={"--model": list(args.models), "--before": args.before, "--data": args.data}
+        | {"--retain-model": args.retain_model},
+    )
     if not Path(args.data).is_dir():
         raise MissingInputError(f"--data {args.data}: no such AMNESIA folder")
     configs = folder_configs(args.data)
@@ -286,10 +289,25 @@ def run_attacks(args: AttackArguments, log: Callable[[str], None] = lambda line:
         for model in args.models:
             if not os.access(model, os.W_OK):
                 raise AttackInputError(f"--write-card: {model} is not writable (its README.md is the card)")
+    # Built beside --out and swapped in whole when done: a failed run leaves an existing --out as it was.
+    with staged_folder(args.out_dir, overwrite=args.overwrite) as out:
+        payload = _attack_into(out, args, examples, log)
+        relocate_records(out, args.out_dir, out.rglob("run.json"))  # the evaluations name their outputs
     out = Path(args.out_dir)
-    if out.exists():  # validated: --overwrite was given
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    if args.write_card:  # last: a failed run leaves every card as it was
+        from medunlearn.unlearn.card import replace_card_section
+
+        for method in payload["methods"]:
+            card = (out / method["method"] / "model_card.md").read_text()
+            payload.setdefault("cards", []).append(
+                str(replace_card_section(method["model"], "robustness", card))
+            )
+    return payload
+
+
+def _attack_into(out: Path, args: AttackArguments, examples, log) -> dict:
+    """:func:`run_attacks`' work, written into ``out`` (the staging folder of ``--out``); returns the
+    payload of ``attacks.json``."""
     methods, cache = [], {}
     for model_path, name in zip(args.models, method_names(args)):
         methods.append(attack_model(model_path, name, examples, args, out / name, log, out / "shared", cache))
@@ -318,14 +336,6 @@ def run_attacks(args: AttackArguments, log: Callable[[str], None] = lambda line:
         "bootstrap": {**asdict(args.bootstrap), "clusters": "patients"},
     }
     (out / "attacks.json").write_text(json.dumps(finite_or_none(payload), indent=2, default=str))
-    if args.write_card:  # last: a failed run leaves every card as it was
-        from medunlearn.unlearn.card import replace_card_section
-
-        for method in methods:
-            card = (out / method["method"] / "model_card.md").read_text()
-            payload.setdefault("cards", []).append(
-                str(replace_card_section(method["model"], "robustness", card))
-            )
     return payload
 
 

@@ -28,7 +28,12 @@ from medunlearn.cli.options import (
 )
 from medunlearn.errors import InputError
 from medunlearn.evaluation.runner import RunnerConfig
-from medunlearn.utils.files import check_not_an_input, check_writable, no_empty_output_on_failure
+from medunlearn.utils.files import (
+    check_not_an_input,
+    check_resumable_folder,
+    check_writable,
+    no_empty_output_on_failure,
+)
 
 # The evaluation itself (pandas, the metric stack) is imported by run(): `medunlearn evaluate --help` and the
 # parser need only RunnerConfig's defaults.
@@ -228,14 +233,15 @@ def _add_tofu_options(parser: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     from medunlearn.evaluation.pipeline import score_evaluation
 
-    check_not_an_input(args.out, _evaluation_inputs(args))
+    # --rescore reads --out's run (run.json, named if missing); else --out is a folder of ours or new
+    overwrite = args.overwrite or args.rescore
+    check_resumable_folder(args.out, overwrite=overwrite, inputs=_evaluation_inputs(args))
     _check_amnesia_options(args)
     for flag in ("--before-outputs", "--retain-outputs"):  # shared output folders: never in an input either
         if getattr(args, flag[2:].replace("-", "_"), None):
             check_not_an_input(getattr(args, flag[2:].replace("-", "_")), _evaluation_inputs(args), flag)
             check_writable(getattr(args, flag[2:].replace("-", "_")), flag)
     _check_shared_outputs(args)
-    check_writable(args.out)  # an unwritable folder is named now, not after the models ran
     if args.benchmark == "tofu":
         with no_empty_output_on_failure(args.out):
             return _run_tofu(args)

@@ -7,9 +7,9 @@ import argparse
 from pathlib import Path
 
 from medunlearn.cli.options import resample_count, seed_int
-from medunlearn.errors import InputError
+from medunlearn.errors import InputError, OutputExistsError
 from medunlearn.metrics.bootstrap import BootstrapConfig
-from medunlearn.utils.files import check_not_an_input, check_writable
+from medunlearn.utils.files import check_not_an_input, check_writable, staged_folder
 
 # The report itself (pandas, matplotlib) is imported by run(): `medunlearn report --help` needs none of it.
 
@@ -56,6 +56,11 @@ def build_parser(prog: str = "medunlearn report") -> argparse.ArgumentParser:
     )
     parser.add_argument("--seed", type=seed_int, default=0, help="seed of the bootstrap (default 0)")
     parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing, non-empty --out whole (an earlier report's folder)",
+    )
+    parser.add_argument(
         "--attacks",
         nargs="+",
         default=(),
@@ -86,11 +91,13 @@ def _not_a_report_folder(folder: Path) -> str | None:
     return None
 
 
-def _check_out(out, eval_dirs, attack_dirs=()) -> Path:
+def _check_out(out, eval_dirs, attack_dirs=(), overwrite: bool = False) -> Path:
     """--out may lie inside an evaluation or study folder (a study's report/ does), but never be one of them
     or hold one, nor lie inside a folder of theirs that holds more than a report's files (the evaluation's
     outputs/, whose shards a rerun reuses): the report's files would land among, or replace, what it reads.
-    It is a folder (not a file, not below one, not the current folder, not ``""``) this process may write."""
+    It is a folder (not a file, not below one, not the current folder, not ``""``) this process may write,
+    and, unless ``overwrite``, new or empty: the report replaces it whole (staged beside it), so a user's
+    files, a model or an AMNESIA folder there would be lost."""
     target = check_not_an_input(out, {}, "--out")
     for folder in [*eval_dirs, *attack_dirs]:
         source = Path(folder).expanduser().resolve()
@@ -109,6 +116,13 @@ def _check_out(out, eval_dirs, attack_dirs=()) -> Path:
                     f"files, not a report's): a report goes into a folder of its own, e.g. "
                     f"{Path(folder) / 'report'}"
                 )
+    if not overwrite and target.is_dir() and any(target.iterdir()):
+        held = sorted(entry.name + ("/" if entry.is_dir() else "") for entry in target.iterdir())
+        more = " and more" if len(held) > 5 else ""
+        raise OutputExistsError(
+            f"--out {out} already exists and holds {', '.join(held[:5])}{more} (pass --overwrite to replace "
+            "it whole, or name a new folder)"
+        )
     check_writable(out)
     return target
 
@@ -132,37 +146,50 @@ def run(args) -> int:
     if not console.is_terminal:  # piped or logged: rich would assume 80 columns and squeeze the numbers away
         console = Console(width=160)
     from medunlearn.attacks.summary import write_robustness_plot
-    from medunlearn.evaluation.report import write_report, write_study_report
+    from medunlearn.evaluation.report import write_report
 
     _check_distinct(args.eval_dirs, "EVALDIR")
-    _check_distinct(getattr(args, "attacks", ()) or (), "--attacks folder")
-    _check_out(args.out, args.eval_dirs, tuple(getattr(args, "attacks", ()) or ()))
+    attack_dirs = tuple(getattr(args, "attacks", ()) or ())
+    _check_distinct(attack_dirs, "--attacks folder")
+    overwrite = getattr(args, "overwrite", False)
+    _check_out(args.out, args.eval_dirs, attack_dirs, overwrite)
     bootstrap = BootstrapConfig(n_resamples=args.resamples, seed=args.seed)
     if len(args.eval_dirs) == 1 and is_study_folder(args.eval_dirs[0]):
-        from medunlearn.study.collect import collect_results
-
-        results = collect_results(args.eval_dirs[0])
-        if results.get("benchmark") == "muse":  # a MUSE protocol study: its table and two figures
-            from medunlearn.study.muse_collect import write_muse_report
-
-            files = write_muse_report(results, args.out)
-            console.print(f"wrote {', '.join(str(f) for f in files)}", highlight=False)
-            return 0
-        payload = write_study_report(
-            results, args.out, console=console, bootstrap=bootstrap, robustness_plot=write_robustness_plot
+        return _study_report(args, console, bootstrap, overwrite)
+    # Written beside --out and swapped in whole when done: a failed report leaves --out as it was.
+    with staged_folder(args.out, overwrite=overwrite) as staging:
+        payload = write_report(
+            args.eval_dirs,
+            staging,
+            console=console,
+            bootstrap=bootstrap,
+            attack_dirs=attack_dirs,
+            robustness_plot=write_robustness_plot,
         )
-        files = ", ".join(payload["tables"] + payload["figures"])
-        console.print(f"wrote {args.out}/study_report.json, {files}", highlight=False)
-        if payload["missing"]:
-            console.print(f"not finished yet (left out): {', '.join(payload['missing'])}", highlight=False)
-        return 0
-    payload = write_report(
-        args.eval_dirs,
-        args.out,
-        console=console,
-        bootstrap=bootstrap,
-        attack_dirs=tuple(getattr(args, "attacks", ()) or ()),
-        robustness_plot=write_robustness_plot,
-    )
     console.print(f"wrote {args.out}/report.json and {', '.join(payload['plots'])}")
+    return 0
+
+
+def _study_report(args, console, bootstrap, overwrite: bool) -> int:
+    """The report of a study folder (its tables and figures), staged as :func:`run`'s."""
+    from medunlearn.attacks.summary import write_robustness_plot
+    from medunlearn.evaluation.report import write_study_report
+    from medunlearn.study.collect import collect_results
+
+    results = collect_results(args.eval_dirs[0])
+    if results.get("benchmark") == "muse":  # a MUSE protocol study: its table and two figures
+        from medunlearn.study.muse_collect import write_muse_report
+
+        with staged_folder(args.out, overwrite=overwrite) as staging:
+            files = write_muse_report(results, staging)
+        console.print(f"wrote {', '.join(str(Path(args.out) / f.name) for f in files)}", highlight=False)
+        return 0
+    with staged_folder(args.out, overwrite=overwrite) as staging:
+        payload = write_study_report(
+            results, staging, console=console, bootstrap=bootstrap, robustness_plot=write_robustness_plot
+        )
+    files = ", ".join(payload["tables"] + payload["figures"])
+    console.print(f"wrote {args.out}/study_report.json, {files}", highlight=False)
+    if payload["missing"]:
+        console.print(f"not finished yet (left out): {', '.join(payload['missing'])}", highlight=False)
     return 0

@@ -25,7 +25,12 @@ from medunlearn.evaluation.runner import RunnerConfig
 from medunlearn.tofu.conventions import PRESETS, TofuConventions, preset
 from medunlearn.tofu.data import FORGET_CONFIGS
 from medunlearn.tofu.synthetic import MAX_AUTHORS, MAX_PERTURBED, MAX_QA_PER_AUTHOR, MIN_AUTHORS
-from medunlearn.utils.files import check_not_an_input, check_writable, no_empty_output_on_failure
+from medunlearn.utils.files import (
+    check_not_an_input,
+    check_resumable_folder,
+    check_writable,
+    no_empty_output_on_failure,
+)
 
 EPILOG = """examples:
   medunlearn tofu build --out /tmp/tofu --authors 20 --seed 0
@@ -193,11 +198,10 @@ def run(args) -> int:
     if args.action == "compare":
         return _compare(args)
     inputs = {"--model": args.model, "--retain-model": args.retain_model, "--data": args.data}
-    check_not_an_input(args.out, inputs)
+    check_resumable_folder(args.out, overwrite=args.overwrite, inputs=inputs)  # a run of ours, or new
     if args.retain_outputs:  # a shared output folder: never in an input either
         check_not_an_input(args.retain_outputs, inputs, "--retain-outputs")
         check_writable(args.retain_outputs, "--retain-outputs")
-    check_writable(args.out)  # an unwritable folder is named now, not after the models ran
     with no_empty_output_on_failure(args.out):
         summary = evaluate_tofu(
             args.model,

@@ -32,7 +32,7 @@ from medunlearn.utils.files import check_not_an_input
 
 EPILOG = """example (a tiny end-to-end run on CPU):
   medunlearn amnesia build --out /tmp/amnesia --patients 40 --seed 0
-  medunlearn finetune --model tiny-llama --data /tmp/amnesia --out /tmp/ft --num_train_epochs 1
+  medunlearn finetune --model tiny-llama --data /tmp/amnesia --out /tmp/ft --notes-epochs 1 --qa-epochs 1
   medunlearn unlearn --method GradDiff --model /tmp/ft --data /tmp/amnesia --forget forget_10 --out /tmp/gd \\
       --config recipes/grad_diff.yaml --max_steps 5
 

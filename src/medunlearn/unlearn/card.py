@@ -216,7 +216,12 @@ def write_finetune_card(
     """
     benchmark = BENCHMARK_NAMES[args.benchmark]
     conventions = getattr(args.conventions, "name", args.conventions)
-    settings = "\n".join(f"| {key} | {getattr(training, key, None)} |" for key in TRAINING_FIELDS)
+    # Each stage trains its own epochs (the template's num_train_epochs is TrainingArguments' default).
+    epochs = f"{args.notes_epochs} (stage 1, notes), {args.qa_epochs} (stage 2, QA)"
+    settings = "\n".join(
+        f"| {key} | {epochs if key == 'num_train_epochs' else getattr(training, key, None)} |"
+        for key in TRAINING_FIELDS
+    )
     front = "\n".join(
         [
             "---",

@@ -3,9 +3,10 @@ the model's files, and only those (docs/cli.md, "Publishing")."""
 
 from __future__ import annotations
 
-import fnmatch
+import re
 from pathlib import Path
 
+from medunlearn.errors import FileContentError
 from medunlearn.unlearn.errors import UnlearningInputError
 from medunlearn.utils.publishing import (
     PublishError,
@@ -14,18 +15,20 @@ from medunlearn.utils.publishing import (
     existing_folder,
     upload_files,
 )
-from medunlearn.utils.user_files import read_front_matter
+from medunlearn.utils.user_files import read_front_matter, read_json
 
-__all__ = ["MODEL_FILES", "PublishError", "files_to_publish", "publish_model"]
+__all__ = ["MODEL_FILES", "WEIGHTS", "PublishError", "audit_model_files", "files_to_publish", "publish_model"]
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl")
 # What a model folder written by `finetune` or `unlearn` holds that belongs on the Hub: weights, configs,
-# tokenizer files, the card and the project's own records. Anything else (a .env, the evaluation's weights
-# digest cache, notes) stays local. The probe's best/ step is a model folder of the same files.
+# tokenizer files, the card and the project's own records. Anything else (a .env, a copy named
+# 'secrets .safetensors', the evaluation's weights digest cache, notes) stays local. The probe's best/ step is
+# a model folder of the same files. Weights: transformers' names, one file or shards named by the index.
+WEIGHTS = re.compile(r"(model|adapter_model)(-\d{5}-of-\d{5})?\.safetensors")
+SHARD_INDEX = "model.safetensors.index.json"
 MODEL_FILES = (
     "README.md",
-    "*.safetensors",
-    "model.safetensors.index.json",
+    SHARD_INDEX,
     "config.json",
     "generation_config.json",
     "adapter_config.json",
@@ -56,12 +59,76 @@ def _entries(folder: Path) -> list[str]:
 
 
 def _is_model_file(name: str) -> bool:
-    return any(fnmatch.fnmatchcase(Path(name).name, pattern) for pattern in MODEL_FILES)
+    return Path(name).name in MODEL_FILES or WEIGHTS.fullmatch(Path(name).name) is not None
+
+
+def _safetensors_problem(path: Path) -> str | None:
+    """Why ``path`` is not a safetensors file (its header and the tensors' offsets, read by the safetensors
+    library without loading a tensor), else ``None``: a pickle or random bytes named ``model.safetensors``."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="numpy") as weights:
+            weights.keys()
+    except Exception as error:  # SafetensorError, OSError: what the library says, named below
+        return f"is not a readable safetensors file ({str(error)[:200]})"
+    return None
+
+
+def audit_model_files(folder: Path, names: list[str]) -> None:
+    """The checks of every file :func:`files_to_publish` lists, before any upload: each ``.safetensors`` is a
+    safetensors file, each ``.json`` valid JSON, a model folder's ``config.json`` a transformers config (with
+    a ``model_type``) or its ``adapter_config.json`` a PEFT one, and shards are exactly those the index
+    names. A damaged file is a :class:`~medunlearn.errors.FileContentError` naming it (exit 2)."""
+    from medunlearn.models import check_model_configs
+
+    for name in names:
+        path = folder / name
+        problem = _safetensors_problem(path) if name.endswith(".safetensors") else None
+        if problem:
+            raise FileContentError(str(path), None, None, problem)
+        if name.endswith(".json"):
+            read_json(path, expect=(dict, list), allow_non_finite=True)  # as transformers reads it
+    for place in sorted({str(Path(name).parent) for name in names}):
+        root = folder / place
+        if not (root / "config.json").is_file() and not (root / "adapter_config.json").is_file():
+            if any(Path(n).parent == Path(place) and n.endswith(".safetensors") for n in names):
+                raise UnlearningInputError(
+                    f"{root}: weights without a config.json (or a PEFT adapter_config.json)"
+                )
+            continue
+        check_model_configs(root, "model folder")
+        _check_shards(root, [Path(n).name for n in names if Path(n).parent == Path(place)])
+
+
+def _check_shards(root: Path, names: list[str]) -> None:
+    """Sharded weights come with the index, which names exactly the shards in the folder."""
+    shards = {name for name in names if re.fullmatch(r"model-\d{5}-of-\d{5}\.safetensors", name)}
+    if not shards and SHARD_INDEX not in names:
+        return
+    index = root / SHARD_INDEX
+    if SHARD_INDEX not in names:
+        raise FileContentError(str(index), None, None, f"missing: it names the shards {sorted(shards)}")
+    weight_map = read_json(index, expect=dict).get("weight_map")
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise FileContentError(str(index), None, "weight_map", "must map each tensor to its shard file")
+    named = {str(value) for value in weight_map.values()}
+    if named != shards:
+        missing, extra = sorted(named - shards), sorted(shards - named)
+        raise FileContentError(
+            str(index),
+            None,
+            "weight_map",
+            f"names the shards {sorted(named)}, the folder holds {sorted(shards)}"
+            + (f" (missing: {missing})" if missing else "")
+            + (f" (not in the index: {extra})" if extra else ""),
+        )
 
 
 def files_to_publish(folder: Path) -> list[Path]:
-    """The model files of ``folder`` (:data:`MODEL_FILES`), after checking it has a model card and safetensors
-    weights only, and that no listed file is a link leading out of it."""
+    """The model files of ``folder`` (:data:`MODEL_FILES` and :data:`WEIGHTS`' names), after checking it has
+    a model card and safetensors weights only, that no listed file is a link leading out of it, and auditing
+    each (:func:`audit_model_files`)."""
     folder = existing_folder(folder, "model folder")
     if not (folder / "README.md").is_file():
         raise UnlearningInputError(f"{folder} has no README.md model card (written by `medunlearn unlearn`)")
@@ -74,7 +141,11 @@ def files_to_publish(folder: Path) -> list[Path]:
         folder, [(name, f"{folder} model file") for name in entries if _is_model_file(name)]
     )
     if not any(name.endswith(".safetensors") for name in names):
-        raise UnlearningInputError(f"{folder} holds no .safetensors weights")
+        raise UnlearningInputError(
+            f"{folder} holds no .safetensors weights (model.safetensors, model-00001-of-0000N.safetensors "
+            "shards or adapter_model.safetensors)"
+        )
+    audit_model_files(folder, names)
     return [folder / name for name in names]
 
 

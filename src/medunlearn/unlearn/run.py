@@ -40,6 +40,7 @@ from medunlearn.errors import MedunlearnError
 from medunlearn.models import ModelArguments, load_model
 from medunlearn.unlearn.card import replace_card_section, write_finetune_card, write_model_card
 from medunlearn.unlearn.errors import UnlearningInputError
+from medunlearn.unlearn.finetune_checks import STAGE_SETTINGS, check_finetune_trains
 from medunlearn.unlearn.methods import METHODS, MethodSpec, resolve_method
 from medunlearn.unlearn.recipe_files import check_recipe_values
 from medunlearn.unlearn.recipe_files import read_recipe as read_recipe  # where callers import it
@@ -60,7 +61,7 @@ from medunlearn.unlearn.sources import (
 )
 from medunlearn.utils.distributed import launched_processes, leave_process_group
 from medunlearn.utils.files import check_output_folder, commit_staging, discard_staging, open_staging
-from medunlearn.utils.numbers import parse_config_arguments
+from medunlearn.utils.numbers import parse_config_arguments, refuse_set_fields
 from medunlearn.utils.progress import bar_without_logs
 
 logger = logging.getLogger(__name__)
@@ -478,6 +479,7 @@ def default_sft_config(
     config, unknown = parse_config_arguments(parser, overrides, "the command line")  # numbers checked first
     if unknown:
         raise UnlearningInputError(f"unknown SFTConfig options: {unknown}")
+    refuse_set_fields(parser, overrides, STAGE_SETTINGS, "finetune")
     if training_bf16(dtype, config.bf16, config.fp16, precision) != config.bf16:
         raise UnlearningInputError(f"--dtype {dtype} contradicts --bf16 {config.bf16}: drop one of them")
     return config
@@ -540,21 +542,6 @@ def run_finetune(
     writer = train_into_staging(out, overwrite, train)
     leave_process_group(trainers[0].accelerator)
     return out if writer else None
-
-
-def check_finetune_trains(args: FinetuneArguments, template, has_notes: bool) -> None:
-    """Refuse a fine-tuning that would train no step, which would write the base model as "fine-tuned": the QA
-    stage needs positive epochs (or a positive ``max_steps``), and epochs are never negative."""
-    for flag, epochs in (("--notes-epochs", args.notes_epochs), ("--qa-epochs", args.qa_epochs)):
-        if epochs < 0:
-            raise UnlearningInputError(f"{flag} must be at least 0, got {epochs}")
-    steps_cap = getattr(template, "max_steps", -1)  # Trainer: a positive max_steps overrides the epochs
-    if args.qa_epochs == 0 and steps_cap <= 0:
-        notes_stage = " (the notes stage alone does not make a fine-tuned QA model)" if has_notes else ""
-        raise UnlearningInputError(
-            f"--qa-epochs {args.qa_epochs} with --max_steps {steps_cap}: the QA stage would train 0 steps"
-            f"{notes_stage}"
-        )
 
 
 def _train_stages(args, template, staging: Path, model, tokenizer, texts, qa_rows, model_args):

@@ -300,6 +300,43 @@ def check_output_folder(
     return out_dir
 
 
+def check_resumable_folder(
+    out_dir: str | os.PathLike,
+    *,
+    overwrite: bool,
+    inputs: Mapping[str, Any] | None = None,
+    marks: Sequence[str] = ("run.json", "outputs"),
+    what: str = "evaluation",
+    flag: str = "--out",
+) -> Path:
+    """The checks of a command that resumes in its output folder (an evaluation): those of
+    :func:`check_not_an_input`, then: an existing non-empty ``out_dir`` is continued only when it is a run of
+    this command (it holds one of ``marks``: a finished run's ``run.json``, or the ``outputs/`` a killed run
+    left); any other (a user's files, a model folder) is refused with
+    :class:`~medunlearn.errors.OutputExistsError` unless ``overwrite``, which replaces it whole. Last
+    :func:`check_writable`. Returns ``out_dir`` resolved.
+
+    >>> import tempfile
+    >>> mine = Path(tempfile.mkdtemp())
+    >>> _ = (mine / "thesis.txt").write_text("mine")
+    >>> check_resumable_folder(mine, overwrite=False)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    medunlearn.errors.OutputExistsError: --out ... holds no evaluation (no run.json, no outputs/) ...
+    """
+    out = check_not_an_input(out_dir, inputs, flag)
+    if not overwrite and _is_non_empty(out) and not any(os.path.lexists(out / mark) for mark in marks):
+        shown = ", ".join(f"no {mark}{'/' if '.' not in mark else ''}" for mark in marks)
+        held = sorted(entry.name + ("/" if entry.is_dir() else "") for entry in out.iterdir())
+        raise OutputExistsError(
+            f"{flag} {out_dir} holds no {what} ({shown}) but {', '.join(held[:5])}"
+            f"{' and more' if len(held) > 5 else ''}: only a folder of its own is resumed "
+            "(pass --overwrite to replace it, or name a new folder)"
+        )
+    check_writable(out_dir, flag)
+    return out
+
+
 def cannot_write(target: str | os.PathLike, error: OSError, verb: str = "write") -> InputError:
     """The named error of an ``OSError`` met writing ``target`` (a folder a user gave): ``cannot write
     runs/eval: Permission denied (runs/eval/summary.json)``."""
@@ -431,15 +468,22 @@ def staged_overwrite(
     try:
         yield staging
         if writer:
-            for name in records:
-                if (staging / name).is_file():
-                    recorded = relocated(json.loads((staging / name).read_text()), staging, out_dir)
-                    atomic_write_text(staging / name, json.dumps(recorded, indent=2))
+            relocate_records(staging, out_dir, [staging / name for name in records])
             commit_staging(staging, out_dir, overwrite=True)
     except BaseException:
         if writer:
             discard_staging(staging)
         raise
+
+
+def relocate_records(staging: Path, out_dir: str | os.PathLike, records: Iterable[Path]) -> None:
+    """Rewrite the JSON files ``records`` (in ``staging``, each a run's record naming its folders) with every
+    path inside ``staging`` moved into ``out_dir`` (:func:`relocated`), before ``staging`` replaces
+    ``out_dir``: the record then names the folders where they will be. Missing files are skipped."""
+    for path in records:
+        if path.is_file():
+            recorded = relocated(json.loads(path.read_text()), staging, out_dir)
+            atomic_write_text(path, json.dumps(recorded, indent=2))
 
 
 def relocated(value: Any, source: str | os.PathLike, target: str | os.PathLike) -> Any:

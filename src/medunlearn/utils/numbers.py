@@ -292,6 +292,23 @@ def parse_config_arguments(parser, args: list[str], where: str):
         raise InputError(f"{classes} refuses these settings (from {where}): {error}") from error
 
 
+def refuse_set_fields(parser, args: list[str], fields: dict[str, str], command: str) -> None:
+    """Refuse an option of ``args`` (a transformers / TRL parser's overrides, already parsed by
+    :func:`parse_config_arguments`) that sets one of ``fields``, which ``command`` sets itself and would
+    silently ignore: in any spelling argparse takes (``--num-train-epochs``, ``--num_train_epochs=1``, an
+    abbreviation). ``fields``: ``{field: why, and the option to use}``."""
+    unset = object()
+    defaults = {name: parser.get_default(name) for name in fields}
+    parser.set_defaults(**dict.fromkeys(fields, unset))
+    try:
+        namespace, _ = parser.parse_known_args(args=list(args))
+    finally:
+        parser.set_defaults(**defaults)
+    for name, why in fields.items():
+        if getattr(namespace, name, unset) is not unset:
+            raise InputError(f"--{name} is not an option of {command}: {why}")
+
+
 __all__ = [
     "CONFIG_NUMBERS",
     "MAX_BATCH_SIZE",
@@ -324,6 +341,7 @@ __all__ = [
     "number_type",
     "pair_count",
     "parse_config_arguments",
+    "refuse_set_fields",
     "patient_count",
     "positive_float",
     "positive_int",
