@@ -219,3 +219,62 @@ def test_unlearning_on_a_tofu_folder_with_a_question_given_twice_writes_nothing(
         "already at row 1: a QA row given twice (remove one of the two rows)"
     )
     assert not out.exists()
+
+
+# -- 6. a lone surrogate escape (\ud800) in a JSON text: pyarrow could not encode it (a traceback)
+
+LONE = "\ud800"  # json.dumps writes it as the escape \ud800
+
+
+@pytest.mark.parametrize(
+    ("notes_name", "notes_rows", "qa_rows", "where"),
+    [
+        ("qa.jsonl", N, [QA_ROW, QA_ROW, {**QA_ROW, "answer": f"{LONE} Troponin."}], "line 3, field 'answer'"),
+        ("qa.jsonl", N, [{**QA_ROW, "question": f"What{chr(0xDFFF)}?"}], "line 1, field 'question'"),
+        ("notes.jsonl", [NOTE_ROW, {**NOTE_ROW, "title": LONE}], Q, "line 2, field 'title'"),
+        ("notes.json", [{**NOTE_ROW, "patient": NOTE + LONE}], Q, "line 1, field 'patient'"),
+    ],
+)  # fmt: skip
+def test_a_lone_surrogate_in_a_json_text_is_named_by_file_line_and_field(
+    tmp_path, capsys, notes_name, notes_rows, qa_rows, where
+):
+    notes_file = "notes.json" if notes_name == "notes.json" else "notes.jsonl"
+    notes, qa = tmp_path / notes_file, tmp_path / "qa.jsonl"
+    notes.write_text(json.dumps(notes_rows) if notes_file == "notes.json" else jsonl(notes_rows))
+    qa.write_text(jsonl(qa_rows), encoding="utf-8")
+    assert build(tmp_path, notes, qa) == 2
+    assert f"error: {tmp_path / notes_name}, {where}: holds a lone surrogate" in error_line(capsys, "amnesia")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_surrogate_pair_is_one_character_and_read():
+    from medunlearn.utils.user_files import parse_json
+
+    assert parse_json('{"answer": "\\ud83d\\ude00"}', "qa.jsonl") == {"answer": "\U0001f600"}
+    with pytest.raises(FileContentError, match=r"qa.jsonl, line 4, field 'k\\ud800': holds a lone surrogate"):
+        parse_json('{"k\\ud800": 1}', "qa.jsonl", line=4)
+
+
+# -- 7. a qa_type of the wrong case: the error named qa_id, derived from it, as given twice
+
+
+@pytest.mark.parametrize(
+    ("qa_type", "hint"),
+    [
+        ("Reasoning", " (values are case-sensitive: 'reasoning'?)"),
+        ("causal", ""),
+        (" factual", " (values are"),
+    ],
+)
+def test_an_unknown_qa_type_is_named_before_the_qa_ids_derived_from_it(tmp_path, capsys, qa_type, hint):
+    notes, qa = tmp_path / "notes.csv", tmp_path / "qa.jsonl"
+    notes.write_text(NOTES_CSV, encoding="utf-8")
+    reasoning = {**QA_ROW, "qa_type": "reasoning"}
+    qa.write_text(jsonl([QA_ROW, reasoning, {**reasoning, "qa_type": qa_type}]), encoding="utf-8")
+    assert build(tmp_path, notes, qa) == 2
+    line = error_line(capsys, "amnesia")
+    assert (
+        f"error: {qa}, row 3, field 'qa_type': unknown value {qa_type!r}; allowed: factual, reasoning" in line
+    )
+    assert hint in line and "qa_id" not in line
+    assert not (tmp_path / "out").exists()
