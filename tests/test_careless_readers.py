@@ -278,3 +278,38 @@ def test_an_unknown_qa_type_is_named_before_the_qa_ids_derived_from_it(tmp_path,
     )
     assert hint in line and "qa_id" not in line
     assert not (tmp_path / "out").exists()
+
+
+# -- 8. a metric of a TOFU summary that is no number: `tofu compare` subtracted a string (a TypeError)
+
+REFERENCE = {"forget_quality": 0.5, "model_utility": {"agg_value": 0.4}}
+NOT_A_NUMBER = "expected a number or null, got"
+
+
+@pytest.mark.parametrize(
+    ("ours", "reference", "where"),
+    [
+        ({"forget_quality": "0.5"}, REFERENCE, f"ours.json, field 'forget_quality': {NOT_A_NUMBER} a string"),
+        ({"model_utility": [0.4]}, REFERENCE, f"ours.json, field 'model_utility': {NOT_A_NUMBER} a list"),
+        (
+            {"open_unlearning": {"forget_quality": True}},
+            REFERENCE,
+            f"ours.json, field 'open_unlearning.forget_quality': {NOT_A_NUMBER} a boolean",
+        ),
+        (
+            {"forget_quality": 10**400},
+            REFERENCE,
+            "ours.json, field 'forget_quality': expected a number, got one past any float",
+        ),
+        (
+            REFERENCE,
+            {"model_utility": {"agg_value": {}}},
+            f"ref.json, field 'model_utility.agg_value': {NOT_A_NUMBER} an object",
+        ),
+    ],
+)
+def test_a_tofu_metric_that_is_no_number_is_named_by_file_and_key(tmp_path, capsys, ours, reference, where):
+    (tmp_path / "ours.json").write_text(json.dumps(ours))
+    (tmp_path / "ref.json").write_text(json.dumps(reference))
+    assert main(["tofu", "compare", str(tmp_path / "ours.json"), str(tmp_path / "ref.json")]) == 2
+    assert error_line(capsys, "tofu").endswith(f"error: {tmp_path / where}")
