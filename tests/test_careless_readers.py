@@ -313,3 +313,46 @@ def test_a_tofu_metric_that_is_no_number_is_named_by_file_and_key(tmp_path, caps
     (tmp_path / "ref.json").write_text(json.dumps(reference))
     assert main(["tofu", "compare", str(tmp_path / "ours.json"), str(tmp_path / "ref.json")]) == 2
     assert error_line(capsys, "tofu").endswith(f"error: {tmp_path / where}")
+
+
+# -- 9. a column named as a known one but for case or spaces: another column (patient_id) was read instead
+
+PADDED_UID = NOTES_CSV.replace("patient_uid", " patient_uid ")
+# PMC-Patients' own CSV has patient_id (a row number) beside patient_uid: the id was read from it silently.
+CAPITAL_UID = "patient_id," + NOTES_CSV.replace("patient_uid", "Patient_UID").replace("\n1-1", "\n7,1-1")
+CAPITAL_TITLE = jsonl([{"patient_uid": "1-1", "Title": "MI", "patient": NOTE}])
+
+
+@pytest.mark.parametrize(
+    ("notes_name", "content", "where"),
+    [
+        ("notes.csv", PADDED_UID, "line 1, field ' patient_uid '"),
+        ("notes.csv", CAPITAL_UID, "line 1, field 'Patient_UID'"),
+        ("notes.jsonl", CAPITAL_TITLE, "line 1, field 'Title'"),
+        (
+            "notes.json",
+            json.dumps([{"patient_uid": "1-1", "title ": "MI", "patient": NOTE}]),
+            "field 'title '",
+        ),
+    ],
+)
+def test_a_column_named_but_for_case_or_spaces_is_named_not_replaced(
+    tmp_path, capsys, notes_name, content, where
+):
+    notes, qa = tmp_path / notes_name, tmp_path / "qa.jsonl"
+    notes.write_text(content, encoding="utf-8")
+    qa.write_text(jsonl([QA_ROW]), encoding="utf-8")
+    assert build(tmp_path, notes, qa) == 2
+    line = error_line(capsys, "amnesia")
+    assert f"error: {notes}, {where}: this column is not " in line and "qa.jsonl" not in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_qa_field_named_but_for_case_is_named(tmp_path, capsys):
+    notes, qa = tmp_path / "notes.csv", tmp_path / "qa.jsonl"
+    notes.write_text(NOTES_CSV, encoding="utf-8")
+    qa.write_text(jsonl([{key.replace("patient_id", "Patient_ID"): value for key, value in QA_ROW.items()}]))
+    assert build(tmp_path, notes, qa) == 2
+    line = error_line(capsys, "amnesia")
+    assert f"error: {qa}, line 1, field 'Patient_ID': this column is not 'patient_id'" in line
+    assert not (tmp_path / "out").exists()

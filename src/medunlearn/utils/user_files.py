@@ -29,7 +29,7 @@ import json
 import math
 import re
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -146,10 +146,11 @@ def text_lines(path: str | Path) -> Iterator[str]:
             yield line
 
 
-def csv_dict_reader(path: str | Path) -> csv.DictReader:
+def csv_dict_reader(path: str | Path, known: Iterable[str] = ()) -> csv.DictReader:
     """A `csv.DictReader` over the lines of `path` (:func:`text_lines`), its header read: a column named
     twice is a named error (the reader would give each row the later column's value without a word), and so
-    is every CSV parse error, at the line its record starts on (:class:`_CsvReader`)."""
+    is every CSV parse error, at the line its record starts on (:class:`_CsvReader`), and a column that is
+    one of the `known` names but for case or spaces (:func:`check_column_spelling`)."""
     reader = _CsvReader(existing_file(path))
     names = reader.fieldnames or []
     for column, name in enumerate(names):
@@ -157,7 +158,26 @@ def csv_dict_reader(path: str | Path) -> csv.DictReader:
             twice = f"columns {names.index(name) + 1} and {column + 1}"
             why = f"the header names this column twice ({twice}): every column needs its own name"
             raise FileContentError(str(path), reader.line_num, name, why)
+    check_column_spelling(names, known, str(path), reader.line_num)
     return reader
+
+
+def check_column_spelling(names: Iterable[str], known: Iterable[str], source: str, line: int | None) -> None:
+    """Refuse a column named as a `known` one but for case or surrounding spaces (``' patient_uid '``,
+    ``'Patient_UID'``) when the file has no column of that exact name: the reader would take another
+    column in its place (``patient_id``) or call it missing, and blame a later file.
+
+    >>> check_column_spelling(["Patient_UID", "title"], ["patient_uid", "title"], "notes.csv", 1)
+    Traceback (most recent call last):
+    ...
+    medunlearn.errors.FileContentError: notes.csv, line 1, field 'Patient_UID': this column ...
+    """
+    names = [str(name) for name in names]
+    for name in names:
+        meant = next((k for k in known if name != k and name.strip().lower() == k.lower()), None)
+        if meant is not None and meant not in names:
+            why = f"this column is not {meant!r} (names are exact, case and spaces included); rename it"
+            raise FileContentError(source, line, name, f"{why} {meant!r}")
 
 
 class _CsvReader(csv.DictReader):
