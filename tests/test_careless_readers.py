@@ -345,3 +345,140 @@ def test_a_tofu_row_giving_a_key_twice_is_named_before_datasets_reads_it(tmp_pat
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     with pytest.raises(FileContentError, match=re.escape(f"{path}, line 2, field 'answer': the key is")):
         load_tofu(folder, "forget10")
+
+
+# -- 8. a lone surrogate escape (\ud800) in a JSON text: pyarrow could not encode it (a traceback)
+
+LONE = "\ud800"  # json.dumps writes it as the escape \ud800
+
+
+@pytest.mark.parametrize(
+    ("notes_name", "notes_rows", "qa_rows", "where"),
+    [
+        ("qa.jsonl", N, [QA_ROW, {**QA_ROW, "answer": f"{LONE} Troponin."}], "line 2, field 'answer'"),
+        ("qa.jsonl", N, [{**QA_ROW, "question": f"What{chr(0xDFFF)}?"}], "line 1, field 'question'"),
+        ("notes.jsonl", [NOTE_ROW, {**NOTE_ROW, "title": LONE}], Q, "line 2, field 'title'"),
+        ("notes.json", [{**NOTE_ROW, "patient": NOTE + LONE}], Q, "line 1, field 'patient'"),
+    ],
+)  # fmt: skip
+def test_a_lone_surrogate_in_a_json_text_is_named_by_file_line_and_field(
+    tmp_path, capsys, notes_name, notes_rows, qa_rows, where
+):
+    notes_file = "notes.json" if notes_name == "notes.json" else "notes.jsonl"
+    notes, qa = tmp_path / notes_file, tmp_path / "qa.jsonl"
+    notes.write_text(json.dumps(notes_rows) if notes_file == "notes.json" else jsonl(notes_rows))
+    qa.write_text(jsonl(qa_rows), encoding="utf-8")
+    assert build(tmp_path, notes, qa) == 2
+    assert f"error: {tmp_path / notes_name}, {where}: holds a lone surrogate" in error_line(capsys, "amnesia")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_surrogate_pair_is_one_character_and_read():
+    from medunlearn.utils.user_files import parse_json
+
+    assert parse_json('{"answer": "\\ud83d\\ude00"}', "qa.jsonl") == {"answer": "\U0001f600"}
+    with pytest.raises(FileContentError, match=r"qa.jsonl, line 4, field 'k\\ud800': holds a lone surrogate"):
+        parse_json('{"k\\ud800": 1}', "qa.jsonl", line=4)
+
+
+# -- 9. a qa_type of the wrong case: the error named qa_id, derived from it, as given twice
+
+
+@pytest.mark.parametrize(
+    ("qa_type", "hint"),
+    [
+        ("Reasoning", " (values are case-sensitive: 'reasoning'?)"),
+        ("causal", ""),
+        (" factual", " (values are"),
+    ],
+)
+def test_an_unknown_qa_type_is_named_before_the_qa_ids_derived_from_it(tmp_path, capsys, qa_type, hint):
+    notes, qa = tmp_path / "notes.csv", tmp_path / "qa.jsonl"
+    notes.write_text(NOTES_CSV, encoding="utf-8")
+    reasoning = {**QA_ROW, "qa_type": "reasoning"}
+    qa.write_text(jsonl([QA_ROW, reasoning, {**reasoning, "qa_type": qa_type}]), encoding="utf-8")
+    assert build(tmp_path, notes, qa) == 2
+    line = error_line(capsys, "amnesia")
+    assert (
+        f"error: {qa}, row 3, field 'qa_type': unknown value {qa_type!r}; allowed: factual, reasoning" in line
+    )
+    assert hint in line and "qa_id" not in line
+    assert not (tmp_path / "out").exists()
+
+
+# -- 10. a metric of a TOFU summary that is no number: `tofu compare` subtracted a string (a TypeError)
+
+REFERENCE = {"forget_quality": 0.5, "model_utility": {"agg_value": 0.4}}
+NOT_A_NUMBER = "expected a number or null, got"
+
+
+@pytest.mark.parametrize(
+    ("ours", "reference", "where"),
+    [
+        ({"forget_quality": "0.5"}, REFERENCE, f"ours.json, field 'forget_quality': {NOT_A_NUMBER} a string"),
+        ({"model_utility": [0.4]}, REFERENCE, f"ours.json, field 'model_utility': {NOT_A_NUMBER} a list"),
+        (
+            {"open_unlearning": {"forget_quality": True}},
+            REFERENCE,
+            f"ours.json, field 'open_unlearning.forget_quality': {NOT_A_NUMBER} a boolean",
+        ),
+        (
+            {"forget_quality": 10**400},
+            REFERENCE,
+            "ours.json, field 'forget_quality': expected a number, got one past any float",
+        ),
+        (
+            REFERENCE,
+            {"model_utility": {"agg_value": {}}},
+            f"ref.json, field 'model_utility.agg_value': {NOT_A_NUMBER} an object",
+        ),
+    ],
+)
+def test_a_tofu_metric_that_is_no_number_is_named_by_file_and_key(tmp_path, capsys, ours, reference, where):
+    (tmp_path / "ours.json").write_text(json.dumps(ours))
+    (tmp_path / "ref.json").write_text(json.dumps(reference))
+    assert main(["tofu", "compare", str(tmp_path / "ours.json"), str(tmp_path / "ref.json")]) == 2
+    assert error_line(capsys, "tofu").endswith(f"error: {tmp_path / where}")
+
+
+# -- 11. a column named as a known one but for case or spaces: another column (patient_id) was read instead
+
+PADDED_UID = NOTES_CSV.replace("patient_uid", " patient_uid ")
+# PMC-Patients' own CSV has patient_id (a row number) beside patient_uid: the id was read from it silently.
+CAPITAL_UID = "patient_id," + NOTES_CSV.replace("patient_uid", "Patient_UID").replace("\n1-1", "\n7,1-1")
+CAPITAL_TITLE = jsonl([{"patient_uid": "1-1", "Title": "MI", "patient": NOTE}])
+
+
+@pytest.mark.parametrize(
+    ("notes_name", "content", "where"),
+    [
+        ("notes.csv", PADDED_UID, "line 1, field ' patient_uid '"),
+        ("notes.csv", CAPITAL_UID, "line 1, field 'Patient_UID'"),
+        ("notes.jsonl", CAPITAL_TITLE, "line 1, field 'Title'"),
+        (
+            "notes.json",
+            json.dumps([{"patient_uid": "1-1", "title ": "MI", "patient": NOTE}]),
+            "field 'title '",
+        ),
+    ],
+)
+def test_a_column_named_but_for_case_or_spaces_is_named_not_replaced(
+    tmp_path, capsys, notes_name, content, where
+):
+    notes, qa = tmp_path / notes_name, tmp_path / "qa.jsonl"
+    notes.write_text(content, encoding="utf-8")
+    qa.write_text(jsonl([QA_ROW]), encoding="utf-8")
+    assert build(tmp_path, notes, qa) == 2
+    line = error_line(capsys, "amnesia")
+    assert f"error: {notes}, {where}: this column is not " in line and "qa.jsonl" not in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_qa_field_named_but_for_case_is_named(tmp_path, capsys):
+    notes, qa = tmp_path / "notes.csv", tmp_path / "qa.jsonl"
+    notes.write_text(NOTES_CSV, encoding="utf-8")
+    qa.write_text(jsonl([{key.replace("patient_id", "Patient_ID"): value for key, value in QA_ROW.items()}]))
+    assert build(tmp_path, notes, qa) == 2
+    line = error_line(capsys, "amnesia")
+    assert f"error: {qa}, line 1, field 'Patient_ID': this column is not 'patient_id'" in line
+    assert not (tmp_path / "out").exists()

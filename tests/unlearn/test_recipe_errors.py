@@ -25,6 +25,7 @@ def test_a_recipe_with_a_yaml_syntax_error_names_the_file_and_line(tmp_path):
         ("max_steps", 2.5, r"field 'max_steps': 2.5 is not an int"),
         ("beta", True, r"field 'beta': True is not a float"),
         ("loss_averaging", "everything", r"field 'loss_averaging': 'everything' is not one of"),
+        ("save_strategy", "nope", r"field 'save_strategy': 'nope' is not one of no, steps, epoch, best$"),
     ],
 )
 def test_a_wrong_typed_recipe_field_names_the_recipe_and_field(tmp_path, field, value, message):
@@ -44,3 +45,37 @@ def test_right_typed_recipe_values_still_load(tmp_path):
         1.0,
         "token",
     )
+
+
+STRATEGIES = "is not one of no, steps, epoch, best"
+UNQUOTED = r" \(YAML reads an unquoted no, yes, off or on as a boolean: write the value in quotes\)"
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("save_strategy: no", rf"field 'save_strategy': False {STRATEGIES}{UNQUOTED}"),
+        ("save_strategy: off", rf"field 'save_strategy': False {STRATEGIES}{UNQUOTED}"),
+        ("save_strategy: yes", rf"field 'save_strategy': True {STRATEGIES}{UNQUOTED}"),
+        ("eval_strategy: no", r"field 'eval_strategy': False is not one of no, steps, epoch" + UNQUOTED),
+        ("save_strategy: 3", rf"field 'save_strategy': 3 {STRATEGIES}$"),
+    ],
+)
+def test_a_recipe_value_yaml_reads_as_another_type_names_the_recipe_field_and_choices(
+    tmp_path, line, message
+):
+    """`save_strategy: no` reads as False; TrainingArguments' own error named neither the field nor the
+    recipe ("False is not a valid SaveStrategy")."""
+    config_class, _ = METHODS["grad_diff"].load()
+    recipe_path = tmp_path / "grad_diff.yaml"
+    recipe_path.write_text(f"method: grad_diff\nmax_steps: 1\n{line}\n")
+    recipe = {key: value for key, value in read_recipe(recipe_path).items() if key != "method"}
+    with pytest.raises(MedunlearnError, match=rf"^recipe {recipe_path}, {message}"):
+        build_method_config(config_class, recipe, [], str(tmp_path / "out"), recipe_path)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_quoted_save_strategy_loads(tmp_path):
+    config_class, _ = METHODS["grad_diff"].load()
+    config = build_method_config(config_class, {"save_strategy": "epoch"}, [], str(tmp_path / "out"), None)
+    assert config.save_strategy == "epoch"

@@ -161,8 +161,11 @@ def check_allowed(table: pa.Table, column: str, allowed: Sequence[str], source: 
     bad = ~np.isin(values, np.asarray(list(allowed), dtype=object))
     if bad.any():
         row = _first_bad_row(bad)
+        value = values[row - 1]
+        meant = [name for name in allowed if str(value).strip().lower() == name.lower()]
+        hint = f" (values are case-sensitive: {meant[0]!r}?)" if meant else ""
         raise RecordError(
-            source, row, column, f"unknown value {values[row - 1]!r}; allowed: {', '.join(allowed)}"
+            source, row, column, f"unknown value {value!r}; allowed: {', '.join(allowed)}{hint}"
         )
 
 
@@ -176,6 +179,8 @@ def validate_notes(table: pa.Table, source: str = "notes", diseases: Sequence[st
 def validate_qa(table: pa.Table, source: str = "qa") -> None:
     """Raise :class:`RecordError` unless ``table`` is a valid QA table."""
     check_required_text(table, ["qa_id", "patient_id", "qa_type", "question", "answer"], source)
+    # qa_type first: a qa_id left out is derived from it (P-R1), so a wrong qa_type ('Reasoning') showed as a
+    # qa_id given twice, a field the user never wrote.
+    check_allowed(table, "qa_type", QA_TYPES, source)
     check_unique(table, "qa_id", source)
     check_no_repeated_question(table, source)
-    check_allowed(table, "qa_type", QA_TYPES, source)

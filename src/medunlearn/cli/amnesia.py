@@ -13,6 +13,7 @@ from medunlearn.amnesia.hub import print_split_table, publish_folder
 from medunlearn.amnesia.pipeline import build_amnesia
 from medunlearn.cli.options import (
     concurrency_count,
+    llm_spec,
     non_negative_float,
     non_negative_int,
     patient_count,
@@ -106,16 +107,24 @@ def _add_llm_construction_options(build: argparse.ArgumentParser) -> None:
         "Specs are BACKEND:MODEL: transformers:smollm2-135m, openai:MODEL@http://HOST:PORT/v1; an API key is "
         "read from $MEDUNLEARN_LLM_API_KEY (or $OPENAI_API_KEY), never from the command line.",
     )
-    llm.add_argument("--generate", metavar="SPEC", help="the generator's spec: build the QA with LLMs")
+    llm.add_argument(
+        "--generate", metavar="SPEC", type=llm_spec, help="the generator's spec: build the QA with LLMs"
+    )
     llm.add_argument(
         "--judge",
         metavar="SPEC",
+        type=llm_spec,
         action="append",
         default=[],
         help="a judge's spec; repeat for a panel (default: the generator 3 times, which at temperature 0 is "
         "one distinct judge: greedy copies of one model give one answer)",
     )
-    llm.add_argument("--labeler", metavar="SPEC", help="the disease labeller's spec (default: the generator)")
+    llm.add_argument(
+        "--labeler",
+        metavar="SPEC",
+        type=llm_spec,
+        help="the disease labeller's spec (default: the generator)",
+    )
     llm.add_argument(
         "--llm-cache",
         metavar="FILE",

@@ -15,6 +15,7 @@ from medunlearn.cli.options import (
     batch_size_int,
     concurrency_count,
     epoch_count,
+    llm_spec,
     lora_rank,
     new_tokens,
     non_negative_int,
@@ -262,6 +263,7 @@ def add_mining_arguments(parser: argparse.ArgumentParser, with_seed: bool = True
     group.add_argument(
         "--labeller",
         metavar="BACKEND:MODEL",
+        type=llm_spec,
         default=None,
         help="the LLM silver labeller, e.g. openai:smollm2-135m@http://127.0.0.1:8000/v1 or "
         "transformers:smollm2-135m (default: heuristic labels only; `build` then needs --eval-labels "

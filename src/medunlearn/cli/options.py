@@ -200,6 +200,30 @@ def conventions_from_args(args: argparse.Namespace, model=None):
     return conventions.with_options(system_prompt=args.system_prompt)
 
 
+def server_url(value: str) -> str:
+    """An argparse ``type=`` for a server's base URL (``--vllm-url``): checked as an LLM spec's URL is
+    (:func:`medunlearn.llm.spec.server_url_problem`); the error names no password."""
+    from medunlearn.llm.spec import server_url_problem
+
+    problem = server_url_problem(value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return value
+
+
+def llm_spec(value: str) -> str:
+    """An argparse ``type=`` for an LLM's ``BACKEND:MODEL`` spec (``--generate``, ``--judge``,
+    ``--labeller``): parsed, its URL checked, when the command line is
+    (:func:`medunlearn.llm.spec.parse_spec`); kept as text."""
+    from medunlearn.llm.spec import BackendSpecError, parse_spec
+
+    try:
+        parse_spec(value)
+    except BackendSpecError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return value
+
+
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     """``--engine hf|vllm`` and where the vLLM server is: the runner's generation engine
     (:mod:`medunlearn.evaluation.engines`)."""
@@ -215,6 +239,7 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--vllm-url",
         metavar="URL",
+        type=server_url,
         help="a running vLLM server (http://HOST:PORT/v1) that serves each evaluated checkpoint (a model "
         "whose root is its folder; otherwise exit 2)",
     )

@@ -137,7 +137,8 @@ def _compare(args) -> int:
 
     from medunlearn.tofu.scoring import compare_summaries  # pandas: imported by the work, not by --help
 
-    rows = compare_summaries(_read_json(args.ours), _read_json(args.reference))
+    sources = (str(args.ours), str(args.reference))
+    rows = compare_summaries(_read_json(args.ours), _read_json(args.reference), sources)
 
     def show(value):
         return "-" if value is None else f"{value:.6g}"

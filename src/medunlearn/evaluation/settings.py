@@ -156,6 +156,12 @@ class Placement:
     vllm_python: str | None = None
     vllm_args: tuple[str, ...] = ()
 
+    def __post_init__(self):
+        if self.vllm_url is not None:  # however it was set: a study file, a config, the Python API
+            from medunlearn.llm.spec import check_server_url
+
+            check_server_url(self.vllm_url, f"vllm_url {self.vllm_url!r}")
+
 
 class Overwrite(str, Enum):
     """What a run does with outputs already in its folder.

@@ -27,7 +27,7 @@ from medunlearn.llm.interface import ChatRequest
 from medunlearn.llm.openai_client import ClientSettings, bounded_client, import_openai
 from medunlearn.llm.retry import BackendCallError, Completion, RetryPolicy, resolve_one
 from medunlearn.llm.schema import canonical_json
-from medunlearn.llm.spec import BackendSpec, parse_spec
+from medunlearn.llm.spec import BackendSpec, check_server_url, parse_spec
 from medunlearn.llm.sync import run_sync
 
 
@@ -133,7 +133,12 @@ class OpenAIServerBackend:
 
     @property
     def base_url(self) -> str | None:
-        return self.config.base_url or os.environ.get("MEDUNLEARN_LLM_BASE_URL") or None
+        if self.config.base_url:
+            return self.config.base_url
+        from_environment = os.environ.get("MEDUNLEARN_LLM_BASE_URL") or None
+        if from_environment is not None:
+            check_server_url(from_environment, f"$MEDUNLEARN_LLM_BASE_URL {from_environment!r}")
+        return from_environment
 
     @property
     def where(self) -> str:

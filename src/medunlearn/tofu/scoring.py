@@ -25,15 +25,18 @@ denominator guard (1e-10 in the reference, 0 in ours) and ``L(y)`` the mean answ
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
-from medunlearn.errors import InputError
+from medunlearn.errors import FileContentError, InputError
 from medunlearn.metrics import mia, probability
 from medunlearn.metrics.forget_quality import forget_quality
 from medunlearn.metrics.model_utility import harmonic_mean_utility
 from medunlearn.metrics.rouge import rouge_l
 from medunlearn.tofu.conventions import TofuConventions
+from medunlearn.utils.user_files import json_type_name
 
 MIN_K = 0.4
 UTILITY_COMPONENTS = (
@@ -316,28 +319,49 @@ def reference_summary(metrics: dict) -> dict:
     return {reference: metrics.get(ours) for reference, ours in REFERENCE_NAMES.items()}
 
 
-def compare_summaries(ours: dict, reference: dict) -> list[dict]:
+def compare_summaries(
+    ours: dict, reference: dict, sources: tuple[str, str] = ("ours", "reference")
+) -> list[dict]:
     """Metric-by-metric comparison with a reference ``TOFU_SUMMARY.json`` (name -> value, or name ->
     ``{"agg_value": value}``). ``ours`` is our summary (or its ``open_unlearning`` part). One row per metric
     present in both: ``{"metric", "ours", "reference", "abs_difference"}``; metrics missing on one side are
-    listed with ``None``.
+    listed with ``None``. A value that is neither a number nor null is a :class:`FileContentError` naming
+    its file (``sources``: the two files' names) and key.
 
     >>> compare_summaries({"forget_Q_A_Prob": 0.5}, {"forget_Q_A_Prob": {"agg_value": 0.25}, "privleak": 1.0})
     [{'metric': 'forget_Q_A_Prob', 'ours': 0.5, 'reference': 0.25, 'abs_difference': 0.25}, \
 {'metric': 'privleak', 'ours': None, 'reference': 1.0, 'abs_difference': None}]
     """
+    prefix = "open_unlearning." if isinstance(ours.get("open_unlearning"), dict) else ""
     ours = ours.get("open_unlearning", ours)
     rows = []
     for name in list(REFERENCE_NAMES) + sorted(set(reference) - set(REFERENCE_NAMES)):
         if name not in ours and name not in reference:
             continue
-        theirs = reference.get(name)
+        theirs, key = reference.get(name), name
         if isinstance(theirs, dict):
-            theirs = theirs.get("agg_value")
-        mine = ours.get(name)
+            theirs, key = theirs.get("agg_value"), f"{name}.agg_value"
+        theirs = _metric_value(theirs, sources[1], key)
+        mine = _metric_value(ours.get(name), sources[0], prefix + name)
         difference = abs(mine - theirs) if mine is not None and theirs is not None else None
         rows.append({"metric": name, "ours": mine, "reference": theirs, "abs_difference": difference})
     return rows
+
+
+def _metric_value(value, source: str, key: str) -> float | int | None:
+    """A summary's metric: a finite number or null; else the file and key are named (a string "0.5" or a
+    list was subtracted from a number: a TypeError)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise FileContentError(source, None, key, f"expected a number or null, got {json_type_name(value)}")
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # a whole number past any float (and its repr may be too long to print)
+        raise FileContentError(source, None, key, "expected a number, got one past any float") from None
+    if not finite:  # from Python; read_json refuses NaN and Infinity
+        raise FileContentError(source, None, key, f"expected a finite number, got {value}")
+    return value
 
 
 __all__ = [

@@ -180,7 +180,9 @@ class UnlearningConfig(TrainingArguments):
     )
     num_train_epochs: float = field(default=5.0, metadata={"help": "epochs over the forget set"})
     logging_steps: float = field(default=10, metadata={"help": "log every N steps"})
-    save_strategy: str = field(default="no", metadata={"help": "checkpointing: no | steps | epoch"})
+    save_strategy: Literal["no", "steps", "epoch", "best"] = field(
+        default="no", metadata={"help": "checkpointing: no, steps, epoch or best"}
+    )
     remove_unused_columns: bool = field(default=False, metadata={"help": "must stay False for unlearning"})
 
     def __post_init__(self):

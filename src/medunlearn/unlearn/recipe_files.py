@@ -38,7 +38,12 @@ def check_recipe_values(parser, recipe: dict, where: str) -> None:
 def _recipe_value_problem(action, value) -> str | None:
     if action.choices is not None:
         choices = [str(choice) for choice in action.choices]
-        return None if str(value) in choices else f"is not one of {', '.join(choices)}"
+        if str(value) in choices and not isinstance(value, bool):
+            return None
+        problem = f"is not one of {', '.join(choices)}"
+        if isinstance(value, bool):  # `save_strategy: no` arrives as False
+            problem += " (YAML reads an unquoted no, yes, off or on as a boolean: write the value in quotes)"
+        return problem
     expected = {float: "a float", int: "an int"}.get(action.type)
     if expected is None:
         return None

@@ -2,14 +2,16 @@
 
 `redact` replaces, in any text:
 
-- the credentials of a URL (``https://user:password@host`` and ``https://TOKEN@host``) by ``***``;
+- the credentials of a URL (``https://user:password@host`` and ``https://TOKEN@host``) by ``***``: all of
+  the userinfo, up to the last ``@`` before the host, whatever the password holds (``@``, ``#``, spaces);
 - the value of a query parameter whose name says it is a secret (``?api_key=…``, ``&token=…``);
 - the value of a ``Bearer`` authorization;
 - tokens of the shapes Hugging Face (``hf_…``) and OpenAI (``sk-…``) issue;
 - the value of every secret environment variable (`SECRET_VARIABLES`) that is set, wherever it appears.
 
 `medunlearn.cli.main` runs every command inside `redacted_output` (what it prints to stdout and stderr,
-its error line included, goes through `redact`), and `RedactingFilter` does the same for log records.
+its error line included, goes through `redact`), and `RedactingFilter` does the same for log records. A bug's
+traceback, printed by `sys.excepthook` after the command's streams are restored, is redacted too.
 """
 
 from __future__ import annotations
@@ -27,7 +29,11 @@ MASK = "***"
 # A value shorter than this is not searched for: "1" or "yes" in a variable would mask every digit.
 _SHORTEST_SECRET = 6
 
-_URL_CREDENTIALS = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^\s/@?#]+@")
+_SCHEME = r"[a-zA-Z][a-zA-Z0-9+.-]*://"
+# The userinfo runs to the LAST '@' before the host: a password may hold '@', '#', '?' or a space, so only a
+# '/' (the path) or a line's end stops it. An '@' followed by another URL (``openai:m@http://…``, a second
+# spec on the line) is not a host's.
+_URL_CREDENTIALS = re.compile(rf"(?P<scheme>\b{_SCHEME})[^/\r\n]*@(?!{_SCHEME})")
 _SECRET_QUERY = re.compile(
     r"(?P<name>[?&;](?:[\w-]*(?:key|token|secret|password|passwd|sig|signature|auth)[\w-]*)=)[^&#\s'\"]+",
     re.IGNORECASE,
@@ -41,6 +47,8 @@ def redact(text: str, environ: Mapping[str, str] | None = None) -> str:
 
     >>> redact("cannot reach http://admin:s3cret@10.0.0.2:8000/v1?api_key=abc123&model=x")
     'cannot reach http://***@10.0.0.2:8000/v1?api_key=***&model=x'
+    >>> redact("LLM spec 'openai:m@http://alice:p@ss#SECRET word@127.0.0.1:9/v1' and openai:n@http://h:9/v1")
+    "LLM spec 'openai:m@http://***@127.0.0.1:9/v1' and openai:n@http://h:9/v1"
     """
     environ = os.environ if environ is None else environ
     for name in SECRET_VARIABLES:
@@ -89,5 +97,27 @@ def redacted_output() -> Iterator[None]:
     sys.stdout, sys.stderr = RedactingStream(sys.stdout), RedactingStream(sys.stderr)
     try:
         yield
+    except BaseException:
+        # A bug's traceback is printed by `sys.excepthook` once the streams above are restored: redact it too.
+        _redact_uncaught_tracebacks()
+        raise
     finally:
         sys.stdout, sys.stderr = saved
+
+
+def _redact_uncaught_tracebacks() -> None:
+    """Make `sys.excepthook` print through `redact` (once; the hook's own output is unchanged otherwise)."""
+    hook = sys.excepthook
+    if getattr(hook, "redacting", False):
+        return
+
+    def redacting_hook(kind, value, traceback) -> None:
+        saved = sys.stderr
+        sys.stderr = RedactingStream(saved)
+        try:
+            hook(kind, value, traceback)
+        finally:
+            sys.stderr = saved
+
+    redacting_hook.redacting = True
+    sys.excepthook = redacting_hook

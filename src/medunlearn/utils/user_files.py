@@ -29,7 +29,7 @@ import json
 import math
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -147,10 +147,11 @@ def text_lines(path: str | Path) -> Iterator[str]:
             yield line
 
 
-def csv_dict_reader(path: str | Path) -> csv.DictReader:
+def csv_dict_reader(path: str | Path, known: Iterable[str] = ()) -> csv.DictReader:
     """A `csv.DictReader` over the lines of `path` (:func:`text_lines`), its header read: a column named
     twice is a named error (the reader would give each row the later column's value without a word), and so
-    is every CSV parse error, at the line its record starts on (:class:`_CsvReader`)."""
+    is every CSV parse error, at the line its record starts on (:class:`_CsvReader`), and a column that is
+    one of the `known` names but for case or spaces (:func:`check_column_spelling`)."""
     reader = _CsvReader(existing_file(path))
     names = reader.fieldnames or []
     for column, name in enumerate(names):
@@ -158,7 +159,26 @@ def csv_dict_reader(path: str | Path) -> csv.DictReader:
             twice = f"columns {names.index(name) + 1} and {column + 1}"
             why = f"the header names this column twice ({twice}): every column needs its own name"
             raise FileContentError(str(path), reader.line_num, name, why)
+    check_column_spelling(names, known, str(path), reader.line_num)
     return reader
+
+
+def check_column_spelling(names: Iterable[str], known: Iterable[str], source: str, line: int | None) -> None:
+    """Refuse a column named as a `known` one but for case or surrounding spaces (``' patient_uid '``,
+    ``'Patient_UID'``) when the file has no column of that exact name: the reader would take another
+    column in its place (``patient_id``) or call it missing, and blame a later file.
+
+    >>> check_column_spelling(["Patient_UID", "title"], ["patient_uid", "title"], "notes.csv", 1)
+    Traceback (most recent call last):
+    ...
+    medunlearn.errors.FileContentError: notes.csv, line 1, field 'Patient_UID': this column ...
+    """
+    names = [str(name) for name in names]
+    for name in names:
+        meant = next((k for k in known if name != k and name.strip().lower() == k.lower()), None)
+        if meant is not None and meant not in names:
+            why = f"this column is not {meant!r} (names are exact, case and spaces included); rename it"
+            raise FileContentError(source, line, name, f"{why} {meant!r}")
 
 
 class _CsvReader(csv.DictReader):
@@ -245,10 +265,21 @@ def parse_json(text: str, source: str, line: int = 1, *, allow_non_finite: bool 
         raise FileContentError(
             source,
             line + _line_of_token(text, constants[0]) - 1,
-            _path_of_constant(value)[1],
+            _path_of(value, _is_non_finite)[1],
             f"{constants[0]} is not a JSON number (strict JSON has no NaN or Infinity: write null or a "
             "number)",
         )
+    escape = _LONE_SURROGATE.search(text)  # \ud800 alone reads as a str no parquet or tokenizer can encode
+    if escape:
+        found, where = _path_of(value, _holds_lone_surrogate)
+        if found:
+            raise FileContentError(
+                source,
+                line + text.count("\n", 0, escape.start()),
+                where and where.encode("utf-8", "backslashreplace").decode(),  # a key may be the one
+                "holds a lone surrogate escape (half of a UTF-16 pair, e.g. \\ud800), which is no character: "
+                "write the character itself, or both halves of its pair",
+            )
     return value
 
 
@@ -263,19 +294,37 @@ def _line_of_token(text: str, token: str) -> int:
     return text.count("\n", 0, found.start(1)) + 1 if found else 1
 
 
-def _path_of_constant(value: Any, prefix: str = "") -> tuple[bool, str | None]:
-    """``(found, path)``: whether `value` holds a `_NonFinite`, and the dotted key path to the first one
-    (``a.b``; a list item keeps its parent's key; ``None`` for the whole value)."""
-    if isinstance(value, _NonFinite):
+# A lone \\uD800-\\uDBFF or \\uDC00-\\uDFFF escape (one not in a pair) decodes to a str no file can hold.
+_LONE_SURROGATE = re.compile(
+    r"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)
+
+
+def _is_non_finite(value: Any) -> bool:
+    return isinstance(value, _NonFinite)
+
+
+def _holds_lone_surrogate(value: Any) -> bool:
+    return isinstance(value, str) and any("\ud800" <= character <= "\udfff" for character in value)
+
+
+def _path_of(value: Any, found_in: Callable[[Any], bool], prefix: str = "") -> tuple[bool, str | None]:
+    """``(found, path)``: whether `value` holds a value `found_in` accepts (a key counts as one), and the
+    dotted key path to the first (``a.b``; a list item keeps its parent's key; ``None`` for the whole
+    value)."""
+    if found_in(value):
         return True, prefix or None
     if isinstance(value, dict):
-        children = ((f"{prefix}.{key}" if prefix else str(key), item) for key, item in value.items())
+        children = ((f"{prefix}.{key}" if prefix else str(key), key, item) for key, item in value.items())
     elif isinstance(value, list):
-        children = ((prefix, item) for item in value)
+        children = ((prefix, None, item) for item in value)
     else:
         return False, None
-    for path, item in children:
-        found, where = _path_of_constant(item, path)
+    for path, key, item in children:
+        if key is not None and found_in(key):
+            return True, path
+        found, where = _path_of(item, found_in, path)
         if found:
             return True, where
     return False, None

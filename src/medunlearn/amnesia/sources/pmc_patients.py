@@ -35,6 +35,7 @@ from medunlearn.amnesia.schema import (
 from medunlearn.ontology.amnesia import DISEASES
 from medunlearn.ontology.vocabulary import DiseaseVocabulary, RecordAnalysis, default_vocabulary
 from medunlearn.utils.user_files import (
+    check_column_spelling,
     check_text_length,
     csv_dict_reader,
     existing_file,
@@ -43,6 +44,9 @@ from medunlearn.utils.user_files import (
     read_jsonl,
 )
 
+# The columns a notes file (PMC-Patients' own names, or ours) and a QA file are read by.
+NOTE_COLUMNS = ("patient_uid", "patient_id", "title", "patient", "note", "age", "gender")
+QA_FIELDS = ("patient_id", "qa_type", "question", "answer", "qa_id")
 UNCLASSIFIED = "no disease category could be assigned from title and note"
 # How the build report and the card define the rule-based classifier's confidence [ours].
 CONFIDENCE_DEFINITION = "the winning category's share of the classifier's scores [ours]"
@@ -52,23 +56,27 @@ LOW_CONFIDENCE = 0.5
 MAX_NOTE_CHARACTERS = 1_000_000
 
 
-def read_records(path: str | Path) -> list[dict]:
+def read_records(path: str | Path, known: Iterable[str] = ()) -> list[dict]:
     """Rows of a CSV, JSON (a list of objects, or ``{id: object}``) or JSONL file, as dicts of strings/values.
 
     The file is read by :mod:`medunlearn.utils.user_files`: UTF-8 (or byte-order-marked UTF-16/32) or a
-    named error, parse errors located by line and column, every row an object.
+    named error, parse errors located by line and column, every row an object; a column (or the first row's
+    key) that is one of the ``known`` names but for case or spaces is refused (``check_column_spelling``).
     """
     path = existing_file(path)
     suffix = path.suffix.lower()
     if suffix == ".csv":
         csv.field_size_limit(2**31 - 1)  # PMC-Patients notes exceed csv's default field limit
-        rows = list(csv_dict_reader(path))
+        rows = list(csv_dict_reader(path, known))
         for number, row in enumerate(rows, start=1):
             if None in row:  # csv's key for the fields beyond the header's
                 raise RecordError(str(path), number, None, "more fields than the header names")
         return rows
     if suffix == ".jsonl":
-        return [row for _, row in read_jsonl(path)]
+        numbered = list(read_jsonl(path))
+        if numbered:
+            check_column_spelling(numbered[0][1], known, str(path), numbered[0][0])
+        return [row for _, row in numbered]
     if suffix == ".json":
         data = read_json(path, expect=(list, dict), what="a notes or QA .json file")
         if isinstance(data, dict):  # {id: record} is a common dump shape
@@ -78,6 +86,8 @@ def read_records(path: str | Path) -> list[dict]:
                 raise RecordError(
                     str(path), number, None, f"expected a JSON object, got {json_type_name(row)}"
                 )
+        if data:
+            check_column_spelling(data[0], known, str(path), None)
         return data
     raise RecordError(str(path), None, None, f"unsupported file type {suffix!r}; use .csv, .json or .jsonl")
 
@@ -138,7 +148,7 @@ def read_note_records(path: str | Path) -> NoteRecords:
     """Rows of a PMC-Patients file (CSV, JSON or JSONL) whose id, title and note are present, non-empty and
     unique; a bad record fails naming the file, row and field."""
     source = str(path)
-    rows = read_records(path)
+    rows = read_records(path, NOTE_COLUMNS)
     if not rows:
         raise RecordError(source, None, None, "no records")
     columns = set(rows[0])
@@ -290,7 +300,7 @@ def classifier_report(
 def read_qa_file(path: str | Path) -> pa.Table:
     """QA table (``QA_SCHEMA``; ``disease`` left empty until joined with the notes)."""
     source = str(path)
-    rows = read_records(path)
+    rows = read_records(path, QA_FIELDS)
     if not rows:
         raise RecordError(source, None, None, "no records")
     for index, row in enumerate(rows, start=1):
