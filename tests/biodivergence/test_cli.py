@@ -129,7 +129,7 @@ def test_audit_exit_code_on_violation(cli_folder, tmp_path, capsys):
     shutil.copytree(cli_folder, folder)
     dev = pd.read_parquet(folder / "v1.0" / "dev.parquet")
     train = pd.read_parquet(folder / "v1.0" / "train.parquet")
-    pd.concat([train, dev.iloc[:1]]).to_parquet(folder / "v1.0" / "train.parquet")
+    pd.concat([train, dev.iloc[:1]]).to_parquet(folder / "v1.0" / "train.parquet", index=False)
     assert _run("audit", folder) == 1
     assert "audit FAILED: v1.0: no pair_id in two splits" in capsys.readouterr().err
 
