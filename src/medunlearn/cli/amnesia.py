@@ -168,6 +168,11 @@ def _add_llm_construction_options(build: argparse.ArgumentParser) -> None:
         help="also judge the last round's QA of patients already lost (panel figures over every QA that "
         "passed the checks; costs those judge calls)",
     )
+    _add_llm_request_options(llm)
+
+
+def _add_llm_request_options(llm) -> None:
+    """How requests reach the LLM servers (the construction options' last part)."""
     llm.add_argument(
         "--concurrency",
         type=concurrency_count,

@@ -1,4 +1,5 @@
-r"""A JSON object that gives a key twice: found while parsing, then located for the error message.
+r"""Locating a field of a JSON text for an error message: a key given twice (found while parsing, then
+located), and the key path of a value no file can hold (a lone surrogate, a non-finite number).
 
 Python's ``json`` keeps the last value of a repeated key without a word (``{"answer": "A", "answer": "B"}``
 reads as ``{"answer": "B"}``); `medunlearn.utils.user_files.parse_json`, the one JSON reader of user files,
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 
@@ -64,3 +66,35 @@ def first_repeated_key(text: str) -> tuple[int, int, str]:
                 return at, seen[key], last_key
             seen[key] = at
     raise AssertionError("no repeated key found")  # pragma: no cover - `unique_keys` found one
+
+
+# A lone \\uD800-\\uDBFF or \\uDC00-\\uDFFF escape (one not in a pair) decodes to a str no file can hold.
+LONE_SURROGATE_ESCAPE = re.compile(
+    r"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)
+
+
+def holds_lone_surrogate(value: Any) -> bool:
+    return isinstance(value, str) and any("\ud800" <= character <= "\udfff" for character in value)
+
+
+def key_path_of(value: Any, found_in: Callable[[Any], bool], prefix: str = "") -> tuple[bool, str | None]:
+    """``(found, path)``: whether `value` holds a value `found_in` accepts (a key counts as one), and the
+    dotted key path to the first (``a.b``; a list item keeps its parent's key; ``None`` for the whole
+    value)."""
+    if found_in(value):
+        return True, prefix or None
+    if isinstance(value, dict):
+        children = ((f"{prefix}.{key}" if prefix else str(key), key, item) for key, item in value.items())
+    elif isinstance(value, list):
+        children = ((prefix, None, item) for item in value)
+    else:
+        return False, None
+    for path, key, item in children:
+        if key is not None and found_in(key):
+            return True, path
+        found, where = key_path_of(item, found_in, path)
+        if found:
+            return True, where
+    return False, None

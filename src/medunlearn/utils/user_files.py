@@ -29,14 +29,21 @@ import json
 import math
 import re
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from medunlearn.errors import FileContentError, MissingInputError
 from medunlearn.utils.card_paths import check_inside, data_file_splits
-from medunlearn.utils.json_keys import DuplicateKeyError, first_repeated_key, unique_keys
+from medunlearn.utils.json_keys import (
+    LONE_SURROGATE_ESCAPE,
+    DuplicateKeyError,
+    first_repeated_key,
+    holds_lone_surrogate,
+    key_path_of,
+    unique_keys,
+)
 
 GZIP_MAGIC = b"\x1f\x8b"
 SAVE_AS_UTF8 = "save it as UTF-8"
@@ -265,13 +272,15 @@ def parse_json(text: str, source: str, line: int = 1, *, allow_non_finite: bool 
         raise FileContentError(
             source,
             line + _line_of_token(text, constants[0]) - 1,
-            _path_of(value, _is_non_finite)[1],
+            key_path_of(value, lambda item: isinstance(item, _NonFinite))[1],
             f"{constants[0]} is not a JSON number (strict JSON has no NaN or Infinity: write null or a "
             "number)",
         )
-    escape = _LONE_SURROGATE.search(text)  # \ud800 alone reads as a str no parquet or tokenizer can encode
+    escape = LONE_SURROGATE_ESCAPE.search(
+        text
+    )  # \ud800 alone reads as a str no parquet or tokenizer can encode
     if escape:
-        found, where = _path_of(value, _holds_lone_surrogate)
+        found, where = key_path_of(value, holds_lone_surrogate)
         if found:
             raise FileContentError(
                 source,
@@ -292,42 +301,6 @@ def _line_of_token(text: str, token: str) -> int:
     pattern = re.compile(r'"(?:[^"\\]|\\.)*"|(' + re.escape(token) + r")")
     found = next((match for match in pattern.finditer(text) if match.group(1)), None)
     return text.count("\n", 0, found.start(1)) + 1 if found else 1
-
-
-# A lone \\uD800-\\uDBFF or \\uDC00-\\uDFFF escape (one not in a pair) decodes to a str no file can hold.
-_LONE_SURROGATE = re.compile(
-    r"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
-    r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
-)
-
-
-def _is_non_finite(value: Any) -> bool:
-    return isinstance(value, _NonFinite)
-
-
-def _holds_lone_surrogate(value: Any) -> bool:
-    return isinstance(value, str) and any("\ud800" <= character <= "\udfff" for character in value)
-
-
-def _path_of(value: Any, found_in: Callable[[Any], bool], prefix: str = "") -> tuple[bool, str | None]:
-    """``(found, path)``: whether `value` holds a value `found_in` accepts (a key counts as one), and the
-    dotted key path to the first (``a.b``; a list item keeps its parent's key; ``None`` for the whole
-    value)."""
-    if found_in(value):
-        return True, prefix or None
-    if isinstance(value, dict):
-        children = ((f"{prefix}.{key}" if prefix else str(key), key, item) for key, item in value.items())
-    elif isinstance(value, list):
-        children = ((prefix, None, item) for item in value)
-    else:
-        return False, None
-    for path, key, item in children:
-        if key is not None and found_in(key):
-            return True, path
-        found, where = _path_of(item, found_in, path)
-        if found:
-            return True, where
-    return False, None
 
 
 def read_json(
