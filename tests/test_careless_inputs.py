@@ -270,12 +270,17 @@ def test_a_report_out_that_is_a_file_or_among_an_evaluations_outputs_is_named(
 
 def test_a_report_may_go_into_a_new_folder_or_a_report_folder_of_an_evaluation(tmp_path):
     from medunlearn.cli.report import _check_out
+    from medunlearn.errors import OutputExistsError
 
     evaluation = _fake_evaluation(tmp_path)
     (evaluation / "report").mkdir()
     (evaluation / "report" / "report.json").write_text("{}")
-    for out in (evaluation / "report", evaluation / "figures", tmp_path / "elsewhere"):
+    for out in (evaluation / "figures", tmp_path / "elsewhere"):
         _check_out(str(out), [str(evaluation)])  # no error
+    # an earlier report is replaced only when asked: the report replaces its folder whole
+    _check_out(str(evaluation / "report"), [str(evaluation)], overwrite=True)
+    with pytest.raises(OutputExistsError, match="pass --overwrite"):
+        _check_out(str(evaluation / "report"), [str(evaluation)])
 
 
 @pytest.mark.parametrize(
