@@ -176,16 +176,30 @@ def test_a_biodivergence_column_of_another_type_or_a_null_fails_the_audit(
     biodivergence_folder, tmp_path, capsys, change, expected
 ):
     """Before: a confidence stored as text passed (pandas converted it); a null reconciliation read as ""."""
+    path, _, printed = _audit_with_changed_split(
+        biodivergence_folder,
+        tmp_path,
+        capsys,
+        "dev",
+        lambda table: change(table.replace_schema_metadata(None)),
+    )
+    assert f"{path}, {expected}" in printed
+
+
+def _audit_with_changed_split(biodivergence_folder, tmp_path, capsys, split, change):
+    """A copy of the folder whose ``split`` parquet is ``change``d, audited: it fails (exit 1) without a
+    traceback and leaves the folder as it was; returns the file, its table before and what was printed."""
     folder = tmp_path / "bd"
     shutil.copytree(biodivergence_folder, folder)
-    path = folder / "v1.0" / "dev.parquet"
-    pq.write_table(change(pq.read_table(path).replace_schema_metadata(None)), path)
+    path = folder / "v1.0" / f"{split}.parquet"
+    old = pq.read_table(path)
+    pq.write_table(change(old), path)
     before = _files(folder)
     assert main(["biodivergence", "audit", str(folder)]) == 1
     captured = capsys.readouterr()
     assert "Traceback" not in captured.err
-    assert f"{path}, {expected}" in captured.out + captured.err
     assert _files(folder) == before
+    return path, old, captured.out + captured.err
 
 
 def _extra_column(table):
@@ -229,17 +243,8 @@ def test_a_biodivergence_split_cut_or_with_other_columns_fails_the_audit(
 ):
     """Before: a test split emptied after the build (build.json records its rows), a train split cut to 10
     rows or an extra column passed the audit: every row left still followed the schema."""
-    folder = tmp_path / "bd"
-    shutil.copytree(biodivergence_folder, folder)
-    path = folder / "v1.0" / f"{split}.parquet"
-    old = pq.read_table(path)
-    pq.write_table(change(old), path)
-    before = _files(folder)
-    assert main(["biodivergence", "audit", str(folder)]) == 1
-    captured = capsys.readouterr()
-    assert "Traceback" not in captured.err
-    assert f"{path}{expected(old)}" in captured.out + captured.err
-    assert _files(folder) == before
+    path, old, printed = _audit_with_changed_split(biodivergence_folder, tmp_path, capsys, split, change)
+    assert f"{path}{expected(old)}" in printed
 
 
 def test_an_amnesia_column_the_layout_does_not_name_fails_the_audit_alike(copy, capsys):

@@ -9,7 +9,7 @@ from pathlib import Path
 from medunlearn.cli.options import resample_count, seed_int
 from medunlearn.errors import InputError, OutputExistsError
 from medunlearn.metrics.bootstrap import BootstrapConfig
-from medunlearn.utils.files import check_not_an_input, check_writable, staged_folder
+from medunlearn.utils.files import check_not_an_input, check_writable, folder_listing, staged_folder
 
 # The report itself (pandas, matplotlib) is imported by run(): `medunlearn report --help` needs none of it.
 
@@ -117,11 +117,9 @@ def _check_out(out, eval_dirs, attack_dirs=(), overwrite: bool = False) -> Path:
                     f"{Path(folder) / 'report'}"
                 )
     if not overwrite and target.is_dir() and any(target.iterdir()):
-        held = sorted(entry.name + ("/" if entry.is_dir() else "") for entry in target.iterdir())
-        more = " and more" if len(held) > 5 else ""
         raise OutputExistsError(
-            f"--out {out} already exists and holds {', '.join(held[:5])}{more} (pass --overwrite to replace "
-            "it whole, or name a new folder)"
+            f"--out {out} already exists and holds {folder_listing(target)} (pass --overwrite to replace it "
+            "whole, or name a new folder)"
         )
     check_writable(out)
     return target

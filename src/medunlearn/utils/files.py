@@ -300,6 +300,13 @@ def check_output_folder(
     return out_dir
 
 
+def folder_listing(folder: Path, shown: int = 5) -> str:
+    """The first ``shown`` entries of ``folder`` by name, folders with a "/", for a refusal's message:
+    ``"model.safetensors, notes/, thesis.txt and more"``."""
+    held = sorted(entry.name + ("/" if entry.is_dir() else "") for entry in folder.iterdir())
+    return ", ".join(held[:shown]) + (" and more" if len(held) > shown else "")
+
+
 def check_resumable_folder(
     out_dir: str | os.PathLike,
     *,
@@ -327,11 +334,9 @@ def check_resumable_folder(
     out = check_not_an_input(out_dir, inputs, flag)
     if not overwrite and _is_non_empty(out) and not any(os.path.lexists(out / mark) for mark in marks):
         shown = ", ".join(f"no {mark}{'/' if '.' not in mark else ''}" for mark in marks)
-        held = sorted(entry.name + ("/" if entry.is_dir() else "") for entry in out.iterdir())
         raise OutputExistsError(
-            f"{flag} {out_dir} holds no {what} ({shown}) but {', '.join(held[:5])}"
-            f"{' and more' if len(held) > 5 else ''}: only a folder of its own is resumed "
-            "(pass --overwrite to replace it, or name a new folder)"
+            f"{flag} {out_dir} holds no {what} ({shown}) but {folder_listing(out)}: only a folder of its own "
+            "is resumed (pass --overwrite to replace it, or name a new folder)"
         )
     check_writable(out_dir, flag)
     return out
