@@ -165,6 +165,24 @@ def test_a_size_past_any_machine_is_refused_when_parsed(tmp_path, capsys, argv, 
     refused_when_parsed(tmp_path, capsys, argv, message)
 
 
+def test_a_vocabulary_below_the_byte_alphabet_is_refused_when_parsed(tmp_path, capsys):
+    """Before: --tiny-vocab-size 1 built a 261-token tokenizer with exit 0 (the trainer raised it)."""
+    refused_when_parsed(
+        tmp_path,
+        capsys,
+        ["finetune", "--tiny-vocab-size", "1"],
+        "--tiny-vocab-size: must be a whole number of at least 261",
+    )
+
+
+def test_the_tokenizer_trainer_refuses_a_vocabulary_it_would_not_honour_from_python():
+    from medunlearn.models import train_bpe_tokenizer
+
+    with pytest.raises(InputError, match=r"tiny_vocab_size: must be a whole number of at least 261, got 100"):
+        train_bpe_tokenizer(["a note"], vocab_size=100)
+    assert len(train_bpe_tokenizer(["a note"], vocab_size=261)) == 261
+
+
 def test_the_tokenizer_trainer_refuses_a_huge_vocabulary_from_python():
     from medunlearn.models import train_bpe_tokenizer
 

@@ -63,6 +63,8 @@ def test_evaluate_writes_summary_and_rescore_reproduces_it(amnesia_folder, saved
     summary = json.loads((out / "summary.json").read_text())
     run_info = json.loads((out / "run.json").read_text())
     assert run_info["complete"]
+    # the generation length recorded is the one used (it was the preset's 64 whatever --max-new-tokens said)
+    assert summary["conventions"]["max_new_tokens"] == run_info["conventions"]["max_new_tokens"] == 4
     assert run_info["models"] == {
         "model": str(saved_model),
         "before": str(saved_model),

@@ -95,11 +95,6 @@ def test_unknown_config_and_missing_folder_are_named(tmp_path):
         # a string in every row (datasets reads a column of one type): the first row is named
         (lambda answers, row: answers[0], 1, "got 'Wrong answer 1 of row 1'"),
         (lambda answers, row: [] if row == 1 else answers, 2, "got an empty list"),
-        (
-            lambda answers, row: [answers[0], None] if row == 1 else answers,
-            2,
-            "got ['Wrong answer 1 of row 2', None]",
-        ),
     ],
 )
 def test_a_perturbed_answer_that_is_not_a_list_of_texts_is_named(tmp_path, edit, row, got):
@@ -120,6 +115,40 @@ def test_a_perturbed_answer_that_is_not_a_list_of_texts_is_named(tmp_path, edit,
     assert str(error.value).endswith(
         f'{where}: expected a non-empty list of texts (one wrong answer is ["..."]), {got}'
     )
+
+
+@pytest.mark.parametrize(
+    ("config", "field", "value", "named"),
+    [
+        ("holdout10", "question", "   ", "field 'question': the text is empty or only spaces"),
+        ("forget10_perturbed", "answer", "", "field 'answer': the text is empty or only spaces"),
+        (
+            "forget10_perturbed",
+            "perturbed_answer",
+            ["", ""],
+            "field 'perturbed_answer', item 1: the text is empty",
+        ),
+        (
+            "forget10_perturbed",
+            "perturbed_answer",
+            ["A wrong one", None],
+            "field 'perturbed_answer', item 2: expected text",
+        ),
+    ],
+)
+def test_blank_or_missing_text_in_a_tofu_row_is_named(tmp_path, config, field, value, named):
+    """Before: a blank question or answer, or blank wrong answers, were scored (an answer of the end-of-text
+    token alone, a truth ratio against empty texts) with exit 0; a null in the list reached the tokenizer."""
+    import json
+
+    folder = build_tofu_folder(tmp_path / "tofu", authors=10, qa_per_author=2, perturbed=2, options=3)
+    path = folder / f"{config}.json"
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    rows[1][field] = value
+    path.write_text("".join(json.dumps(record) + "\n" for record in rows), encoding="utf-8")
+    with pytest.raises(TofuInputError) as error:
+        load_tofu(folder, config)
+    assert f"config {config!r} row 2, {named}" in str(error.value)
 
 
 @settings(max_examples=25, deadline=None)

@@ -69,7 +69,7 @@ def build_parser(prog: str = "medunlearn finetune") -> argparse.ArgumentParser:
         "--tiny-vocab-size",
         type=vocab_size,
         default=2048,
-        help="tiny-llama tokenizer size (at most 1,000,000)",
+        help="tiny-llama tokenizer size (261, the byte alphabet and 5 special tokens, to 1,000,000)",
     )
     parser.add_argument(
         "--benchmark",

@@ -236,8 +236,12 @@ def _run_info(model, data_dir, forget_config: str, settings: EvaluationSettings)
         "runner": asdict(settings.runner_config),
         "populations": asdict(settings.population_config),
         "similarity": {"embedding": settings.embedding_similarity},
-        # AMNESIA evaluation renders with the tokenizer's own template (the medunlearn conventions).
-        "conventions": PRESETS["medunlearn"].to_dict(),
+        # AMNESIA evaluation renders with the tokenizer's own template (the medunlearn conventions); the
+        # generation length recorded is the one the runner used, not the preset's default.
+        "conventions": {
+            **PRESETS["medunlearn"].to_dict(),
+            "max_new_tokens": settings.runner_config.max_new_tokens,
+        },
         "models": {},
         "outputs": {},
         "complete": False,

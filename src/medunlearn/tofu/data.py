@@ -107,27 +107,41 @@ def load_tofu(source: str | Path = HUB_ID, config: str = "full"):
 
 
 def _check_text_columns(dataset, source: str, config: str) -> None:
-    """Every question and answer is text: a null or a number would reach the scoring as a float. Every
-    ``perturbed_answer`` is a non-empty list of texts: a single string would be scored one character at a
-    time (a string is a sequence too), so one wrong answer is written as a list of one."""
+    """Every question and answer is text that is not blank: a null or a number would reach the scoring as a
+    float, and a blank answer would be scored as the end-of-text token alone (as AMNESIA's reader refuses it).
+    Every ``perturbed_answer`` is a non-empty list of such texts: a single string would be scored one
+    character at a time (a string is a sequence too), so one wrong answer is written as a list of one."""
     for column in ("question", "answer", "paraphrased_answer"):
         if column not in dataset.column_names:
             continue
         for row, value in enumerate(dataset[column], start=1):
-            if not isinstance(value, str):
-                raise TofuInputError(
-                    f"{source}: config {config!r} row {row}, field {column!r}: expected text, got {value!r}"
-                )
+            problem = _text_problem(value)
+            if problem:
+                raise TofuInputError(f"{source}: config {config!r} row {row}, field {column!r}: {problem}")
     if "perturbed_answer" not in dataset.column_names:
         return
     for row, value in enumerate(dataset["perturbed_answer"], start=1):
-        texts = isinstance(value, list) and value and all(isinstance(item, str) for item in value)
-        if not texts:
+        if not (isinstance(value, list) and value):
             got = "an empty list" if value == [] else shown(value, limit=80)
             raise TofuInputError(
                 f"{source}: config {config!r} row {row}, field 'perturbed_answer': expected a non-empty list "
                 f'of texts (one wrong answer is ["..."]), got {got}'
             )
+        for item, text in enumerate(value, start=1):
+            problem = _text_problem(text)
+            if problem:
+                raise TofuInputError(
+                    f"{source}: config {config!r} row {row}, field 'perturbed_answer', item {item}: {problem}"
+                )
+
+
+def _text_problem(value) -> str | None:
+    """Why ``value`` is no usable text, or ``None``."""
+    if not isinstance(value, str):
+        return f"expected text, got {shown(value, limit=80)}"
+    if not value.strip():
+        return "the text is empty or only spaces"
+    return None
 
 
 __all__ = [

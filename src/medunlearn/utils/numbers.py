@@ -153,9 +153,11 @@ MAX_PAIRS = 200_000
 pair_count = count_up_to(MAX_PAIRS)
 # A tokenizer's vocabulary: the largest of open models hold about 256,000 tokens; 1,000,000 leaves room and
 # costs the tiny model's embedding tens of megabytes, where 10**12 asked the Rust tokenizer trainer for 72 TB
-# at once and aborted the process (no Python error to name).
+# at once and aborted the process (no Python error to name). The least is the byte-level alphabet (256) and
+# the tiny tokenizer's 5 special tokens (models.SPECIAL_TOKENS): the trainer silently raised less to 261.
+MIN_VOCAB_SIZE = 261
 MAX_VOCAB_SIZE = 1_000_000
-vocab_size = count_up_to(MAX_VOCAB_SIZE)
+vocab_size = count_up_to(MAX_VOCAB_SIZE, low=MIN_VOCAB_SIZE)
 # Work at once (LLM requests in flight, a study's parallel stages, torch threads): each request in flight
 # holds a socket, and a Linux process may open 1,024 files by default; a server batches a few hundred
 # sequences (vLLM's max_num_seqs: 256) and the largest machines have a few hundred cores. More is a typo.
@@ -325,6 +327,7 @@ __all__ = [
     "MAX_SEQUENCE_TOKENS",
     "MAX_STEPS",
     "MAX_VOCAB_SIZE",
+    "MIN_VOCAB_SIZE",
     "batch_size_int",
     "check_config_numbers",
     "checked_numbers",
