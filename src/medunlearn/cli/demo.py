@@ -13,8 +13,8 @@ from medunlearn.utils.files import check_not_an_input
 
 EPILOG = """examples:
   medunlearn demo --quick --out runs/demo-quick   # about a minute: tiny cohort, a few steps per method
-  medunlearn demo                                 # the full study into runs/demo, \
-under 10 minutes on 2 CPU cores
+  medunlearn demo                                 # the full study into runs/demo: \
+about 33 CPU-minutes (docs/getting-started.md)
 
 The report folder (printed at the end) holds demo_summary.json (every number shown), table.txt,
 report.json and the PNG plots of `medunlearn report`."""
