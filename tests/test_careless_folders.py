@@ -352,9 +352,7 @@ RUN_JSON = '{\n  "name": "model",\n  "outputs": {}\n}\n'
     ids=["corrupt", "a list", "empty", "examples.parquet truncated"],
 )
 def test_rescore_names_a_damaged_file(tmp_path, capsys, benchmark, file, text, expected):
-    """Before: JSONDecodeError / ArrowInvalid tracebacks."""
-    if benchmark == "tofu" and file == "examples.parquet":
-        pytest.skip("TOFU reads the conventions of run.json first")
+    """Before: JSONDecodeError / ArrowInvalid tracebacks (TOFU: a KeyError on the missing conventions)."""
     folder = tmp_path / "eval"
     folder.mkdir()
     (folder / "run.json").write_text(RUN_JSON)
@@ -364,6 +362,40 @@ def test_rescore_names_a_damaged_file(tmp_path, capsys, benchmark, file, text, e
     assert main(["evaluate", "--benchmark", benchmark, "--out", str(folder), "--rescore"]) == 2
     line = _error_line(capsys, "evaluate")
     assert re.search(re.escape(str(folder)) + "/" + expected, line), line
+    assert _files(folder) == before
+
+
+@pytest.mark.parametrize("benchmark", ["tofu", "muse"])
+@pytest.mark.parametrize(
+    ("conventions", "expected"),
+    [
+        (None, "field 'conventions': is missing"),
+        ("[1]", "field 'conventions': must be an object, not a list"),
+        (
+            '{"min_k_count": "round"}',
+            "field 'conventions': not the conventions of a run (min_k_count must be",
+        ),
+        (
+            '{"stop_strings": 5, "knowmem_stop_strings": 5}',
+            "field 'conventions': not the conventions of a run",
+        ),
+    ],
+    ids=["missing", "a list", "a value refused", "a field of the wrong type"],
+)
+def test_rescore_names_bad_conventions_in_run_json(tmp_path, capsys, benchmark, conventions, expected):
+    """Before: TOFU's rescoring was a KeyError or TypeError traceback, MUSE's a KeyError or an error naming
+    no file."""
+    folder = tmp_path / "eval"
+    folder.mkdir()
+    record = (
+        RUN_JSON if conventions is None else RUN_JSON.replace("{", '{"conventions": ' + conventions + ",", 1)
+    )
+    (folder / "run.json").write_text(record)
+    pq.write_table(pa.table({"example_id": ["a"]}), folder / "examples.parquet")
+    before = _files(folder)
+    assert main(["evaluate", "--benchmark", benchmark, "--out", str(folder), "--rescore"]) == 2
+    line = _error_line(capsys, "evaluate")
+    assert f"error: {folder / 'run.json'}, {expected}" in line, line
     assert _files(folder) == before
 
 

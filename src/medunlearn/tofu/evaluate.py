@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from medunlearn.chat import RENDERING_FIELDS
+from medunlearn.chat import RENDERING_FIELDS, recorded_conventions
 from medunlearn.errors import MissingInputError
 from medunlearn.evaluation.outputs_folder import GENERATION, TEACHER_FORCED, read_outputs
 from medunlearn.evaluation.roles import (
@@ -342,8 +342,8 @@ def score_tofu(eval_dir) -> dict:
         if not (eval_dir / required).is_file():
             raise MissingInputError(f"{eval_dir} has no {required}: not a TOFU evaluation folder")
     run_info = read_json(eval_dir / "run.json", expect=dict)  # a damaged file: named, exit 2
-    conventions = TofuConventions.from_dict(run_info["conventions"])
-    examples = read_parquet_frame(eval_dir / "examples.parquet")
+    examples = read_parquet_frame(eval_dir / "examples.parquet")  # both files read before either is used
+    conventions = recorded_conventions(run_info.get("conventions"), str(eval_dir / "run.json"))
     table = per_example_table(examples, eval_dir / "outputs", "model", conventions, generated=True)
     retain_table = None
     retain_answers = Path(run_info.get("outputs", {}).get("retain", eval_dir / "outputs" / "retain-answers"))
