@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from medunlearn.chat import RENDERING_FIELDS, recorded_conventions
+from medunlearn.data_loading import check_no_question_in_both, split_source
 from medunlearn.errors import MissingInputError
 from medunlearn.evaluation.outputs_folder import GENERATION, TEACHER_FORCED, read_outputs
 from medunlearn.evaluation.roles import (
@@ -124,10 +125,14 @@ def tofu_examples(source, forget: str = "forget10") -> pd.DataFrame:
         "world_facts": splits.world_facts,
         "holdout": splits.holdout,
     }
-    return pd.concat(
-        [_set_examples(name, load_tofu(source, config)) for name, config in configs.items()],
-        ignore_index=True,
+    sets = {name: load_tofu(source, config) for name, config in configs.items()}
+    check_no_question_in_both(
+        sets["forget"],
+        split_source(source, configs["forget"], "train"),
+        sets["retain"],
+        split_source(source, configs["retain"], "train"),
     )
+    return pd.concat([_set_examples(name, dataset) for name, dataset in sets.items()], ignore_index=True)
 
 
 def rendering_key(conventions: TofuConventions) -> str:
