@@ -257,6 +257,21 @@ def test_an_amnesia_column_the_layout_does_not_name_fails_the_audit_alike(copy, 
     assert _error_line(capsys, "amnesia") == f"FAIL {path}: {expected}"
 
 
+def test_an_amnesia_split_unlike_its_build_record_fails_the_audit_alike(copy, capsys):
+    """Before: the AMNESIA audit never read the row counts amnesia_build.json records, so a split cut after
+    the build in a way every other invariant allows passed; the same check (`row_count_problem`) as the
+    BioDivergence audit's. Here the record, not the split, is changed: the same disagreement."""
+    path, record = copy / FORGET_TRAIN, copy / "amnesia_build.json"
+    manifest = json.loads(record.read_text())
+    rows = pq.read_metadata(path).num_rows
+    manifest["sizes"]["forget_10"]["train"]["rows"] = rows + 5
+    record.write_text(json.dumps(manifest))
+    assert main(["amnesia", "audit", str(copy)]) == 1
+    assert (
+        _error_line(capsys, "amnesia") == f"FAIL {path}: {rows} rows, amnesia_build.json records {rows + 5}"
+    )
+
+
 # 3. A card's data_files in every shape datasets reads, and no other.
 
 NOTES_BLOCK = f"- config_name: notes\n  data_files:\n  - split: train\n    path: {NOTES}\n"

@@ -97,6 +97,7 @@ def test_audit_passes_on_a_built_folder(folder):
         "random level",
         "disease level",
         "held-out notes",
+        "row counts",
     ]
 
 
