@@ -522,3 +522,20 @@ def test_a_failed_build_from_abstracts_names_the_mining_folder_it_kept(tmp_path,
     err = capsys.readouterr().err
     assert f"kept in {tmp_path / 'bd-mining'} (abstracts.jsonl, claims.jsonl)" in err, err
     assert "written" not in err and not out.exists(), err
+
+
+def test_max_new_tokens_past_the_models_context_is_refused_where_generation_starts(
+    tiny_model, tiny_tokenizer
+):
+    """Before: 5,000 new tokens for a model of 1,024 positions was accepted (noise, or an attention
+    traceback, after the run had started)."""
+    from medunlearn.evaluation.engines import make_engine
+    from medunlearn.evaluation.runner import RunnerConfig
+    from medunlearn.generation import generate_texts
+
+    message = r"--max-new-tokens 5,000 is more than the 1,024 tokens of .*context"
+    with pytest.raises(InputError, match=message):
+        make_engine(RunnerConfig(max_new_tokens=5000), tiny_model)
+    with pytest.raises(InputError, match=message):
+        generate_texts(tiny_model, tiny_tokenizer, ["Which drug?"], max_new_tokens=5000)
+    assert make_engine(RunnerConfig(max_new_tokens=1024), tiny_model) is not None
