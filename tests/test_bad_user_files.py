@@ -690,6 +690,36 @@ def test_a_tofu_data_file_is_checked_before_datasets_reads_it(tmp_path, rewrite,
         tofu_examples(folder, "forget10")
 
 
+def _with_forget_question_in(folder, config: str, forget: str) -> str:
+    """Append to ``config``'s file a row asking the first question of ``forget``'s; returns the question."""
+    row = json.loads((folder / f"{forget}.json").read_text(encoding="utf-8").splitlines()[0])
+    with (folder / f"{config}.json").open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(row) + "\n")
+    return row["question"]
+
+
+def test_a_question_in_both_the_forget_and_the_retain_split_is_named_by_both_files_and_rows(tmp_path):
+    """Before: TOFU's evaluation scored it as forgotten and retained, unlearning trained it both ways."""
+    from medunlearn.tofu.evaluate import tofu_examples
+    from medunlearn.tofu.synthetic import build_tofu_folder
+    from medunlearn.unlearn.run import UnlearningDataArguments
+    from medunlearn.unlearn.sources import load_corpus
+
+    folder = build_tofu_folder(tmp_path / "tofu", authors=10, qa_per_author=2, perturbed=2, options=3)
+    _with_forget_question_in(folder, "retain_perturbed", "forget10_perturbed")
+    rows = len((folder / "retain_perturbed.json").read_text(encoding="utf-8").splitlines())
+    with pytest.raises(
+        FileContentError,
+        match=rf"retain_perturbed.json, row {rows}, field 'question': this question is also row 1 of "
+        rf"{re.escape(str(folder))}/forget10_perturbed.json: a question in both splits",
+    ):
+        tofu_examples(folder, "forget10")
+    _with_forget_question_in(folder, "retain90", "forget10")
+    rows = len((folder / "retain90.json").read_text(encoding="utf-8").splitlines())
+    with pytest.raises(FileContentError, match=rf"retain90.json, row {rows}, field 'question': .* row 1 of "):
+        load_corpus(UnlearningDataArguments(str(folder), "forget10", benchmark="tofu"), need_retain=True)
+
+
 def test_json_nested_thousands_deep_is_a_named_error_not_a_recursion_traceback():
     from medunlearn.errors import FileContentError
     from medunlearn.utils.user_files import parse_json

@@ -257,6 +257,21 @@ def test_an_amnesia_column_the_layout_does_not_name_fails_the_audit_alike(copy, 
     assert _error_line(capsys, "amnesia") == f"FAIL {path}: {expected}"
 
 
+def test_an_amnesia_split_unlike_its_build_record_fails_the_audit_alike(copy, capsys):
+    """Before: the AMNESIA audit never read the row counts amnesia_build.json records, so a split cut after
+    the build in a way every other invariant allows passed; the same check (`row_count_problem`) as the
+    BioDivergence audit's. Here the record, not the split, is changed: the same disagreement."""
+    path, record = copy / FORGET_TRAIN, copy / "amnesia_build.json"
+    manifest = json.loads(record.read_text())
+    rows = pq.read_metadata(path).num_rows
+    manifest["sizes"]["forget_10"]["train"]["rows"] = rows + 5
+    record.write_text(json.dumps(manifest))
+    assert main(["amnesia", "audit", str(copy)]) == 1
+    assert (
+        _error_line(capsys, "amnesia") == f"FAIL {path}: {rows} rows, amnesia_build.json records {rows + 5}"
+    )
+
+
 # 3. A card's data_files in every shape datasets reads, and no other.
 
 NOTES_BLOCK = f"- config_name: notes\n  data_files:\n  - split: train\n    path: {NOTES}\n"
@@ -352,9 +367,7 @@ RUN_JSON = '{\n  "name": "model",\n  "outputs": {}\n}\n'
     ids=["corrupt", "a list", "empty", "examples.parquet truncated"],
 )
 def test_rescore_names_a_damaged_file(tmp_path, capsys, benchmark, file, text, expected):
-    """Before: JSONDecodeError / ArrowInvalid tracebacks."""
-    if benchmark == "tofu" and file == "examples.parquet":
-        pytest.skip("TOFU reads the conventions of run.json first")
+    """Before: JSONDecodeError / ArrowInvalid tracebacks (TOFU: a KeyError on the missing conventions)."""
     folder = tmp_path / "eval"
     folder.mkdir()
     (folder / "run.json").write_text(RUN_JSON)
@@ -364,6 +377,40 @@ def test_rescore_names_a_damaged_file(tmp_path, capsys, benchmark, file, text, e
     assert main(["evaluate", "--benchmark", benchmark, "--out", str(folder), "--rescore"]) == 2
     line = _error_line(capsys, "evaluate")
     assert re.search(re.escape(str(folder)) + "/" + expected, line), line
+    assert _files(folder) == before
+
+
+@pytest.mark.parametrize("benchmark", ["tofu", "muse"])
+@pytest.mark.parametrize(
+    ("conventions", "expected"),
+    [
+        (None, "field 'conventions': is missing"),
+        ("[1]", "field 'conventions': must be an object, not a list"),
+        (
+            '{"min_k_count": "round"}',
+            "field 'conventions': not the conventions of a run (min_k_count must be",
+        ),
+        (
+            '{"stop_strings": 5, "knowmem_stop_strings": 5}',
+            "field 'conventions': not the conventions of a run",
+        ),
+    ],
+    ids=["missing", "a list", "a value refused", "a field of the wrong type"],
+)
+def test_rescore_names_bad_conventions_in_run_json(tmp_path, capsys, benchmark, conventions, expected):
+    """Before: TOFU's rescoring was a KeyError or TypeError traceback, MUSE's a KeyError or an error naming
+    no file."""
+    folder = tmp_path / "eval"
+    folder.mkdir()
+    record = (
+        RUN_JSON if conventions is None else RUN_JSON.replace("{", '{"conventions": ' + conventions + ",", 1)
+    )
+    (folder / "run.json").write_text(record)
+    pq.write_table(pa.table({"example_id": ["a"]}), folder / "examples.parquet")
+    before = _files(folder)
+    assert main(["evaluate", "--benchmark", benchmark, "--out", str(folder), "--rescore"]) == 2
+    line = _error_line(capsys, "evaluate")
+    assert f"error: {folder / 'run.json'}, {expected}" in line, line
     assert _files(folder) == before
 
 

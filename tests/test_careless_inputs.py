@@ -19,7 +19,7 @@ from cli_checks import refused_when_parsed
 
 from medunlearn.cli import main
 from medunlearn.errors import InputError
-from medunlearn.utils.numbers import checked_numbers, positive_int
+from medunlearn.utils.numbers import MAX_COUNT, checked_numbers, non_negative_int, positive_int
 
 HUGE = "99999999999999999999"  # past int64: numpy overflowed on it
 
@@ -43,11 +43,19 @@ def test_a_count_past_its_bound_isrefused_when_parsed(tmp_path, capsys, argv, me
 
 
 def test_the_shared_whole_number_check_names_a_number_past_a_float():
-    """math.isfinite() of a 401-digit int overflowed converting it to a float (a traceback); a count past a
-    64-bit integer is named too (numpy and torch overflowed on it)."""
-    with pytest.raises(argparse.ArgumentTypeError, match="must be at most 9,223,372,036,854,775,807, got"):
+    """math.isfinite() of a 401-digit int overflowed converting it to a float (a traceback)."""
+    with pytest.raises(argparse.ArgumentTypeError, match="must be at most 1,000,000,000, got"):
         positive_int("1" + "0" * 400)
-    assert positive_int(str(2**63 - 1)) == 2**63 - 1
+
+
+@pytest.mark.parametrize("check", [positive_int, non_negative_int])
+def test_a_count_without_a_bound_of_its_own_has_the_general_one(check):
+    """Before: 2**63 - 1 was accepted (the largest integer numpy holds) and reached an allocation or loop."""
+    assert check(str(MAX_COUNT)) == MAX_COUNT
+    with pytest.raises(
+        argparse.ArgumentTypeError, match=r"must be at most 1,000,000,000, got '9223372036854775807'"
+    ):
+        check(str(2**63 - 1))
 
 
 def test_a_study_files_cohort_is_bounded_like_the_option():
@@ -103,7 +111,16 @@ def test_a_verbmem_prompt_longer_than_the_articles_is_named():
             ["report", "e", "--resamples", "1" + "0" * 400],
             "--resamples: must be at most 10,000, got",
         ),
-        (["biodivergence", "eval", "--data", "d", "--limit", HUGE], "--limit: must be at most 9,223,372,036"),
+        (["biodivergence", "eval", "--data", "d", "--limit", HUGE], "--limit: must be at most 1,000,000,000"),
+        (["amnesia", "build", "--sample", str(2**63 - 1)], "--sample: must be at most 1,000,000,000"),
+        (
+            ["biodivergence", "mine", "--abstracts", "a", "--neighbours", str(2**63 - 1)],
+            "--neighbours: must be at",
+        ),
+        (
+            ["evaluate", "--max-retain-patients", str(2**63 - 1)],
+            "--max-retain-patients: must be at most 1,000,",
+        ),
     ],
 )
 def test_a_count_that_sizes_a_run_is_bounded_when_parsed(tmp_path, capsys, argv, message):
@@ -505,3 +522,20 @@ def test_a_failed_build_from_abstracts_names_the_mining_folder_it_kept(tmp_path,
     err = capsys.readouterr().err
     assert f"kept in {tmp_path / 'bd-mining'} (abstracts.jsonl, claims.jsonl)" in err, err
     assert "written" not in err and not out.exists(), err
+
+
+def test_max_new_tokens_past_the_models_context_is_refused_where_generation_starts(
+    tiny_model, tiny_tokenizer
+):
+    """Before: 5,000 new tokens for a model of 1,024 positions was accepted (noise, or an attention
+    traceback, after the run had started)."""
+    from medunlearn.evaluation.engines import make_engine
+    from medunlearn.evaluation.runner import RunnerConfig
+    from medunlearn.generation import generate_texts
+
+    message = r"--max-new-tokens 5,000 is more than the 1,024 tokens of .*context"
+    with pytest.raises(InputError, match=message):
+        make_engine(RunnerConfig(max_new_tokens=5000), tiny_model)
+    with pytest.raises(InputError, match=message):
+        generate_texts(tiny_model, tiny_tokenizer, ["Which drug?"], max_new_tokens=5000)
+    assert make_engine(RunnerConfig(max_new_tokens=1024), tiny_model) is not None

@@ -108,6 +108,28 @@ def test_a_json_field_that_is_not_text_is_named_by_row_and_field(
     assert not (tmp_path / "out").exists()
 
 
+NUL = "holds a NUL character"
+
+
+@pytest.mark.parametrize(
+    ("notes_rows", "qa_rows", "where"),
+    [
+        (N, [QA_ROW, {**QA_ROW, "answer": "x" * 100_001}], "qa.jsonl, row 2, field 'answer': is 100,001"),
+        (N, [{**QA_ROW, "question": "Which\u0000 drug?"}], f"qa.jsonl, row 1, field 'question': {NUL}"),
+        ([{**NOTE_ROW, "title": "Gout\u0000"}], Q, f"notes.jsonl, row 1, field 'title': {NUL}"),
+    ],
+    ids=["an answer past the limit", "a NUL in a question", "a NUL in a title"],
+)
+def test_a_text_field_too_long_or_holding_a_nul_is_named(tmp_path, capsys, notes_rows, qa_rows, where):
+    """Before: a 5 MB answer and a JSON \\u0000 inside a question or title were read and trained on."""
+    notes, qa = tmp_path / "notes.jsonl", tmp_path / "qa.jsonl"
+    notes.write_text(jsonl(notes_rows))
+    qa.write_text(jsonl(qa_rows), encoding="utf-8")
+    assert build(tmp_path, notes, qa) == 2
+    assert f"error: {tmp_path / where}" in error_line(capsys, "amnesia")
+    assert not (tmp_path / "out").exists()
+
+
 def test_whole_number_ids_are_still_read_as_text(tmp_path):
     """PMC-Patients' JSON numbers its patients: an id 0 is the id "0" (it used to read as empty)."""
     from medunlearn.amnesia.sources.pmc_patients import read_pmc_patients, read_qa_file

@@ -277,6 +277,23 @@ def test_sharded_weights_with_their_index_are_published(model, capsys):
     assert all(name in listed for name in [*SHARDS, "model.safetensors.index.json"])
 
 
+def test_the_shard_index_is_read_once(model, monkeypatch):
+    """Before: the audit read every JSON file, then the shard check read the index a second time."""
+    from medunlearn.unlearn import publish
+
+    reads = []
+
+    def counting(path, *args, **kwargs):
+        reads.append(Path(path).name)
+        return read_json(path, *args, **kwargs)
+
+    read_json = publish.read_json
+    monkeypatch.setattr(publish, "read_json", counting)
+    _shards(model, SHARDS, SHARDS)
+    publish.files_to_publish(model)
+    assert reads.count("model.safetensors.index.json") == 1
+
+
 @pytest.mark.parametrize("name", ["secrets .safetensors", "weights.safetensors", "model.safetensors.bak"])
 def test_a_safetensors_name_outside_the_layout_is_not_uploaded(model, capsys, name):
     (model / name).write_text("HF_TOKEN=hf_topsecret\n")  # a .env copy, renamed

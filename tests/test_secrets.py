@@ -35,6 +35,12 @@ OPENAI_KEY = "sk-" + "proj_Z9y8X7w6" * 3
             "openai:a@http://h1:9 × 3, openai:b@http://x:y@h2:9",
             "openai:a@http://h1:9 × 3, openai:b@http://***@h2:9",
         ),
+        # A '/' in the password: 'u:pa' cannot be a host (no port is 'pa'), so the userinfo runs past it.
+        ("at http://u:pa/ss@host/v1", "at http://***@host/v1"),
+        (
+            "at http://alice:p/a/ss word@h:9/v1 and openai:n@http://h:9",
+            "at http://***@h:9/v1 and openai:n@http://h:9",
+        ),
     ],
 )
 def test_each_kind_of_secret_is_masked(text, expected):
@@ -48,6 +54,9 @@ def test_each_kind_of_secret_is_masked(text, expected):
         "the key forget_10 has 88 patients; see docs/cli.md?x=1",
         "email me at someone@example.org about sk-short",
         "openai:meta-llama/Llama-3.1-8B-Instruct@http://127.0.0.1:8000/v1",
+        # An '@' after a host's '/' is the path's (ambiguous with a token holding a '/': see secrets.py).
+        "see http://host/a@b and https://medium.com/@someone",
+        "http://host:8000/users/@me and http://[::1]:8000/a@b",
     ],
 )
 def test_text_without_secrets_is_left_as_it_is(text):

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
-from medunlearn.errors import InputError
-from medunlearn.utils.user_files import read_json
+from medunlearn.errors import FileContentError, InputError
+from medunlearn.utils.user_files import json_type_name, read_json
 
 
 class MissingChatTemplateError(InputError):
@@ -308,10 +308,31 @@ def read_model_conventions(model) -> Conventions | None:
     if not path.is_file():
         return None
     recorded = read_json(path, expect=dict, what="a conventions file")  # the shared reader names the problem
+    return recorded_conventions(recorded, str(path), None)
+
+
+def recorded_conventions(
+    values, source: str, field_name: str | None = "conventions", kind: type = Conventions
+):
+    """``kind.from_dict(values)`` for the conventions a file recorded (``field_name`` of an evaluation's
+    run.json, a model's whole conventions.json; ``kind``: :class:`Conventions` or MUSE's). A record that is
+    missing, not an object, or holds a value the conventions refuse is a
+    :class:`~medunlearn.errors.FileContentError` naming the file and field: a rescoring read a KeyError or a
+    TypeError traceback from an edited run.json.
+
+    >>> recorded_conventions({"min_k_count": "round"}, "eval/run.json")
+    Traceback (most recent call last):
+    ...
+    medunlearn.errors.FileContentError: eval/run.json, field 'conventions': not the conventions of a run ...
+    """
+    if not isinstance(values, dict):
+        why = "is missing" if values is None else f"must be an object, not {json_type_name(values)}"
+        raise FileContentError(source, None, field_name, f"{why} (the conventions the run was scored by)")
     try:
-        return Conventions.from_dict(recorded)
-    except TypeError as error:
-        raise InputError(f"{path}: not a conventions file ({error})") from error
+        return kind.from_dict(values)
+    except (TypeError, ValueError) as error:  # an unknown or missing field, a value __post_init__ refuses
+        why = f"not the conventions of a run ({error}): rerun the evaluation, or restore the file"
+        raise FileContentError(source, None, field_name, why) from None
 
 
 def conventions_differences(trained: Conventions, evaluated: Conventions) -> dict[str, tuple]:

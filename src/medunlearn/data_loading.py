@@ -230,13 +230,23 @@ def repeated_question(questions: Iterable, groups: Iterable | None = None) -> tu
     (3, 1)
     """
     first_row: dict[tuple, int] = {}
-    groups = itertools.repeat(None) if groups is None else groups
-    for row, (group, question) in enumerate(zip(groups, questions), start=1):
-        key = (group, " ".join(str(question).split()).casefold())
+    for row, key in enumerate(_question_keys(questions, groups), start=1):
         if key in first_row:
             return row, first_row[key]
         first_row[key] = row
     return None
+
+
+def _question_keys(questions: Iterable, groups: Iterable | None) -> Iterator[tuple]:
+    """Each question as :func:`repeated_question` compares it: with its group, without case or extra
+    spaces."""
+    groups = itertools.repeat(None) if groups is None else groups
+    return ((group, " ".join(str(question).split()).casefold()) for group, question in zip(groups, questions))
+
+
+def _groups(split) -> list | None:
+    """The groups a split's questions are compared within: its patients (AMNESIA), or none (TOFU)."""
+    return list(split["patient_id"]) if "patient_id" in split.column_names else None
 
 
 def check_no_repeated_question(split, source: str) -> None:
@@ -246,13 +256,32 @@ def check_no_repeated_question(split, source: str) -> None:
     (:func:`split_source`), row (from 1) and field, with the row it was first asked at."""
     from medunlearn.errors import FileContentError
 
-    groups = list(split["patient_id"]) if "patient_id" in split.column_names else None
+    groups = _groups(split)
     repeat = repeated_question(split["question"], groups)
     if repeat is not None:
         row, first = repeat
         who = "this question is" if groups is None else f"patient {groups[row - 1]!r} is asked this question"
         why = f"{who} asked already at row {first}: a QA row given twice (remove one of the two rows)"
         raise FileContentError(source, row, "question", why, unit="row")
+
+
+def check_no_question_in_both(first, first_source: str, second, second_source: str) -> None:
+    """No question of ``second`` is one of ``first`` (both ``datasets.Dataset`` of QA; compared as
+    :func:`repeated_question` compares, within a patient for AMNESIA): a question in both a forget and a
+    retain split would be unlearned and kept at once, and scored as both. Named by both files
+    (:func:`split_source`) and rows (from 1)."""
+    from medunlearn.errors import FileContentError
+
+    first_row: dict[tuple, int] = {}
+    for row, key in enumerate(_question_keys(first["question"], _groups(first)), start=1):
+        first_row.setdefault(key, row)
+    for row, key in enumerate(_question_keys(second["question"], _groups(second)), start=1):
+        if key in first_row:
+            why = (
+                f"this question is also row {first_row[key]} of {first_source}: a question in both splits "
+                "would be forgotten and retained at once (remove it from one of them)"
+            )
+            raise FileContentError(second_source, row, "question", why, unit="row")
 
 
 def load_split(data: str | os.PathLike, config: str, split: str = "train"):

@@ -63,6 +63,31 @@ def decoding_options(decoding: str, device, max_length: int) -> dict:
     return options | {"compile_config": CompileConfig(mode="reduce-overhead", fullgraph=False)}
 
 
+def context_length(model) -> int | None:
+    """The most tokens ``model`` takes in one sequence (its config's ``max_position_embeddings``, GPT-2's
+    ``n_positions``); ``None`` when its config says nothing."""
+    config = getattr(model, "config", None)
+    for name in ("max_position_embeddings", "n_positions"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def check_new_tokens_fit(model, max_new_tokens: int, flag: str = "--max-new-tokens") -> None:
+    """Refuse ``max_new_tokens`` past ``model``'s context (:func:`context_length`), before a batch is
+    generated: no prompt and answer could fit, and a model past its positions generates noise or fails in
+    its attention with a traceback. Called where a model is given its generation settings: the evaluation's
+    engine (:func:`medunlearn.evaluation.engines.make_engine`) and :func:`generate_texts`."""
+    context = context_length(model)
+    if context is not None and max_new_tokens > context:
+        name = getattr(getattr(model, "config", None), "name_or_path", "") or "the model"
+        raise InputError(
+            f"{flag} {max_new_tokens:,} is more than the {context:,} tokens of {name}'s context "
+            "(max_position_embeddings in its config.json): lower it"
+        )
+
+
 def model_device(model):
     """The device of a model's first parameter (where its inputs must go)."""
     return next(model.parameters()).device
@@ -142,6 +167,7 @@ def generate_texts(
     generation prompt). The tokenizer is only read, never changed. ``decoding``: see :func:`greedy_generate`
     (``"auto"`` is resolved here for the model's device).
     """
+    check_new_tokens_fit(model, max_new_tokens)
     pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     stops = eos_token_ids(tokenizer, model)
     encoded = tokenizer(list(prompts), add_special_tokens=False)["input_ids"]

@@ -309,15 +309,22 @@ def check_model_name(name: str, flag: str = "--model", trainable_from_scratch: b
         if not trainable_from_scratch:
             raise InputError(f"{flag} tiny-llama is an untrained model built from data: fine-tune it first")
         return
-    if name in BUILTIN_MODELS:
-        return
-    if Path(name).exists():
-        check_model_folder(Path(name), flag)
+    if check_local_model(name, flag) or name in BUILTIN_MODELS:
         return
     if os.environ.get("HF_HUB_OFFLINE") == "1":
         raise MissingInputError(f"{flag} {name}: no such model folder (HF_HUB_OFFLINE=1, so no Hub download)")
     if "/" not in name:
         raise MissingInputError(f"{flag} {name!r} is neither a folder nor a Hub id (ORG/NAME)")
+
+
+def check_local_model(name: str, flag: str = "--model") -> bool:
+    """When ``name`` is a path that exists (and not a built-in name), check that it is a model folder
+    (:func:`check_model_folder`) and return True; False for a built-in or a name that is no path here (a
+    Hub id, checked when it is loaded). What a study file's validation and every loader check alike."""
+    if name in BUILTIN_MODELS or not Path(name).exists():
+        return False
+    check_model_folder(Path(name), flag)
+    return True
 
 
 def check_model_folder(path: Path, flag: str = "--model") -> None:

@@ -97,6 +97,7 @@ def test_audit_passes_on_a_built_folder(folder):
         "random level",
         "disease level",
         "held-out notes",
+        "row counts",
     ]
 
 
@@ -214,7 +215,7 @@ def test_cli_build_audit_publish_dry_run(tmp_path, capsys):
     assert cli_main(["amnesia", "build", "--out", str(out), "--patients", "60", "--seed", "1"]) == 0
     assert "forget_10" in capsys.readouterr().out
     assert cli_main(["amnesia", "audit", str(out)]) == 0
-    assert "all 8 invariant groups hold" in capsys.readouterr().out
+    assert "all 9 invariant groups hold" in capsys.readouterr().out
     assert cli_main(["amnesia", "publish", str(out), "--repo", "org/name", "--dry-run"]) == 0
     printed = capsys.readouterr().out
     assert "would upload README.md" in printed and "data/full/train-00000-of-00001.parquet" in printed

@@ -136,6 +136,21 @@ def test_a_merge_is_reused_only_for_the_adapter_it_was_made_from(saved_model, tm
     assert not torch.equal(merged_weights["a"], merged_weights["b"])
 
 
+def test_a_damaged_merge_record_is_named(tmp_path):
+    """Before: json.loads of a cut merged_from.json was a JSONDecodeError traceback."""
+    from medunlearn.errors import FileContentError
+
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text("{}")
+    merged = tmp_path / "work" / "merged-full-precision"
+    merged.mkdir(parents=True)
+    (merged / "config.json").write_text("{}")
+    (merged / "merged_from.json").write_text('{"adapter_config.json": ')
+    with pytest.raises(FileContentError, match=r"merged_from.json, line 1: invalid JSON at column 25"):
+        full_precision_folder(adapter, tmp_path / "work")
+
+
 def test_unknown_scheme_is_named():
     with pytest.raises(InputError, match="int3"):
         quantization_config("int3")

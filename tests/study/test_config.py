@@ -108,6 +108,25 @@ def test_study_validate_exits_2_on_a_bad_number(tmp_path, capsys):
     assert "s.yaml: key 'finetune.qa_epochs': expected a finite number, got nan" in capsys.readouterr().err
 
 
+def test_study_validate_names_a_folder_that_is_no_model(tmp_path, capsys):
+    """Before: ``model_name_or_path: /etc`` validated, and failed in the fine-tuning stage."""
+    from medunlearn.cli import main
+
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(with_change(["model", "model_name_or_path"], "/etc")))
+    assert main(["study", str(path), "--validate"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "s.yaml: key 'model.model_name_or_path': /etc: not a model folder (it has neither a config.json"
+        in err
+    )
+
+
+@pytest.mark.parametrize("name", ["HuggingFaceTB/SmolLM2-135M-Instruct", "smollm2-135m", "tiny-llama"])
+def test_a_hub_id_or_a_shipped_alias_still_validates(tmp_path, name):
+    parse_study(with_change(["model", "model_name_or_path"], name), str(tmp_path / "s.yaml"))
+
+
 @pytest.mark.parametrize(
     ("path", "value", "key"),
     [

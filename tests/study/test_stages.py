@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import doctest
 import json
+import os
 import pickle
+import signal
+import subprocess
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -127,3 +132,45 @@ def test_plan_phases_gives_one_job_class_per_stage_kind():
 def test_run_settings_are_checked(settings, message):
     with pytest.raises(MedunlearnError, match=message):
         settings.check()
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, dead but not yet reaped, is not running)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][:1] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+PARENT = """
+import os, sys, time
+from medunlearn.study.executors import ProcessPoolStages
+with ProcessPoolStages(1) as stages:
+    print(stages.pool.submit(os.getpid).result(), flush=True)
+    stages.pool.submit(time.sleep, 300)  # a stage that outlives the test
+    time.sleep(300)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
+def test_a_stage_worker_dies_with_the_study(sig):
+    """Before: killing the study left its pool's worker running the stage, orphaned (SIGINT: the study
+    waited for the stage to end)."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT],
+        stdout=subprocess.PIPE,
+        env=os.environ | {"PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    try:
+        worker = int(parent.stdout.readline())
+        assert _alive(worker)
+        parent.send_signal(sig)
+        parent.wait(timeout=60)
+        deadline = time.monotonic() + 30
+        while _alive(worker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(worker), "the worker outlived the study"
+    finally:
+        parent.kill()
+        parent.stdout.close()

@@ -30,7 +30,13 @@ from medunlearn.config_names import (
 )
 from medunlearn.errors import MedunlearnError, MissingInputError, shown
 from medunlearn.ontology.amnesia import DISEASES, QA_TYPES
-from medunlearn.utils.column_types import TEXT, TEXT_LIST, column_names_problem, column_type_problem
+from medunlearn.utils.column_types import (
+    TEXT,
+    TEXT_LIST,
+    column_names_problem,
+    column_type_problem,
+    row_count_problem,
+)
 from medunlearn.utils.user_files import (
     card_data_files,
     existing_folder,
@@ -362,6 +368,31 @@ def _check_holdout_notes(folder: _Folder, result: AuditResult) -> None:
     result.passed("held-out notes", f"{len(ids):,} notes of patients outside `notes` and `full`")
 
 
+def _recorded_rows(manifest: dict, config: str, split: str) -> int | None:
+    """The row count the build file records for ``config``/``split`` (``sizes``), ``None`` when it records
+    none (a folder without a build file, or one written before the sizes were)."""
+    sizes = manifest.get("sizes")
+    entry = sizes.get(config) if isinstance(sizes, dict) else None
+    entry = entry.get(split) if isinstance(entry, dict) else None
+    rows = entry.get("rows") if isinstance(entry, dict) else None
+    return rows if isinstance(rows, int) and not isinstance(rows, bool) else None
+
+
+def _check_recorded_row_counts(folder: _Folder, result: AuditResult) -> None:
+    """Each split has the rows the build file records for it (as the BioDivergence audit checks its
+    build.json): a split cut short or emptied after the build may still follow every other invariant. Last, so
+    a split whose change breaks a named invariant is named by it first."""
+    checked = 0
+    for config, splits in folder.data_files.items():
+        for split in splits:
+            recorded = _recorded_rows(folder.manifest, config, split)
+            rows = len(folder.columns(config, split)["patient_id"])
+            problem = row_count_problem(rows, recorded, folder.path(config, split), BUILD_FILE)
+            _require(not problem, str(problem))
+            checked += recorded is not None
+    result.passed("row counts", f"{checked} splits have the rows {BUILD_FILE} records")
+
+
 AUDIT_CHECKS: list[Callable[[_Folder, AuditResult], None]] = [
     _check_configs_present,
     _check_records,
@@ -371,6 +402,7 @@ AUDIT_CHECKS: list[Callable[[_Folder, AuditResult], None]] = [
     _check_random_level,
     _check_disease_level,
     _check_holdout_notes,
+    _check_recorded_row_counts,
 ]
 
 

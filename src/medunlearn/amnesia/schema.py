@@ -14,7 +14,7 @@ import pyarrow as pa
 from medunlearn.data_loading import repeated_question
 from medunlearn.errors import FileContentError
 from medunlearn.ontology.amnesia import DISEASES, QA_TYPES
-from medunlearn.utils.user_files import json_type_name
+from medunlearn.utils.user_files import check_text_length, json_type_name
 
 NOTES_SCHEMA = pa.schema(
     [
@@ -85,11 +85,22 @@ def _first_bad_row(mask) -> int:
     return int(mask.nonzero()[0][0]) + 1
 
 
-def text_values(rows: Sequence[Mapping], key: str, source: str, *, ids: bool = False) -> list[str]:
+# The longest text field of a notes or QA row but the note itself (a question, an answer, a title, an id):
+# PMC-Patients' titles and the QA the papers generate are a few hundred characters, so 100,000 (about 25,000
+# tokens, past the context of the models here) is a wrong column or a concatenated file, never a value; a
+# 5 MB answer was read, tokenised and trained on. A note has its own limit (``limit``: the reader's).
+MAX_TEXT_CHARACTERS = 100_000
+
+
+def text_values(
+    rows: Sequence[Mapping], key: str, source: str, *, ids: bool = False, limit: int = MAX_TEXT_CHARACTERS
+) -> list[str]:
     """Field ``key`` of every row (read from a CSV, JSON or JSON Lines file) as text: missing or null is
     ``""`` (:func:`check_required_text` names an empty required value). Anything but a string is a named
     error, as ``str()`` would store a list as the text ``"['a', 'b']"`` and an answer ``42`` as ``"42"``; with
-    ``ids``, a whole number is text too (PMC-Patients' JSON numbers its patients).
+    ``ids``, a whole number is text too (PMC-Patients' JSON numbers its patients). A value longer than
+    ``limit`` characters, or holding a NUL character (JSON's ``\u0000``: no text of a note or a QA, and
+    the end of a string to C code a tokenizer or parquet reader may hand it to), is a named error too.
 
     >>> text_values([{"answer": "Yes."}, {"answer": ["a", "b"]}], "answer", "qa.jsonl")
     Traceback (most recent call last):
@@ -103,7 +114,12 @@ def text_values(rows: Sequence[Mapping], key: str, source: str, *, ids: bool = F
         if value is not None and not isinstance(value, str) and not whole:
             expected = "text or a whole number" if ids else "text"
             raise RecordError(source, row, key, f"expected {expected}, got {json_type_name(value)}")
-        values.append("" if value is None else str(value))
+        text = "" if value is None else str(value)
+        check_text_length(text, limit, source, row, key)
+        if "\x00" in text:
+            why = f"holds a NUL character (\\u0000) at character {text.index(chr(0)) + 1}: no text holds one"
+            raise RecordError(source, row, key, why)
+        values.append(text)
     return values
 
 

@@ -56,6 +56,7 @@ def full_precision_folder(model_path: str | Path, work_dir: str | Path) -> Path:
         return model_path
     from medunlearn.models import load_model
     from medunlearn.utils.files import file_fingerprint
+    from medunlearn.utils.user_files import read_json
 
     merged = Path(work_dir) / "merged-full-precision"
     # The merge is reused only for the adapter it was made from: another adapter (or a retrained one) given
@@ -66,7 +67,8 @@ def full_precision_folder(model_path: str | Path, work_dir: str | Path) -> Path:
         if path.is_file() and path.name.startswith("adapter_")
     }
     marker = merged / "merged_from.json"
-    if (merged / "config.json").is_file() and marker.is_file() and json.loads(marker.read_text()) == source:
+    # Read by the shared reader: a damaged marker (a cut write, an edit) is named, not a JSONDecodeError.
+    if (merged / "config.json").is_file() and marker.is_file() and read_json(marker) == source:
         return merged
     if merged.exists():
         shutil.rmtree(merged)

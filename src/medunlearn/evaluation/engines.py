@@ -42,7 +42,13 @@ from medunlearn.evaluation.vllm_served import (
     served_checkpoint,
     served_weights_identity,
 )
-from medunlearn.generation import Decoding, greedy_generate, model_device, resolve_decoding
+from medunlearn.generation import (
+    Decoding,
+    check_new_tokens_fit,
+    greedy_generate,
+    model_device,
+    resolve_decoding,
+)
 from medunlearn.llm.openai_client import ClientSettings, bounded_client, import_openai
 from medunlearn.utils.user_files import read_json
 
@@ -532,6 +538,7 @@ def make_engine(config, model, checkpoint: str | Path | None = None):
     An in-memory model that vLLM cannot be given (at a URL, which serves other weights; a PEFT or quantized
     model; a shape the CPU backend does not run) generates on transformers instead, said on stderr: its
     outputs are then fingerprinted as the hf engine's (docs/evaluation.md, "Generation engines")."""
+    check_new_tokens_fit(model, config.max_new_tokens)
     placement = config.placement
     if placement.engine == "hf":
         return HFEngine(model, config.decoding)

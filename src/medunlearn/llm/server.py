@@ -78,13 +78,31 @@ def _parent_death_hook() -> Callable[[], None] | None:
 
     def tie_to_parent() -> None:
         # Runs in the child, after fork, before exec; keep it minimal. The setting survives exec.
-        prctl(PR_SET_PDEATHSIG, sigterm)  # a failure is ignored: the child just runs untied
-        if os.getppid() != parent:
-            # The parent died before the prctl took effect (the child was already reparented), so the
-            # death signal will never come: end now rather than run orphaned.
-            os._exit(1)
+        _tie(prctl, parent, sigterm)
 
     return tie_to_parent
+
+
+def _tie(prctl, parent: int, sigterm: int) -> None:
+    prctl(PR_SET_PDEATHSIG, sigterm)  # a failure is ignored: the child just runs untied
+    if os.getppid() != parent:
+        # The parent died before the prctl took effect (the child was already reparented), so the death
+        # signal will never come: end now rather than run orphaned.
+        os._exit(1)
+
+
+def die_with_parent(parent: int) -> None:
+    """Ask the kernel to SIGTERM this process when ``parent`` (its parent, by pid) dies, by any means
+    (SIGKILL included): what :func:`start_tied_process` sets before exec, for a child Python started itself
+    (a process pool's worker: its ``initializer``). The caveats are :func:`start_tied_process`'s: the signal
+    comes when the parent's *thread* that started this process exits. A no-op off Linux."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        prctl = ctypes.CDLL("libc.so.6", use_errno=True).prctl
+    except (OSError, AttributeError):
+        return
+    _tie(prctl, parent, int(signal.SIGTERM))
 
 
 _SPAWNER = None  # one long-lived thread that forks tied processes for callers off the main thread

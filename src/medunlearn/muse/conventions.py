@@ -94,10 +94,7 @@ class MuseConventions:
         values = dict(values)
         if "knowmem_stop_strings" in values:
             values["knowmem_stop_strings"] = tuple(values["knowmem_stop_strings"])
-        try:
-            return cls(**values)
-        except TypeError as error:
-            raise InputError(f"not MUSE conventions: {error}") from error
+        return cls(**values)  # a bad record: TypeError or InputError, named by chat.recorded_conventions
 
 
 MUSE_PRESETS: dict[str, MuseConventions] = {

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from medunlearn.chat import recorded_conventions
 from medunlearn.errors import MissingInputError
 from medunlearn.evaluation.outputs_folder import GENERATION, PASSES, TEACHER_FORCED, read_outputs
 from medunlearn.evaluation.roles import (
@@ -363,7 +364,9 @@ def score_muse_folder(eval_dir) -> dict:
     folder from its stored outputs (no model)."""
     eval_dir = Path(eval_dir)
     run_info, examples = _read_folder(eval_dir)
-    conventions = MuseConventions.from_dict(run_info["conventions"])
+    conventions = recorded_conventions(
+        run_info.get("conventions"), str(eval_dir / "run.json"), kind=MuseConventions
+    )
     outputs = read_muse_outputs(eval_dir, examples, conventions)
     scored = score_muse(outputs, conventions, _retain_auc(run_info, examples, conventions))
     per_example_table(examples, outputs, scored, conventions).to_parquet(eval_dir / "per_example.parquet")

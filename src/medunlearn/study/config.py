@@ -344,7 +344,7 @@ def refuse_precision_fields(source: str, key: str, fields: dict) -> None:
 
 def _parse_model(source: str, value) -> dict[str, Any]:
     """``model:``: ``ModelArguments`` fields, or just the model's name."""
-    from medunlearn.models import ModelArguments
+    from medunlearn.models import ModelArguments, check_local_model
 
     if isinstance(value, str):
         value = {"model_name_or_path": value}
@@ -352,6 +352,9 @@ def _parse_model(source: str, value) -> dict[str, Any]:
     model = _numbers(source, "model", model, MODEL_NUMBERS)
     if not isinstance(model.get("model_name_or_path"), str):
         raise _fail(source, "model.model_name_or_path", "is required (a folder, Hub id or built-in name)")
+    # A folder that is no model (/etc) is named now, not when the fine-tuning stage loads it; a Hub id is
+    # checked when it is loaded (online or not is the machine's, not the file's, question).
+    check_local_model(model["model_name_or_path"], f"{source}: key 'model.model_name_or_path':")
     return model
 
 

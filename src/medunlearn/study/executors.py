@@ -59,9 +59,20 @@ class ProcessPoolStages(StageExecutor):
 
     def __init__(self, workers: int):
         import multiprocessing
+        import os
         from concurrent.futures import ProcessPoolExecutor
 
-        self.pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+        from medunlearn.llm.server import die_with_parent
+
+        # A worker dies with the study (SIGTERM, SIGKILL, a crash): killing `medunlearn study` left its stage
+        # running, orphaned, writing into the study folder. The pool starts its workers from the thread that
+        # submits (the study's main thread), which lives as long as the study.
+        self.pool = ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=die_with_parent,
+            initargs=(os.getpid(),),
+        )
 
     def run(self, jobs: list[Job], workers: int, on_done: OnDone) -> None:
         from concurrent.futures import as_completed
@@ -72,6 +83,15 @@ class ProcessPoolStages(StageExecutor):
 
     def close(self) -> None:
         self.pool.shutdown()
+
+    def __exit__(self, kind, error, traceback) -> None:
+        if kind is not None and not issubclass(kind, Exception):
+            # Ctrl-C (KeyboardInterrupt) or SystemExit: shutdown() would wait for the running stages to end.
+            # Python 3.14's terminate_workers(); before it, the pool's own table of its processes.
+            processes = getattr(self.pool, "_processes", None) or {}
+            for process in list(processes.values()):
+                process.terminate()
+        self.close()
 
 
 class SubmititLocalStages(StageExecutor):

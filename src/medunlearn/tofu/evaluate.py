@@ -26,7 +26,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from medunlearn.chat import RENDERING_FIELDS
+from medunlearn.chat import RENDERING_FIELDS, recorded_conventions
+from medunlearn.data_loading import check_no_question_in_both, split_source
 from medunlearn.errors import MissingInputError
 from medunlearn.evaluation.outputs_folder import GENERATION, TEACHER_FORCED, read_outputs
 from medunlearn.evaluation.roles import (
@@ -124,10 +125,14 @@ def tofu_examples(source, forget: str = "forget10") -> pd.DataFrame:
         "world_facts": splits.world_facts,
         "holdout": splits.holdout,
     }
-    return pd.concat(
-        [_set_examples(name, load_tofu(source, config)) for name, config in configs.items()],
-        ignore_index=True,
+    sets = {name: load_tofu(source, config) for name, config in configs.items()}
+    check_no_question_in_both(
+        sets["forget"],
+        split_source(source, configs["forget"], "train"),
+        sets["retain"],
+        split_source(source, configs["retain"], "train"),
     )
+    return pd.concat([_set_examples(name, dataset) for name, dataset in sets.items()], ignore_index=True)
 
 
 def rendering_key(conventions: TofuConventions) -> str:
@@ -342,8 +347,8 @@ def score_tofu(eval_dir) -> dict:
         if not (eval_dir / required).is_file():
             raise MissingInputError(f"{eval_dir} has no {required}: not a TOFU evaluation folder")
     run_info = read_json(eval_dir / "run.json", expect=dict)  # a damaged file: named, exit 2
-    conventions = TofuConventions.from_dict(run_info["conventions"])
-    examples = read_parquet_frame(eval_dir / "examples.parquet")
+    examples = read_parquet_frame(eval_dir / "examples.parquet")  # both files read before either is used
+    conventions = recorded_conventions(run_info.get("conventions"), str(eval_dir / "run.json"))
     table = per_example_table(examples, eval_dir / "outputs", "model", conventions, generated=True)
     retain_table = None
     retain_answers = Path(run_info.get("outputs", {}).get("retain", eval_dir / "outputs" / "retain-answers"))

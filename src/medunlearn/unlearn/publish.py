@@ -15,7 +15,7 @@ from medunlearn.utils.publishing import (
     existing_folder,
     upload_files,
 )
-from medunlearn.utils.user_files import read_front_matter, read_json
+from medunlearn.utils.user_files import json_type_name, read_front_matter, read_json
 
 __all__ = ["MODEL_FILES", "WEIGHTS", "PublishError", "audit_model_files", "files_to_publish", "publish_model"]
 
@@ -24,7 +24,7 @@ PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl")
 # tokenizer files, the card and the project's own records. Anything else (a .env, a copy named
 # 'secrets .safetensors', the evaluation's weights digest cache, notes) stays local. The probe's best/ step is
 # a model folder of the same files. Weights: transformers' names, one file or shards named by the index.
-WEIGHTS = re.compile(r"(model|adapter_model)(-\d{5}-of-\d{5})?\.safetensors")
+WEIGHTS = re.compile(r"(?P<stem>model|adapter_model)(?P<shard>-\d{5}-of-\d{5})?\.safetensors")
 SHARD_INDEX = "model.safetensors.index.json"
 MODEL_FILES = (
     "README.md",
@@ -82,13 +82,16 @@ def audit_model_files(folder: Path, names: list[str]) -> None:
     names. A damaged file is a :class:`~medunlearn.errors.FileContentError` naming it (exit 2)."""
     from medunlearn.models import check_model_configs
 
+    read = {}  # each JSON file's value: the shard index is checked again below, from here
     for name in names:
         path = folder / name
         problem = _safetensors_problem(path) if name.endswith(".safetensors") else None
         if problem:
             raise FileContentError(str(path), None, None, problem)
         if name.endswith(".json"):
-            read_json(path, expect=(dict, list), allow_non_finite=True)  # as transformers reads it
+            read[name] = read_json(
+                path, expect=(dict, list), allow_non_finite=True
+            )  # as transformers reads it
     for place in sorted({str(Path(name).parent) for name in names}):
         root = folder / place
         if not (root / "config.json").is_file() and not (root / "adapter_config.json").is_file():
@@ -98,18 +101,29 @@ def audit_model_files(folder: Path, names: list[str]) -> None:
                 )
             continue
         check_model_configs(root, "model folder")
-        _check_shards(root, [Path(n).name for n in names if Path(n).parent == Path(place)])
+        index = str(Path(place) / SHARD_INDEX) if place != "." else SHARD_INDEX
+        _check_shards(root, [Path(n).name for n in names if Path(n).parent == Path(place)], read.get(index))
 
 
-def _check_shards(root: Path, names: list[str]) -> None:
-    """Sharded weights come with the index, which names exactly the shards in the folder."""
-    shards = {name for name in names if re.fullmatch(r"model-\d{5}-of-\d{5}\.safetensors", name)}
+def _is_shard(name: str) -> bool:
+    """A shard of full weights (``model-00001-of-00002.safetensors``): :data:`WEIGHTS`' shard form."""
+    match = WEIGHTS.fullmatch(name)
+    return match is not None and match["stem"] == "model" and match["shard"] is not None
+
+
+def _check_shards(root: Path, names: list[str], index_value) -> None:
+    """Sharded weights come with the index (``index_value``: its JSON, as :func:`audit_model_files` read
+    it), which names exactly the shards in the folder."""
+    shards = {name for name in names if _is_shard(name)}
     if not shards and SHARD_INDEX not in names:
         return
     index = root / SHARD_INDEX
     if SHARD_INDEX not in names:
         raise FileContentError(str(index), None, None, f"missing: it names the shards {sorted(shards)}")
-    weight_map = read_json(index, expect=dict).get("weight_map")
+    if not isinstance(index_value, dict):
+        why = f"must be an object, not {json_type_name(index_value)}"
+        raise FileContentError(str(index), None, None, why)
+    weight_map = index_value.get("weight_map")
     if not isinstance(weight_map, dict) or not weight_map:
         raise FileContentError(str(index), None, "weight_map", "must map each tensor to its shard file")
     named = {str(value) for value in weight_map.values()}

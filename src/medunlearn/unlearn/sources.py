@@ -29,7 +29,13 @@ from typing import Literal
 
 from medunlearn.amnesia.note_sets import config_patient_ids, notes_of_patients
 from medunlearn.config_names import MUSE_FOLDS
-from medunlearn.data_loading import check_no_repeated_question, check_text_fields, load_split, split_source
+from medunlearn.data_loading import (
+    check_no_question_in_both,
+    check_no_repeated_question,
+    check_text_fields,
+    load_split,
+    split_source,
+)
 from medunlearn.unlearn.errors import UnlearningInputError
 
 ForgetOn = Literal["qa", "notes", "both"]
@@ -137,6 +143,10 @@ def load_corpus(data_args, need_retain: bool) -> UnlearningCorpus:
     retain_name = data_args.retain_config() if need_retain else None
     forget = _amnesia_parts(data_args.data, data_args.forget, forget_on)
     retain = _amnesia_parts(data_args.data, retain_name, forget_on) if need_retain else None
+    if retain is not None and forget_on != "notes":  # the QA parts, each the last of its list
+        forget_source = split_source(data_args.data, data_args.forget, "train")
+        retain_source = split_source(data_args.data, retain_name, "train")
+        check_no_question_in_both(forget[-1], forget_source, retain[-1], retain_source)
     what = {"qa": "seen QA", "notes": "patients' notes", "both": "patients' notes and seen QA"}[forget_on]
     return UnlearningCorpus(
         forget,

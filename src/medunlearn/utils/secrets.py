@@ -30,10 +30,23 @@ MASK = "***"
 _SHORTEST_SECRET = 6
 
 _SCHEME = r"[a-zA-Z][a-zA-Z0-9+.-]*://"
-# The userinfo runs to the LAST '@' before the host: a password may hold '@', '#', '?' or a space, so only a
-# '/' (the path) or a line's end stops it. An '@' followed by another URL (``openai:m@http://…``, a second
-# spec on the line) is not a host's.
-_URL_CREDENTIALS = re.compile(rf"(?P<scheme>\b{_SCHEME})[^/\r\n]*@(?!{_SCHEME})")
+# The userinfo runs to the LAST '@' before the host: a password may hold '@', '#', '?' or a space. An '@'
+# followed by another URL (``openai:m@http://…``, a second spec on the line) is not a host's.
+#
+# A '/' is where it gets ambiguous: ``http://host/a@b`` is a host and a path that holds an '@' (``/@user``,
+# npm's ``/@scope/``), ``http://u:pa/ss@host`` a password that holds a '/'. The text before the first '/'
+# decides, as it is unambiguous there:
+# - ``user:secret`` with a secret that is not a port (not digits only) cannot be a host, so the password
+#   runs on past the '/' to the last '@' on the line (masking a path too much is safe; showing a password
+#   is not);
+# - a host (``host``, ``host:8000``, ``[::1]:8000``) is a host: an '@' after its '/' is the path's and is
+#   left alone, since masking it would hide the host of every such URL in an error. A bare token holding a
+#   '/' (``http://ab/cd@host``) reads the same way and is shown; tokens of the shapes we know are masked by
+#   `_TOKEN_SHAPES` wherever they appear.
+_PASSWORD_WITH_SLASH = r"[^/@:\s\[\]]*:(?!\d*(?:[/?#\s]|$))[^/@\r\n]*/[^\r\n]*"
+_URL_CREDENTIALS = re.compile(
+    rf"(?P<scheme>\b{_SCHEME})(?:{_PASSWORD_WITH_SLASH}|[^/\r\n]*)@(?!{_SCHEME})", re.MULTILINE
+)
 _SECRET_QUERY = re.compile(
     r"(?P<name>[?&;](?:[\w-]*(?:key|token|secret|password|passwd|sig|signature|auth)[\w-]*)=)[^&#\s'\"]+",
     re.IGNORECASE,

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from medunlearn.amnesia.schema import (
     NOTES_SCHEMA,
@@ -36,7 +35,6 @@ from medunlearn.ontology.amnesia import DISEASES
 from medunlearn.ontology.vocabulary import DiseaseVocabulary, RecordAnalysis, default_vocabulary
 from medunlearn.utils.user_files import (
     check_column_spelling,
-    check_text_length,
     csv_dict_reader,
     existing_file,
     json_type_name,
@@ -161,7 +159,10 @@ def read_note_records(path: str | Path) -> NoteRecords:
         {
             "patient_id": text_values(rows, id_column, source, ids=True),
             "title": [line_breaks(title) for title in text_values(rows, "title", source)],
-            "note": [line_breaks(note) for note in text_values(rows, note_column, source)],
+            "note": [
+                line_breaks(note)
+                for note in text_values(rows, note_column, source, limit=MAX_NOTE_CHARACTERS)
+            ],
         }
     )
     check_required_text(raw, ["patient_id", "title"], source)
@@ -170,10 +171,6 @@ def read_note_records(path: str | Path) -> NoteRecords:
     except RecordError as error:
         raise RecordError(source, error.row, note_column, error.problem) from None
     check_unique(raw, "patient_id", source)
-    lengths = pc.utf8_length(raw["note"]).to_numpy()
-    if len(lengths) and lengths.max() > MAX_NOTE_CHARACTERS:
-        row = int(lengths.argmax())
-        check_text_length(raw["note"][row].as_py(), MAX_NOTE_CHARACTERS, source, row + 1, note_column)
     return NoteRecords(source, rows, columns, raw)
 
 
