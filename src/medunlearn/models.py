@@ -320,8 +320,14 @@ def check_model_name(name: str, flag: str = "--model", trainable_from_scratch: b
 def check_local_model(name: str, flag: str = "--model") -> bool:
     """When ``name`` is a path that exists (and not a built-in name), check that it is a model folder
     (:func:`check_model_folder`) and return True; False for a built-in or a name that is no path here (a
-    Hub id, checked when it is loaded). What a study file's validation and every loader check alike."""
-    if name in BUILTIN_MODELS or not Path(name).exists():
+    Hub id, checked when it is loaded). What a study file's validation and every loader check alike. A name
+    that can only be a path (``./x``, ``/x``, ``~/x``, ``a/b/c``: a Hub id is ORG/NAME) and does not exist is
+    named here, rather than sent to the Hub."""
+    if name in BUILTIN_MODELS:
+        return False
+    if not Path(name).exists():
+        if name.startswith((".", "/", "~")) or name.count("/") > 1:
+            raise MissingInputError(f"{flag} {name}: no such model folder (a Hub id is ORG/NAME)")
         return False
     check_model_folder(Path(name), flag)
     return True

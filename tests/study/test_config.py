@@ -122,6 +122,17 @@ def test_study_validate_names_a_folder_that_is_no_model(tmp_path, capsys):
     )
 
 
+@pytest.mark.parametrize("name", ["./no/such/model", "/no/such/model", "runs/no/model"])
+def test_study_validate_names_a_model_path_that_does_not_exist(tmp_path, capsys, name):
+    """Before: a path that is no Hub id (ORG/NAME) and does not exist validated, as if it were one."""
+    from medunlearn.cli import main
+
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(with_change(["model", "model_name_or_path"], name)))
+    assert main(["study", str(path), "--validate"]) == 2
+    assert f"s.yaml: key 'model.model_name_or_path': {name}: no such model folder" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("name", ["HuggingFaceTB/SmolLM2-135M-Instruct", "smollm2-135m", "tiny-llama"])
 def test_a_hub_id_or_a_shipped_alias_still_validates(tmp_path, name):
     parse_study(with_change(["model", "model_name_or_path"], name), str(tmp_path / "s.yaml"))
