@@ -88,10 +88,8 @@ def audit_model_files(folder: Path, names: list[str]) -> None:
         problem = _safetensors_problem(path) if name.endswith(".safetensors") else None
         if problem:
             raise FileContentError(str(path), None, None, problem)
-        if name.endswith(".json"):
-            read[name] = read_json(
-                path, expect=(dict, list), allow_non_finite=True
-            )  # as transformers reads it
+        if name.endswith(".json"):  # read as transformers reads it
+            read[name] = read_json(path, expect=(dict, list), allow_non_finite=True)
     for place in sorted({str(Path(name).parent) for name in names}):
         root = folder / place
         if not (root / "config.json").is_file() and not (root / "adapter_config.json").is_file():
@@ -101,8 +99,8 @@ def audit_model_files(folder: Path, names: list[str]) -> None:
                 )
             continue
         check_model_configs(root, "model folder")
-        index = str(Path(place) / SHARD_INDEX) if place != "." else SHARD_INDEX
-        _check_shards(root, [Path(n).name for n in names if Path(n).parent == Path(place)], read.get(index))
+        index = read.get(str(Path(place) / SHARD_INDEX))  # Path(".") / name is name
+        _check_shards(root, [Path(n).name for n in names if Path(n).parent == Path(place)], index)
 
 
 def _is_shard(name: str) -> bool:
