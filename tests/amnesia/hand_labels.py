@@ -20,6 +20,8 @@ DATA = Path(__file__).parent / "data"
 V1 = DATA / "hand_labels.tsv"
 V2 = DATA / "hand_labels_v2.tsv"
 V3 = DATA / "hand_labels_v3.tsv"
+# A second blind reading of the frozen half (its own header says how it was made).
+FROZEN_SECOND_READING = DATA / "hand_labels_v2_second_reading.tsv"
 SAMPLE = "pmc-patients-sample/PMC-Patients-sample-600.csv"
 
 
@@ -55,6 +57,58 @@ def read_label_file(path: Path, default_half: str = "v1") -> list[Label]:
 
 def all_labels() -> list[Label]:
     return read_label_file(V1) + read_label_file(V2) + read_label_file(V3)
+
+
+def second_reading() -> dict[str, Label]:
+    """The second reader's labels of the frozen half, by ``patient_uid`` (``principle`` holds "sure" or
+    "unsure")."""
+    lines = [
+        line
+        for line in FROZEN_SECOND_READING.read_text(encoding="utf-8").splitlines()
+        if line and not line.startswith("#")
+    ]
+    header = lines[0].split("\t")
+    rows = [dict(zip(header, line.split("\t"))) for line in lines[1:]]
+    return {
+        row["patient_uid"]: Label(row["patient_uid"], row["label"], "frozen", row["sure"], row["basis"])
+        for row in rows
+    }
+
+
+@dataclass(frozen=True)
+class ReaderAgreement:
+    """How far two readers agree on a set of notes, and the classifier on the notes they agree on."""
+
+    notes: int
+    agreed: int
+    agreed_sure: int  # agreements among the notes the second reader was sure of
+    sure: int
+    classifier: Figures  # on the agreed notes only
+
+    def line(self, name: str) -> str:
+        return (
+            f"{name}: the two readers agree on {self.agreed}/{self.notes} ({self.agreed / self.notes:.1%}; "
+            f"{self.agreed_sure}/{self.sure} where the second was sure); "
+            + self.classifier.line("the classifier on the agreed notes")
+        )
+
+
+def reader_agreement(
+    predicted: list[str | None], labels: list[Label], second: dict[str, Label]
+) -> ReaderAgreement:
+    """:class:`ReaderAgreement` of ``labels`` (first reader, with the classifier's ``predicted`` in the same
+    order) and ``second`` (by ``patient_uid``)."""
+    agreed = [
+        (p, label) for p, label in zip(predicted, labels) if second[label.patient_uid].label == label.label
+    ]
+    sure = [label for label in labels if second[label.patient_uid].principle == "sure"]
+    return ReaderAgreement(
+        notes=len(labels),
+        agreed=len(agreed),
+        agreed_sure=sum(second[label.patient_uid].label == label.label for label in sure),
+        sure=len(sure),
+        classifier=figures([p for p, _ in agreed], [label for _, label in agreed]),
+    )
 
 
 def read_sample(shared_data: Path) -> dict[str, dict]:

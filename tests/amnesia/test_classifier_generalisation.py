@@ -20,6 +20,8 @@ from amnesia.hand_labels import (
     line_breaks,
     read_label_file,
     read_sample,
+    reader_agreement,
+    second_reading,
 )
 
 from medunlearn.ontology.amnesia import DISEASES
@@ -38,6 +40,8 @@ TOY = {
     "hernia": "digestive",
     "renal artery stenosis": "kidney_urinary",
     "portal hypertension": "digestive",
+    "hypothyroidism": "endocrine_metabolic",
+    "rhabdomyolysis": "musculoskeletal",
 }
 CUES = {
     "pregnancy": "pregnancy",
@@ -81,6 +85,21 @@ def test_a_neoplasm_named_only_by_its_morphology_is_a_neoplasm(toy):
 def test_the_cause_named_after_secondary_to_wins(toy):
     title = "Hypertension secondary to renal artery stenosis"
     assert decide(toy, title) == ("kidney_urinary", "title: underlying cause")
+
+
+def test_a_trigger_is_not_the_diagnosis_the_condition_it_induced_is(toy):
+    # ICD-10-CM codes an adverse effect by its nature first; both hand readers read "X-induced Y" as Y.
+    for title in ("Severe hypothyroidism-induced rhabdomyolysis", "Rhabdomyolysis induced by hypothyroidism"):
+        assert decide(toy, title) == ("musculoskeletal", "title: primary diagnosis"), title
+    # A trigger alone is still the diagnosis, and "induced" elsewhere changes nothing.
+    assert decide(toy, "Hypothyroidism-induced changes") == (
+        "endocrine_metabolic",
+        "title: primary diagnosis",
+    )
+    assert decide(toy, "Hypothyroidism in a patient with rhabdomyolysis") == (
+        "endocrine_metabolic",
+        "title: primary diagnosis",
+    )
 
 
 def test_a_pregnancy_title_is_maternal_child_first(toy):
@@ -247,6 +266,31 @@ def test_hand_labels_v3_are_further_new_notes_drawn_with_their_seed(shared_data)
     assert {label.label for label in v3} <= {*DISEASES, "none"}
 
 
+def test_the_second_reading_covers_exactly_the_frozen_half_in_its_shuffled_order():
+    frozen = [label.patient_uid for label in read_label_file(V2) if label.half == "frozen"]
+    random.Random(7).shuffle(frozen)
+    second = second_reading()
+    assert list(second) == frozen
+    assert {label.label for label in second.values()} <= {*DISEASES, "none"}
+    assert {label.principle for label in second.values()} == {"sure", "unsure"}
+
+
+def test_reader_agreement_counts_agreements_and_scores_the_classifier_on_them_only():
+    first = [
+        Label(uid, label, "frozen", "", "")
+        for uid, label in [("a", "cancer"), ("b", "digestive"), ("c", "none")]
+    ]
+    second = {
+        "a": Label("a", "cancer", "frozen", "sure", ""),
+        "b": Label("b", "respiratory", "frozen", "unsure", ""),
+        "c": Label("c", "none", "frozen", "unsure", ""),
+    }
+    # The classifier is wrong on a, right on b (where the readers disagree: not counted) and skips c.
+    result = reader_agreement(["digestive", "digestive", None], first, second)
+    assert (result.notes, result.agreed, result.agreed_sure, result.sure) == (3, 2, 1, 1)
+    assert (result.classifier.notes, result.classifier.right, result.classifier.skipped) == (2, 0, 1)
+
+
 def test_the_helper_reads_line_breaks_as_the_reader_does():
     from medunlearn.amnesia.sources.pmc_patients import line_breaks as reader_line_breaks
 
@@ -271,9 +315,11 @@ def test_accuracy_on_the_frozen_half(shared_data):
     | after the principles (git ``e9dc1d3``) | 56/80 = 70.0%, 0.0% | 66/77 = 85.7%, 3.8% | 42/50 = 84.0%, 0% |
     | after the two conventions | 54/76 = 71.1%, 5.0% | 70/77 = 90.9%, 3.8% | 42/49 = 85.7%, 2% |
     | + word order, syndromes, dental | 54/76 = 71.1%, 5.0% | 71/77 = 92.2%, 3.8% | 42/49 = 85.7%, 2% |
+    | + "X-induced Y" names Y | 54/76 = 71.1%, 5.0% | 71/77 = 92.2%, 3.8% | 42/49 = 85.7%, 2% |
 
     The second reader's 120 (``tune3``): 86/111 = 77.5% before those changes (unseen then), 89/111 = 80.2%
-    after.
+    after, 90/111 = 81.1% with "X-induced Y". A second blind reading of the frozen half agrees with the first
+    on 71/80 notes; the classifier is right on 49/68 of the agreed notes it classifies.
 
     The issue's target (85% on the frozen half) is not met; the floor below guards the measured figure.
     """
@@ -284,6 +330,9 @@ def test_accuracy_on_the_frozen_half(shared_data):
     print(tune.line("tuning half"))
     print(by_half(labels, analyses, "v1").line("issue-11 50"))
     print(by_half(labels, analyses, "tune3").line("second reader's 120"))
+    frozen_labels = [label for label in labels if label.half == "frozen"]
+    frozen_predicted = [a.category for a, label in zip(analyses, labels) if label.half == "frozen"]
+    print(reader_agreement(frozen_predicted, frozen_labels, second_reading()).line("second reading"))
     assert frozen.skip_rate <= 0.05
     assert frozen.accuracy >= 0.711 - 0.02
     assert all(0.0 < a.confidence <= 1.0 for a in analyses if a.category is not None)

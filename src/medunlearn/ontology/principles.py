@@ -8,9 +8,11 @@ In the title, in this order:
 2. **an underlying neoplasm over its complications** ("title: underlying neoplasm"): a neoplasm named in the
    title, or a neoplasm treatment ("anti-PD-1 therapy"), makes it cancer whatever else the title names;
 3. **the cause over its consequence** ("title: underlying cause"): after "due to", "secondary to", "caused
-   by", "induced by"…, the first disease named is the underlying one;
+   by"…, the first disease named is the underlying one;
 4. **the title's primary diagnosis** ("title: primary diagnosis"): the first disease the title names (the head
-   of "X in a patient with Y", "X associated with Y");
+   of "X in a patient with Y", "X associated with Y"), skipping a trigger ("X-induced Y", "Y induced by X":
+   the condition Y, as ICD-10-CM codes an adverse effect by its nature first, and as both hand readers read
+   such titles);
 5. **the organ system** ("title: organ system"): a title naming no disease but an organ or a procedure
    ("dental implant", "sleeve gastrectomy") goes to that organ's system.
 
@@ -47,10 +49,12 @@ _NO_CATEGORY = "title: no category (eye, ear or skin: ICD-10-CM chapters 7, 8, 1
 PREGNANCY_CUE, NEOPLASM_CUE = "pregnancy", "neoplasm"
 
 _CAUSE_FOLLOWS = re.compile(
-    r"\b(due to|secondary to|caused by|induced by|resulting from|arising from|attributed to|triggered by|"
+    r"\b(due to|secondary to|caused by|resulting from|arising from|attributed to|triggered by|"
     r"as a complication of|as a manifestation of|with an initial manifestation of)\b",
     re.IGNORECASE,
 )
+# "X-induced Y" / "X induced Y": X triggered the condition Y, which is the diagnosis (principle 4).
+_TRIGGER_FOLLOWS = re.compile(r"^[\s-]*induced\b(?!\s+by\b)", re.IGNORECASE)
 _HISTORY = re.compile(
     r"\b(history of|medical history|past history|histories of|background of|comorbidit(?:y|ies)|"
     r"co-morbidit(?:y|ies)|known case of|known|previously diagnosed|underlying|was on treatment for|"
@@ -104,6 +108,13 @@ def _first_category(mentions: Sequence[Mention]) -> str | None:
     return mentions[0].category if mentions else None
 
 
+def _not_a_trigger(title: str, mentions: Sequence[Mention]) -> list[Mention]:
+    """``mentions`` less those written as the trigger of a later condition ("hypothyroidism-induced
+    rhabdomyolysis": hypothyroidism), unless that would leave none."""
+    conditions = [m for m in mentions if not _TRIGGER_FOLLOWS.match(title[m.end_char :])]
+    return conditions or list(mentions)
+
+
 def decide_title(title: str, mentions: Sequence[Mention], cues: Sequence[Mention]) -> Decision | None:
     """Principles 1–5 on a title's affirmed ``mentions`` and its ``cues`` (organ, pregnancy and neoplasm-
     treatment words of ``data/title_cues.yaml``); ``None`` when the title names neither a disease nor a cue.
@@ -124,7 +135,7 @@ def decide_title(title: str, mentions: Sequence[Mention], cues: Sequence[Mention
         decision = (
             Decision(causes[0].category, "title: underlying cause")
             if causes
-            else Decision(mentions[0].category, "title: primary diagnosis")
+            else Decision(_not_a_trigger(title, mentions)[0].category, "title: primary diagnosis")
         )
         return Decision(None, _NO_CATEGORY) if decision.category == OUT_OF_SCOPE else decision
     if any(cue.category == NEOPLASM_CUE for cue in cues):
