@@ -141,13 +141,13 @@ def test_a_csv_header_that_names_a_column_twice_is_named(tmp_path, capsys):
     assert not (tmp_path / "out").exists() and not (tmp_path / "pool").exists()
 
 
-def _with_null(data: Path, relative: str, field: str, row: int) -> None:
+def _with_null(data: Path, relative: str, field: str, row: int, value: str | None = None) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     table = pq.read_table(data / relative)
     values = table[field].to_pylist()
-    values[row - 1] = None
+    values[row - 1] = value
     pq.write_table(
         table.set_column(table.schema.get_field_index(field), field, pa.array(values)), data / relative
     )
@@ -177,6 +177,24 @@ def test_a_null_text_a_command_would_train_on_is_named(
     assert main([*argv, "--model", str(model), "--data", str(data), "--out", str(out)]) == 2
     line = _one_error_line(capsys, argv[0])
     assert line.endswith(f"{data / relative}, row 3, field '{field}': expected text, got None"), line
+    assert not out.exists()
+
+
+def test_a_nul_character_in_a_built_split_is_named_as_in_a_source_file(
+    amnesia_folder, tmp_path, capsys, model
+):
+    """Before: a NUL inside a built split's answer (refused in AMNESIA's source files) was trained on."""
+    data = tmp_path / "amnesia"
+    shutil.copytree(amnesia_folder, data)
+    _with_null(data, FORGET_TRAIN, "answer", row=2, value="An answer\x00 cut")
+    out = tmp_path / "out"
+    argv = ["unlearn", "--method", "grad_diff", "--forget", "forget_10"]
+    assert main([*argv, "--model", str(model), "--data", str(data), "--out", str(out)]) == 2
+    line = _one_error_line(capsys, "unlearn")
+    assert line.endswith(
+        f"{data / FORGET_TRAIN}, row 2, field 'answer': holds a NUL character (\\u0000) at character 10: "
+        "no text holds one"
+    ), line
     assert not out.exists()
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from medunlearn.config_names import ConfigNameError as ConfigNameError
 from medunlearn.config_names import retain_config_for as retain_config_for
 from medunlearn.errors import InputError, MedunlearnError, MissingInputError
+from medunlearn.utils.user_files import MAX_NOTE_CHARACTERS, MAX_TEXT_CHARACTERS, text_problem
 
 
 @contextmanager
@@ -210,14 +211,19 @@ def split_source(folder: str | os.PathLike, config: str, split: str) -> str:
 def check_text_fields(split, columns, source: str) -> None:
     """Every value of ``columns`` (those ``split``, a ``datasets.Dataset``, has) is text: a null or a number
     (a parquet column of another type, read by ``datasets`` without a word) would reach a prompt, a score or
-    a training document as ``"None"`` or ``"3.5"``. Named by ``source`` (:func:`split_source`), row (from 1)
-    and field."""
+    a training document as ``"None"`` or ``"3.5"``; and no text holds a NUL character or runs past the
+    limit of its field (:func:`medunlearn.utils.user_files.text_problem`: a note 1,000,000 characters, any
+    other field 100,000), as the readers of source files refuse them. Named by ``source``
+    (:func:`split_source`), row (from 1) and field."""
     from medunlearn.errors import FileContentError, shown
 
     for column in (name for name in columns if name in split.column_names):
+        limit = MAX_NOTE_CHARACTERS if column == "note" else MAX_TEXT_CHARACTERS
         for row, value in enumerate(split[column], start=1):
-            if not isinstance(value, str):
-                raise FileContentError(source, row, column, f"expected text, got {shown(value)}", unit="row")
+            problem = f"expected text, got {shown(value)}" if not isinstance(value, str) else None
+            problem = problem or text_problem(value, limit=limit)
+            if problem:
+                raise FileContentError(source, row, column, problem, unit="row")
 
 
 def repeated_question(questions: Iterable, groups: Iterable | None = None) -> tuple[int, int] | None:

@@ -134,6 +134,14 @@ def test_a_perturbed_answer_that_is_not_a_list_of_texts_is_named(tmp_path, edit,
             ["A wrong one", None],
             "field 'perturbed_answer', item 2: expected text",
         ),
+        # the rules every reader of text fields shares (medunlearn.utils.user_files.text_problem)
+        (
+            "holdout10",
+            "answer",
+            "Paris\u0000",
+            "field 'answer': holds a NUL character (\\u0000) at character 6",
+        ),
+        ("holdout10", "question", "Why? " * 20_001, "field 'question': is 100,005 characters long"),
     ],
 )
 def test_blank_or_missing_text_in_a_tofu_row_is_named(tmp_path, config, field, value, named):

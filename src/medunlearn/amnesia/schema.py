@@ -14,7 +14,7 @@ import pyarrow as pa
 from medunlearn.data_loading import repeated_question
 from medunlearn.errors import FileContentError
 from medunlearn.ontology.amnesia import DISEASES, QA_TYPES
-from medunlearn.utils.user_files import check_text_length, json_type_name
+from medunlearn.utils.user_files import MAX_TEXT_CHARACTERS, json_type_name, text_problem
 
 NOTES_SCHEMA = pa.schema(
     [
@@ -85,13 +85,6 @@ def _first_bad_row(mask) -> int:
     return int(mask.nonzero()[0][0]) + 1
 
 
-# The longest text field of a notes or QA row but the note itself (a question, an answer, a title, an id):
-# PMC-Patients' titles and the QA the papers generate are a few hundred characters, so 100,000 (about 25,000
-# tokens, past the context of the models here) is a wrong column or a concatenated file, never a value; a
-# 5 MB answer was read, tokenised and trained on. A note has its own limit (``limit``: the reader's).
-MAX_TEXT_CHARACTERS = 100_000
-
-
 def text_values(
     rows: Sequence[Mapping], key: str, source: str, *, ids: bool = False, limit: int = MAX_TEXT_CHARACTERS
 ) -> list[str]:
@@ -115,10 +108,9 @@ def text_values(
             expected = "text or a whole number" if ids else "text"
             raise RecordError(source, row, key, f"expected {expected}, got {json_type_name(value)}")
         text = "" if value is None else str(value)
-        check_text_length(text, limit, source, row, key)
-        if "\x00" in text:
-            why = f"holds a NUL character (\\u0000) at character {text.index(chr(0)) + 1}: no text holds one"
-            raise RecordError(source, row, key, why)
+        problem = text_problem(text, limit=limit)
+        if problem:
+            raise RecordError(source, row, key, problem)
         values.append(text)
     return values
 

@@ -34,6 +34,7 @@ from medunlearn.amnesia.schema import (
 from medunlearn.ontology.amnesia import DISEASES
 from medunlearn.ontology.vocabulary import DiseaseVocabulary, RecordAnalysis, default_vocabulary
 from medunlearn.utils.user_files import (
+    MAX_NOTE_CHARACTERS,
     check_column_spelling,
     csv_dict_reader,
     existing_file,
@@ -49,9 +50,6 @@ UNCLASSIFIED = "no disease category could be assigned from title and note"
 # How the build report and the card define the rule-based classifier's confidence [ours].
 CONFIDENCE_DEFINITION = "the winning category's share of the classifier's scores [ours]"
 LOW_CONFIDENCE = 0.5
-# The longest note read: spaCy's own default `nlp.max_length`. A PMC-Patients note is a few thousand
-# characters; a longer one is a wrong column or a concatenated file, and would cost minutes and gigabytes.
-MAX_NOTE_CHARACTERS = 1_000_000
 
 
 def read_records(path: str | Path, known: Iterable[str] = ()) -> list[dict]:
