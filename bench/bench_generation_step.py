@@ -9,6 +9,8 @@ Each round times, in turn:
 - ``static``: the same with ``decoding="static"`` (transformers' preallocated KV cache, not compiled);
 - ``hand loop``: a plain greedy loop over ``model(...)`` with a dynamic cache — no logits processors,
   stopping criteria or input preparation per step (the "fewer Python operations" candidate);
+- with ``--compiled``, the hand loop with a static cache and its step under ``torch.compile`` on the CPU
+  (inductor; compile time printed apart, and not in the per-step figure);
 - the matmul peak (``torch.matmul``, 1024², fp32) and the rate of the step's own product shapes
   (``batch × hidden`` times the MLP and LM-head weights), just before the candidates.
 
@@ -19,6 +21,7 @@ square-matmul peak (target ≤ 1.5). Outputs are checked token-identical to toda
 asserted. The load average is printed with every round.
 
     python bench/bench_generation_step.py [--rounds 3] [--batch 16] [--new-tokens 16] [--threads 1]
+                                          [--compiled]
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import argparse
 import os
 import statistics
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -63,8 +67,9 @@ def today_greedy_generate(model, prompts, pad_token_id, eos_token_ids, max_new_t
     return [row[:stop].tolist() for row, stop in zip(new_tokens, stops)]
 
 
-def hand_loop(model, prompts, pad_token_id, eos_token_ids, max_new_tokens):
-    """Greedy decoding as a plain loop: one forward per step, argmax, the mask grown by one column."""
+def hand_loop(model, prompts, pad_token_id, eos_token_ids, max_new_tokens, record=None):
+    """Greedy decoding as a plain loop: one forward per step, argmax, the mask grown by one column.
+    ``record``: a list that receives each step's next-token logits (for :func:`largest_logit_gap`)."""
     import torch
     from transformers import DynamicCache
 
@@ -78,6 +83,8 @@ def hand_loop(model, prompts, pad_token_id, eos_token_ids, max_new_tokens):
     with torch.inference_mode():
         logits = model(input_ids=input_ids, attention_mask=mask, cache=cache, use_cache=True).logits
         for step in range(max_new_tokens):
+            if record is not None:
+                record.append(logits[:, -1].clone())
             token = torch.where(finished, pad_token_id, logits[:, -1].argmax(-1))
             steps.append(token)
             finished |= torch.isin(token, eos)
@@ -89,6 +96,92 @@ def hand_loop(model, prompts, pad_token_id, eos_token_ids, max_new_tokens):
     is_eos = np.isin(new_tokens, eos.numpy())
     stops = np.where(is_eos.any(1), is_eos.argmax(1), new_tokens.shape[1])
     return [row[:stop].tolist() for row, stop in zip(new_tokens, stops)]
+
+
+class CompiledStepLoop:
+    """The hand loop with a static KV cache and its decoding step under ``torch.compile`` (inductor, CPU
+    code; ``dynamic=False``: every step has the same shapes). The prefill runs eagerly; the attention mask is
+    the whole cache length from the start (the causal mask hides the positions not written yet), so no step
+    changes a shape and nothing recompiles. One cache per instance, reset per call."""
+
+    def __init__(self, model, max_cache_len: int):
+        import torch
+        from transformers import StaticCache
+
+        self.model, self.max_cache_len = model, max_cache_len
+        self.cache = StaticCache(config=model.config, max_cache_len=max_cache_len)
+        self.step = torch.compile(model.forward, dynamic=False)
+
+    def __call__(self, prompts, pad_token_id, eos_token_ids, max_new_tokens, record=None):
+        import torch
+
+        from medunlearn.generation import pad_batch
+
+        eos = torch.tensor(sorted(set(eos_token_ids)))
+        input_ids, mask = pad_batch(prompts, pad_token_id, "left")
+        rows, width = input_ids.shape
+        mask = torch.cat([mask, mask.new_ones(rows, self.max_cache_len - width)], 1)
+        finished = torch.zeros(rows, dtype=torch.bool)
+        steps = []
+        with torch.inference_mode():
+            self.cache.reset()
+            logits = self.model(
+                input_ids=input_ids,
+                attention_mask=mask,
+                past_key_values=self.cache,
+                use_cache=True,
+                cache_position=torch.arange(width),
+            ).logits
+            for step in range(max_new_tokens):
+                if record is not None:
+                    record.append(logits[:, -1].clone())
+                token = torch.where(finished, pad_token_id, logits[:, -1].argmax(-1))
+                steps.append(token)
+                finished |= torch.isin(token, eos)
+                if step == max_new_tokens - 1 or bool(finished.all()):
+                    break
+                logits = self.step(
+                    input_ids=token[:, None],
+                    attention_mask=mask,
+                    past_key_values=self.cache,
+                    use_cache=True,
+                    cache_position=torch.tensor([width + step]),
+                ).logits
+        new_tokens = torch.stack(steps, 1).numpy()
+        is_eos = np.isin(new_tokens, eos.numpy())
+        stops = np.where(is_eos.any(1), is_eos.argmax(1), new_tokens.shape[1])
+        return [row[:stop].tolist() for row, stop in zip(new_tokens, stops)]
+
+
+def generate_logits(model, prompts, pad_token_id, max_new_tokens, decoding="dynamic") -> list:
+    """Each step's next-token logits of ``model.generate`` (today's loop), greedy, no EOS."""
+    import torch
+
+    from medunlearn.generation import decoding_options, pad_batch
+
+    input_ids, attention_mask = pad_batch(prompts, pad_token_id, "left")
+    with torch.inference_mode():
+        output = model.generate(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            max_new_tokens=max_new_tokens,
+            min_new_tokens=max_new_tokens,
+            do_sample=False,
+            num_beams=1,
+            pad_token_id=pad_token_id,
+            output_logits=True,
+            return_dict_in_generate=True,
+            **decoding_options(decoding, input_ids.device, input_ids.shape[1] + max_new_tokens),
+        )
+    return list(output.logits)
+
+
+def largest_logit_gap(reference: list, candidate: list) -> float:
+    """Largest |difference| of two loops' step logits: token-identity alone is a weak check on a
+    random-weight model, whose greedy tokens repeat whatever its cache holds."""
+    if len(reference) != len(candidate):
+        return float("inf")
+    return max(float((a - b).abs().max()) for a, b in zip(reference, candidate))
 
 
 def step_shapes_rate(model, batch: int) -> float:
@@ -117,6 +210,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--new-tokens", type=int, default=16)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--compiled", action="store_true", help="also time the hand loop with a compiled step (CPU inductor)"
+    )
     args = parser.parse_args()
 
     import torch
@@ -137,9 +233,26 @@ def main() -> None:
         ),
         "hand loop (dynamic cache)": lambda n: hand_loop(model, prompts, 0, eos, n),
     }
+    if args.compiled:
+        compiled = CompiledStepLoop(model, max(lengths) + args.new_tokens)
+        started = time.perf_counter()
+        compiled(prompts, 0, eos, 2)  # compiles the step (its one shape)
+        print(f"torch.compile of the decoding step: {time.perf_counter() - started:.1f} s (first call)")
+        loops["hand loop, static cache, compiled step"] = lambda n: compiled(prompts, 0, eos, n)
     reference = loops["today (model.generate, dynamic)"](args.new_tokens)
     for name, run in loops.items():
         print(f"{name}: token-identical to today's: {run(args.new_tokens) == reference}")
+    today_logits = generate_logits(model, prompts, 0, args.new_tokens)
+    candidates = {
+        "static cache": generate_logits(model, prompts, 0, args.new_tokens, "static"),
+        "hand loop": [],
+    }
+    hand_loop(model, prompts, 0, eos, args.new_tokens, record=candidates["hand loop"])
+    if args.compiled:
+        candidates["compiled step"] = []
+        compiled(prompts, 0, eos, args.new_tokens, record=candidates["compiled step"])
+    for name, logits in candidates.items():
+        print(f"{name}: largest |step logit - today's| {largest_logit_gap(today_logits, logits):.2e}")
 
     cfg, width = model.config, max(lengths)
     step_flops = forward_flops(
