@@ -92,6 +92,7 @@ def test_scalability_study_end_to_end(tmp_path):
     assert (cells["corpus"] == "scal/" + cells["fold"]).all()
     assert dict(zip(cells["fold"], cells["fold_documents"])) == {"forget_1": 5, "forget_3": 15}
     assert set(cells["start_model"]) == {str(study_dir / "finetune" / "model")}
+    assert set(table["threads"]) == {1}  # every stage's torch threads (not fingerprinted)
     check_figures(study_dir, "scalability", table, "fold_documents")
     again = run_study(study_file, study_dir, jobs=1)  # a finished study: every stage skipped
     assert not again["ran"] and len(again["skipped"]) == 2 + 2 + 8

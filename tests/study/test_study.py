@@ -106,6 +106,7 @@ def test_mini_study_end_to_end(reference):
     assert all(Path(p).is_dir() for p in table["eval_dir"])  # kept for bootstrap intervals and figures
     assert set(table[table["kind"] == "cell"]["forget_size"]) == {10}
     assert set(table["split"]) == {"random", "disease"}
+    assert set(table["threads"]) == {1}  # the threads every stage ran with (not fingerprinted)
 
     again = run_study(folder / "study.yaml", study_dir, jobs=1)  # a finished study: everything skipped
     assert not again["ran"] and len(again["skipped"]) == 1 + len(FORGET) + len(cells)

@@ -20,7 +20,7 @@ from pathlib import Path
 from medunlearn.errors import MissingInputError
 from medunlearn.study.grid import forget_parts
 from medunlearn.utils.numbers import finite_number
-from medunlearn.utils.stage_marker import is_done
+from medunlearn.utils.stage_marker import is_done, read_marker
 from medunlearn.utils.user_files import read_json
 
 BASELINE_METHOD = "finetuned"
@@ -61,6 +61,14 @@ def _stages(study_dir: Path, state: dict) -> list[dict]:
     return stages
 
 
+def stage_threads(stage_folder: Path) -> int | None:
+    """The torch threads a finished stage ran with (its marker's ``threads``; ``None`` for a stage finished
+    by a version that did not record them). Not part of any fingerprint, yet the same cell can give other
+    numbers with other threads (float reductions in another order), so every results row says it."""
+    threads = (read_marker(stage_folder) or {}).get("threads")
+    return threads if isinstance(threads, int) and not isinstance(threads, bool) else None
+
+
 def attack_summary(stage_folder: Path, fingerprint: str | None) -> dict | None:
     """The robustness summary of a cell's finished attack stage (``attacks.json``), or ``None``."""
     folder = stage_folder / "attacks"
@@ -98,6 +106,7 @@ def collect_results(study_dir: str | Path) -> dict:
             **stage,
             **forget_parts(stage["forget_config"]),
             "eval_dir": str(eval_dir),
+            "threads": stage_threads(eval_dir.parent),
         }
         if attack_fp is not None:
             robustness = attack_summary(eval_dir.parent, attack_fp)

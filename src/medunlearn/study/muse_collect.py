@@ -78,6 +78,7 @@ def collect_muse_results(study_dir: str | Path, state: dict) -> dict:
     (``missing``: stages without a summary yet)."""
     import pandas as pd
 
+    from medunlearn.study.collect import stage_threads
     from medunlearn.study.muse_figures import write_muse_figures
 
     study_dir = Path(study_dir)
@@ -90,7 +91,8 @@ def collect_muse_results(study_dir: str | Path, state: dict) -> dict:
             missing.append(stage["stage"])
             continue
         summary = read_json(summary_path, expect=dict)
-        rows.append(stage_row(state["name"], protocol, stage, summary, folder / "eval"))
+        row = stage_row(state["name"], protocol, stage, summary, folder / "eval")
+        rows.append(row | {"threads": stage_threads(folder)})
     pd.DataFrame(rows).to_parquet(study_dir / "results.parquet", index=False)
     figures = write_muse_figures(rows, study_dir, protocol, state["name"])
     payload = {

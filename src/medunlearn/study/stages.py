@@ -227,6 +227,8 @@ def run_job(job: Job) -> dict:
         "seconds": round(time.perf_counter() - started, 2),
         "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "pid": os.getpid(),
+        # Not fingerprinted, but the numbers depend on it through float rounding: results rows carry it.
+        "threads": torch.get_num_threads(),
     }
     mark_done(folder, job.fingerprint, record)
     return record
