@@ -146,8 +146,9 @@ PARENT = """
 import os, sys, time
 from medunlearn.study.executors import ProcessPoolStages
 with ProcessPoolStages(1) as stages:
-    print(stages.pool.submit(os.getpid).result(), flush=True)
+    worker = stages.pool.submit(os.getpid).result()
     stages.pool.submit(time.sleep, 300)  # a stage that outlives the test
+    print(worker, flush=True)  # only now: the signal lands while the stage runs, not inside submit()
     time.sleep(300)
 """
 
