@@ -91,6 +91,8 @@ def test_a_trigger_is_not_the_diagnosis_the_condition_it_induced_is(toy):
     # ICD-10-CM codes an adverse effect by its nature first; both hand readers read "X-induced Y" as Y.
     for title in ("Severe hypothyroidism-induced rhabdomyolysis", "Rhabdomyolysis induced by hypothyroidism"):
         assert decide(toy, title) == ("musculoskeletal", "title: primary diagnosis"), title
+    # An infection as the trigger stays first: ICD-10-CM sequences it first ("code first" COVID-19, sepsis).
+    assert decide(toy, "Sepsis-induced rhabdomyolysis") == ("infection_immune", "title: primary diagnosis")
     # A trigger alone is still the diagnosis, and "induced" elsewhere changes nothing.
     assert decide(toy, "Hypothyroidism-induced changes") == (
         "endocrine_metabolic",

@@ -12,7 +12,8 @@ In the title, in this order:
 4. **the title's primary diagnosis** ("title: primary diagnosis"): the first disease the title names (the head
    of "X in a patient with Y", "X associated with Y"), skipping a trigger ("X-induced Y", "Y induced by X":
    the condition Y, as ICD-10-CM codes an adverse effect by its nature first, and as both hand readers read
-   such titles);
+   such titles) unless the trigger is an infection, which ICD-10-CM sequences first ("code first" the
+   infection: COVID-19, sepsis);
 5. **the organ system** ("title: organ system"): a title naming no disease but an organ or a procedure
    ("dental implant", "sleeve gastrectomy") goes to that organ's system.
 
@@ -37,6 +38,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from medunlearn.ontology.conventions import INFECTION
+
 if TYPE_CHECKING:
     from medunlearn.ontology.vocabulary import Mention
 
@@ -53,7 +56,8 @@ _CAUSE_FOLLOWS = re.compile(
     r"as a complication of|as a manifestation of|with an initial manifestation of)\b",
     re.IGNORECASE,
 )
-# "X-induced Y" / "X induced Y": X triggered the condition Y, which is the diagnosis (principle 4).
+# "X-induced Y" / "X induced Y": X triggered the condition Y, which is the diagnosis (principle 4); an
+# infection that triggered it stays first, as ICD-10-CM sequences the infection first.
 _TRIGGER_FOLLOWS = re.compile(r"^[\s-]*induced\b(?!\s+by\b)", re.IGNORECASE)
 _HISTORY = re.compile(
     r"\b(history of|medical history|past history|histories of|background of|comorbidit(?:y|ies)|"
@@ -110,8 +114,11 @@ def _first_category(mentions: Sequence[Mention]) -> str | None:
 
 def _not_a_trigger(title: str, mentions: Sequence[Mention]) -> list[Mention]:
     """``mentions`` less those written as the trigger of a later condition ("hypothyroidism-induced
-    rhabdomyolysis": hypothyroidism), unless that would leave none."""
-    conditions = [m for m in mentions if not _TRIGGER_FOLLOWS.match(title[m.end_char :])]
+    rhabdomyolysis": hypothyroidism; not an infection: "COVID-19-induced Guillain-Barré syndrome" stays
+    COVID-19), unless that would leave none."""
+    conditions = [
+        m for m in mentions if m.category == INFECTION or not _TRIGGER_FOLLOWS.match(title[m.end_char :])
+    ]
     return conditions or list(mentions)
 
 
