@@ -162,6 +162,10 @@ def test_a_stage_worker_dies_with_the_study(sig):
         [sys.executable, "-c", PARENT],
         stdout=subprocess.PIPE,
         env=os.environ | {"PYTHONPATH": os.pathsep.join(sys.path)},
+        # A study started from a shell that ignores SIGINT (a background job) ignores Ctrl-C too, and a child
+        # inherits an ignored signal: in the full suite the pytest process can ignore it, so the child starts
+        # with SIGINT at its default (Python then turns it into KeyboardInterrupt), as in a terminal.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         worker = int(parent.stdout.readline())
