@@ -19,7 +19,7 @@ from pathlib import Path
 from medunlearn.config_names import ConfigNameError as ConfigNameError
 from medunlearn.config_names import retain_config_for as retain_config_for
 from medunlearn.errors import InputError, MedunlearnError, MissingInputError
-from medunlearn.utils.user_files import MAX_NOTE_CHARACTERS, MAX_TEXT_CHARACTERS, text_problem
+from medunlearn.utils.text_limits import MAX_NOTE_CHARACTERS, MAX_TEXT_CHARACTERS, text_problem
 
 
 @contextmanager
@@ -212,7 +212,7 @@ def check_text_fields(split, columns, source: str) -> None:
     """Every value of ``columns`` (those ``split``, a ``datasets.Dataset``, has) is text: a null or a number
     (a parquet column of another type, read by ``datasets`` without a word) would reach a prompt, a score or
     a training document as ``"None"`` or ``"3.5"``; and no text holds a NUL character or runs past the
-    limit of its field (:func:`medunlearn.utils.user_files.text_problem`: a note 1,000,000 characters, any
+    limit of its field (:func:`medunlearn.utils.text_limits.text_problem`: a note 1,000,000 characters, any
     other field 100,000), as the readers of source files refuse them. Named by ``source``
     (:func:`split_source`), row (from 1) and field."""
     from medunlearn.errors import FileContentError, shown

@@ -134,7 +134,7 @@ def test_a_perturbed_answer_that_is_not_a_list_of_texts_is_named(tmp_path, edit,
             ["A wrong one", None],
             "field 'perturbed_answer', item 2: expected text",
         ),
-        # the rules every reader of text fields shares (medunlearn.utils.user_files.text_problem)
+        # the rules every reader of text fields shares (medunlearn.utils.text_limits.text_problem)
         (
             "holdout10",
             "answer",

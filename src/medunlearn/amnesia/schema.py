@@ -14,7 +14,8 @@ import pyarrow as pa
 from medunlearn.data_loading import repeated_question
 from medunlearn.errors import FileContentError
 from medunlearn.ontology.amnesia import DISEASES, QA_TYPES
-from medunlearn.utils.user_files import MAX_TEXT_CHARACTERS, json_type_name, text_problem
+from medunlearn.utils.text_limits import MAX_TEXT_CHARACTERS, text_problem
+from medunlearn.utils.user_files import json_type_name
 
 NOTES_SCHEMA = pa.schema(
     [

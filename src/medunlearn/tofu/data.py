@@ -24,7 +24,7 @@ from pathlib import Path
 from medunlearn.config_names import SplitName, is_forget_config, is_tofu_hub_split, retain_config_for
 from medunlearn.data_loading import check_no_repeated_question, load_config, split_source
 from medunlearn.errors import MedunlearnError, MissingInputError, shown
-from medunlearn.utils.user_files import text_problem
+from medunlearn.utils.text_limits import text_problem
 
 HUB_ID = "locuslab/TOFU"
 FORGET_CONFIGS = ("forget01", "forget05", "forget10")
@@ -138,7 +138,7 @@ def _check_text_columns(dataset, source: str, config: str) -> None:
 
 def _text_problem(value) -> str | None:
     """Why ``value`` is no usable text (not a string; blank, too long or holding a NUL:
-    :func:`medunlearn.utils.user_files.text_problem`), or ``None``."""
+    :func:`medunlearn.utils.text_limits.text_problem`), or ``None``."""
     if not isinstance(value, str):
         return f"expected text, got {shown(value, limit=80)}"
     return text_problem(value, blank_ok=False)

@@ -33,8 +33,8 @@ from medunlearn.amnesia.schema import (
 )
 from medunlearn.ontology.amnesia import DISEASES
 from medunlearn.ontology.vocabulary import DiseaseVocabulary, RecordAnalysis, default_vocabulary
+from medunlearn.utils.text_limits import MAX_NOTE_CHARACTERS
 from medunlearn.utils.user_files import (
-    MAX_NOTE_CHARACTERS,
     check_column_spelling,
     csv_dict_reader,
     existing_file,
