@@ -67,6 +67,28 @@ def today_greedy_generate(model, prompts, pad_token_id, eos_token_ids, max_new_t
     return [row[:stop].tolist() for row, stop in zip(new_tokens, stops)]
 
 
+def greedy_steps(logits, next_logits, pad_token_id, eos, max_new_tokens, record=None) -> list[list[int]]:
+    """Greedy tokens from the prefill's ``logits``; ``next_logits(token, step)`` runs one decoding step.
+    ``record``: a list that receives each step's next-token logits (for :func:`largest_logit_gap`)."""
+    import torch
+
+    finished = torch.zeros(logits.shape[0], dtype=torch.bool)
+    steps = []
+    for step in range(max_new_tokens):
+        if record is not None:
+            record.append(logits[:, -1].clone())
+        token = torch.where(finished, pad_token_id, logits[:, -1].argmax(-1))
+        steps.append(token)
+        finished |= torch.isin(token, eos)
+        if step == max_new_tokens - 1 or bool(finished.all()):
+            break
+        logits = next_logits(token, step)
+    new_tokens = torch.stack(steps, 1).numpy()
+    is_eos = np.isin(new_tokens, eos.numpy())
+    stops = np.where(is_eos.any(1), is_eos.argmax(1), new_tokens.shape[1])
+    return [row[:stop].tolist() for row, stop in zip(new_tokens, stops)]
+
+
 def hand_loop(model, prompts, pad_token_id, eos_token_ids, max_new_tokens, record=None):
     """Greedy decoding as a plain loop: one forward per step, argmax, the mask grown by one column.
     ``record``: a list that receives each step's next-token logits (for :func:`largest_logit_gap`)."""
@@ -77,25 +99,16 @@ def hand_loop(model, prompts, pad_token_id, eos_token_ids, max_new_tokens, recor
 
     eos = torch.tensor(sorted(set(eos_token_ids)))
     input_ids, mask = pad_batch(prompts, pad_token_id, "left")
-    cache, rows = DynamicCache(config=model.config), len(prompts)
-    finished = torch.zeros(rows, dtype=torch.bool)
-    steps = []
+    cache = DynamicCache(config=model.config)
+
+    def next_logits(token, step):
+        nonlocal mask
+        mask = torch.cat([mask, mask.new_ones(len(prompts), 1)], 1)
+        return model(input_ids=token[:, None], attention_mask=mask, cache=cache, use_cache=True).logits
+
     with torch.inference_mode():
         logits = model(input_ids=input_ids, attention_mask=mask, cache=cache, use_cache=True).logits
-        for step in range(max_new_tokens):
-            if record is not None:
-                record.append(logits[:, -1].clone())
-            token = torch.where(finished, pad_token_id, logits[:, -1].argmax(-1))
-            steps.append(token)
-            finished |= torch.isin(token, eos)
-            if step == max_new_tokens - 1 or bool(finished.all()):
-                break
-            mask = torch.cat([mask, mask.new_ones(rows, 1)], 1)
-            logits = model(input_ids=token[:, None], attention_mask=mask, cache=cache, use_cache=True).logits
-    new_tokens = torch.stack(steps, 1).numpy()
-    is_eos = np.isin(new_tokens, eos.numpy())
-    stops = np.where(is_eos.any(1), is_eos.argmax(1), new_tokens.shape[1])
-    return [row[:stop].tolist() for row, stop in zip(new_tokens, stops)]
+        return greedy_steps(logits, next_logits, pad_token_id, eos, max_new_tokens, record)
 
 
 class CompiledStepLoop:
@@ -121,8 +134,16 @@ class CompiledStepLoop:
         input_ids, mask = pad_batch(prompts, pad_token_id, "left")
         rows, width = input_ids.shape
         mask = torch.cat([mask, mask.new_ones(rows, self.max_cache_len - width)], 1)
-        finished = torch.zeros(rows, dtype=torch.bool)
-        steps = []
+
+        def next_logits(token, step):
+            return self.step(
+                input_ids=token[:, None],
+                attention_mask=mask,
+                past_key_values=self.cache,
+                use_cache=True,
+                cache_position=torch.tensor([width + step]),
+            ).logits
+
         with torch.inference_mode():
             self.cache.reset()
             logits = self.model(
@@ -132,25 +153,7 @@ class CompiledStepLoop:
                 use_cache=True,
                 cache_position=torch.arange(width),
             ).logits
-            for step in range(max_new_tokens):
-                if record is not None:
-                    record.append(logits[:, -1].clone())
-                token = torch.where(finished, pad_token_id, logits[:, -1].argmax(-1))
-                steps.append(token)
-                finished |= torch.isin(token, eos)
-                if step == max_new_tokens - 1 or bool(finished.all()):
-                    break
-                logits = self.step(
-                    input_ids=token[:, None],
-                    attention_mask=mask,
-                    past_key_values=self.cache,
-                    use_cache=True,
-                    cache_position=torch.tensor([width + step]),
-                ).logits
-        new_tokens = torch.stack(steps, 1).numpy()
-        is_eos = np.isin(new_tokens, eos.numpy())
-        stops = np.where(is_eos.any(1), is_eos.argmax(1), new_tokens.shape[1])
-        return [row[:stop].tolist() for row, stop in zip(new_tokens, stops)]
+            return greedy_steps(logits, next_logits, pad_token_id, eos, max_new_tokens, record)
 
 
 def generate_logits(model, prompts, pad_token_id, max_new_tokens, decoding="dynamic") -> list:
